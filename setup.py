@@ -1,0 +1,159 @@
+"""Build script for the fusedops extension (setuptools + torch's BuildExtension + ninja).
+
+Two shared libraries are built:
+
+* ``fusedops._C``: operator schemas and CPU kernels; an abi3 Python module stub.
+* ``fusedops._C_cuda``: the CUDA kernels, in a library of their own so the same
+  wheel imports under a CPU-only torch (it is loaded only when torch has CUDA).
+
+Both use only the LibTorch stable ABI, so one wheel serves every torch >= 2.10
+and every CPython >= 3.10. The farm (``python -m ci build``) drives this file
+through environment variables:
+
+``FUSEDOPS_CUDA``        ``auto`` (default), ``1`` (require CUDA) or ``0`` (CPU only)
+``FUSEDOPS_DEBUG``       ``1``: ``-O0 -g`` and device debug info (``-G``)
+``FUSEDOPS_LINEINFO``    ``1``: ``-lineinfo`` for sanitizer/profiler line numbers
+``TORCH_CUDA_ARCH_LIST`` architectures (the farm always sets it; no GPU is probed)
+``MAX_JOBS``             parallel compile jobs (ninja)
+``FUSEDOPS_BUILD_DIR``   build folder (objects and ninja files)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+ROOT = Path(__file__).resolve().parent
+CSRC = ROOT / "csrc"
+
+# Stable-ABI target: 2.10 (the encoding of torch/headeronly/version.h).
+TORCH_TARGET_VERSION = "0x020a000000000000"
+PY_LIMITED_API = "0x030A0000"  # CPython 3.10
+
+
+def _flag(name: str, default: str = "0") -> str:
+    return os.environ.get(name, default).strip().lower()
+
+
+def _want_cuda() -> bool:
+    import torch
+    from torch.utils.cpp_extension import CUDA_HOME
+
+    mode = _flag("FUSEDOPS_CUDA", "auto")
+    if mode in ("0", "false", "no"):
+        return False
+    available = CUDA_HOME is not None and torch.version.cuda is not None
+    if mode in ("1", "true", "yes") and not available:
+        raise SystemExit(
+            "FUSEDOPS_CUDA=1 but no CUDA toolkit or no CUDA build of torch was found "
+            f"(CUDA_HOME={CUDA_HOME}, torch.version.cuda={torch.version.cuda}). "
+            "Use `nox -s build`, which installs a pinned toolkit, or set CUDA_HOME."
+        )
+    return available
+
+
+def _default_arch_list() -> None:
+    if os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        return
+    try:
+        import sys
+
+        sys.path.insert(0, str(ROOT))
+        from ci import matrix
+
+        os.environ["TORCH_CUDA_ARCH_LIST"] = matrix.CELLS[0].arch_list
+    except ImportError:
+        raise SystemExit("set TORCH_CUDA_ARCH_LIST (for example '8.0;9.0+PTX'); no GPU is probed") from None
+
+
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+        return out.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def extensions() -> list:
+    from torch.utils.cpp_extension import CppExtension, CUDAExtension
+
+    debug = _flag("FUSEDOPS_DEBUG") in ("1", "true", "yes")
+    lineinfo = _flag("FUSEDOPS_LINEINFO") in ("1", "true", "yes")
+    common = [
+        "-DTORCH_STABLE_ONLY",
+        f"-DTORCH_TARGET_VERSION={TORCH_TARGET_VERSION}",
+        f"-DPy_LIMITED_API={PY_LIMITED_API}",
+    ]
+    cxx = ["-std=c++17", *common, *(["-O0", "-g"] if debug else ["-O3", "-g0"])]
+    rel = lambda paths: sorted(str(p.relative_to(ROOT)) for p in paths)  # noqa: E731
+    exts = [
+        CppExtension(
+            "fusedops._C",
+            rel([CSRC / "ops.cpp", *(CSRC / "cpu").glob("*.cpp")]),
+            extra_compile_args={"cxx": cxx},
+            py_limited_api=True,
+        )
+    ]
+    if _want_cuda():
+        _default_arch_list()
+        nvcc = [
+            "-std=c++17",
+            *common,
+            "-DUSE_CUDA",
+            "--compress-mode=size",
+            *(["-O0", "-g", "-G"] if debug else ["-O3"]),
+            *(["-lineinfo"] if lineinfo and not debug else []),
+        ]
+        exts.append(
+            CUDAExtension(
+                "fusedops._C_cuda",
+                rel((CSRC / "cuda").glob("*.cu")),
+                extra_compile_args={"cxx": [*cxx, "-DUSE_CUDA"], "nvcc": nvcc},
+                py_limited_api=True,
+            )
+        )
+    return exts
+
+
+def build_ext_class():
+    from torch.utils.cpp_extension import BuildExtension
+
+    class BuildExtensionWithInfo(BuildExtension):
+        """Records how the binaries were built next to them (``_build_info.json``)."""
+
+        def run(self) -> None:
+            super().run()
+            import torch
+
+            names = [e.name for e in self.extensions]
+            info = {
+                "torch_built_against": torch.__version__.split("+")[0],
+                "torch_target_version": "2.10",
+                "cuda": torch.version.cuda if "fusedops._C_cuda" in names else None,
+                "nvcc": os.environ.get("FUSEDOPS_NVCC_VERSION"),
+                "arch_list": os.environ.get("TORCH_CUDA_ARCH_LIST") if "fusedops._C_cuda" in names else None,
+                "debug": _flag("FUSEDOPS_DEBUG") in ("1", "true", "yes"),
+                "git_commit": _git_commit(),
+            }
+            target = Path(self.get_ext_fullpath("fusedops._C")).parent / "_build_info.json"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(json.dumps(info, indent=2) + "\n")
+
+    return BuildExtensionWithInfo.with_options(use_ninja=True)
+
+
+setup(
+    packages=find_packages("package"),
+    package_dir={"": "package"},
+    ext_modules=extensions(),
+    cmdclass={"build_ext": build_ext_class()},
+    options={
+        "bdist_wheel": {"py_limited_api": "cp310"},
+        # Separate build folders keep release, debug and dev objects apart.
+        **({"build": {"build_base": os.environ["FUSEDOPS_BUILD_DIR"]}} if os.environ.get("FUSEDOPS_BUILD_DIR") else {}),
+    },
+)

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+# The farm's code (ci/) is imported from the checkout; fusedops from the
+# installed wheel (package/ is deliberately not on sys.path).
+sys.path.insert(0, str(ROOT))
+
+
+def cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if cuda_available():
+        return
+    skip = pytest.mark.skip(reason="no CUDA GPU visible (CUDA variants run on GPU machines: nox -s test-gpu)")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def built_wheel() -> Path:
+    """The wheel `nox -s tests` built and installed (FARM_TEST_WHEEL)."""
+    value = os.environ.get("FARM_TEST_WHEEL")
+    if value:
+        return Path(value)
+    wheels = sorted((ROOT / "wheelhouse").glob("cu*/fusedops-*.whl"))
+    if not wheels:
+        pytest.skip("no built wheel: run `nox -s build` (nox -s tests does it for you)")
+    return wheels[-1]

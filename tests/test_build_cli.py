@@ -1,0 +1,96 @@
+"""Integration tests of the build's failure behaviour and of the dev loop.
+
+They run the real toolchain (the pinned CUDA toolkit from PyPI, nvcc, ninja) on
+a copy of the project, with one architecture to keep them fast.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ci import build, matrix
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _torch_cuda_major() -> int | None:
+    import torch
+
+    return int(torch.version.cuda.split(".")[0]) if torch.version.cuda else None
+
+
+needs_cuda_torch = pytest.mark.skipif(
+    _torch_cuda_major() != matrix.get_cell("13").cuda_major,
+    reason="needs the release cell's CUDA build of torch (run inside `nox -s tests`)",
+)
+
+
+def run_ci(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "ci", *args], cwd=cwd, env=env, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    dest = tmp_path / "project"
+    ignore = shutil.ignore_patterns("build", "wheelhouse", "*.so", "_build_info.json", "*.egg-info", "__pycache__",
+                                    ".nox", ".git")
+    for name in ("ci", "csrc", "package", "setup.py", "pyproject.toml", "README.md"):
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=ignore)
+        elif src.exists():
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+def test_unknown_cuda_version_exits_nonzero_with_the_known_ones(tmp_path: Path) -> None:
+    result = run_ci("build", "--cuda", "11.8", "--wheelhouse", str(tmp_path / "wh"), cwd=ROOT)
+    assert result.returncode == 2
+    assert "unknown CUDA version '11.8'" in result.stdout and "13.0" in result.stdout
+    assert not (tmp_path / "wh").exists()
+
+
+def test_build_environment_with_wrong_torch_is_refused() -> None:
+    cell = dataclasses.replace(matrix.get_cell("13"), torch="2.99.0")
+    with pytest.raises(build.BuildError, match=r"builds against torch 2.99.0"):
+        build.check_build_torch(cell)
+
+
+@needs_cuda_torch
+def test_compile_error_is_shown_and_leaves_no_wheel(project: Path) -> None:
+    kernel = project / "csrc" / "cuda" / "round_ste.cu"
+    kernel.write_text(kernel.read_text() + "\nstatic int broken = undefined_symbol_for_test;\n")
+    wheelhouse = project / "wheelhouse"
+    wheelhouse.mkdir()
+    (wheelhouse / "keep.txt").write_text("untouched")
+    result = run_ci("build", "--arch-list", "9.0+PTX", "--wheelhouse", str(wheelhouse), cwd=project)
+    assert result.returncode != 0
+    assert re.search(r"round_ste\.cu.*error", result.stdout), result.stdout[-3000:]
+    assert "undefined_symbol_for_test" in result.stdout
+    assert sorted(p.name for p in wheelhouse.rglob("*") if p.is_file()) == ["keep.txt"]
+    assert not any((project / "build" / "staging").iterdir())
+
+
+@needs_cuda_torch
+def test_dev_loop_recompiles_only_the_touched_file(project: Path) -> None:
+    first = run_ci("develop", "--arch-list", "9.0+PTX", "--no-cache", cwd=project)
+    assert first.returncode == 0, first.stdout[-3000:]
+    assert list((project / "package" / "fusedops").glob("_C_cuda*.so"))
+    noop = run_ci("develop", "--arch-list", "9.0+PTX", "--no-cache", cwd=project)
+    assert noop.returncode == 0 and "0 objects compiled" in noop.stdout
+    kernel = project / "csrc" / "cuda" / "round_ste.cu"
+    kernel.touch()
+    again = run_ci("develop", "--arch-list", "9.0+PTX", "--no-cache", cwd=project)
+    assert again.returncode == 0
+    assert "1 objects compiled" in again.stdout
+    assert re.search(r"^\[1/1\] .*nvcc.*round_ste\.cu", again.stdout, re.MULTILINE)

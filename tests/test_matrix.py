@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from ci import matrix
+
+
+def test_release_cell_is_found_by_version_name_and_major() -> None:
+    cell = matrix.get_cell("13.0")
+    assert matrix.get_cell("cu130") is cell
+    assert matrix.get_cell("13") is cell
+    assert cell.release
+
+
+def test_unknown_cuda_version_names_the_known_ones() -> None:
+    with pytest.raises(matrix.MatrixError, match=r"unknown CUDA version '11.8'.*13\.0"):
+        matrix.get_cell("11.8")
+
+
+def test_cuda_torch_major_mismatch_is_refused() -> None:
+    bad = dataclasses.replace(matrix.get_cell("13.0"), torch="2.10.0")
+    with pytest.raises(matrix.MatrixError, match=r"CUDA 13.0 cannot be paired with torch 2.10.0.*CUDA 12.8"):
+        matrix.validate(bad)
+
+
+def test_every_cell_is_valid_and_pinned() -> None:
+    for cell in matrix.CELLS:
+        matrix.validate(cell)
+        assert all("==" in p for p in cell.toolkit.packages)
+
+
+def test_arch_list_marks_only_the_newest_as_ptx() -> None:
+    cell = matrix.get_cell("13.0")
+    assert cell.arch_list == "7.5;8.0;8.6;8.9;9.0;10.0;12.0+PTX"
+
+
+def test_arch_list_override_from_argument_and_environment() -> None:
+    cell = matrix.resolve("13.0", "8.0;9.0+PTX")
+    assert cell.sass_archs == ("8.0", "9.0") and cell.ptx_arch == "9.0"
+    cell = matrix.resolve("13.0", env={"TORCH_CUDA_ARCH_LIST": "8.6 9.0"})
+    assert cell.sass_archs == ("8.6", "9.0") and cell.ptx_arch == "9.0"
+
+
+@pytest.mark.parametrize("value", ["", "sm_90", "9"])
+def test_bad_arch_list_is_refused(value: str) -> None:
+    with pytest.raises(matrix.MatrixError):
+        matrix.parse_arch_list(value)
+
+
+def test_torch_requirement_excludes_the_cpu_build() -> None:
+    assert matrix.get_cell("13.0").torch_requirement == "torch==2.11.0,!=2.11.0+cpu"
+
+
+def test_json_round_trips_every_cell() -> None:
+    data = json.loads(matrix.to_json(matrix.CELLS))
+    assert [d["cuda"] for d in data] == [c.cuda for c in matrix.CELLS]
+    assert data[0]["arch_list"] == matrix.CELLS[0].arch_list
+
+
+def test_torch_cuda_table_knows_every_cell_torch() -> None:
+    for cell in matrix.CELLS:
+        assert matrix.torch_cuda_version(cell.torch).split(".")[0] == str(cell.cuda_major)
+    with pytest.raises(matrix.MatrixError, match="not in TORCH_CUDA"):
+        matrix.torch_cuda_version("1.0.0")
