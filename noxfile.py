@@ -89,7 +89,7 @@ def compat(session: nox.Session, torch: str) -> None:
     # Machines that cap torch through a pip constraints file get it lifted for this venv only.
     session.install(requirement, *TEST_TOOLS, env={"PIP_CONSTRAINT": ""})
     session.install("--no-deps", "--force-reinstall", str(wheels[-1]))
-    session.run("pytest", "tests/test_ops.py", "-m", "not cuda", *session.posargs)
+    session.run("pytest", "tests/ops", "-m", "not cuda", *session.posargs)
 
 
 @nox.session

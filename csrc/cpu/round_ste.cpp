@@ -32,6 +32,10 @@ Tensor round_ste_cpu(Tensor x) {
 }  // namespace
 }  // namespace fusedops
 
+STABLE_TORCH_LIBRARY_FRAGMENT(fusedops, m) {
+  m.def("round_ste(Tensor x) -> Tensor");
+}
+
 STABLE_TORCH_LIBRARY_IMPL(fusedops, CPU, m) {
   m.impl("round_ste", TORCH_BOX(&fusedops::round_ste_cpu));
 }

@@ -16,7 +16,7 @@ from ._loader import load as _load
 _state = _load()
 
 from . import reference  # noqa: E402
-from .ops import round_ste  # noqa: E402
+from ._round_ste import round_ste  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = ["build_info", "cuda_kernels_available", "reference", "round_ste"]

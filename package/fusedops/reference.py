@@ -1,14 +1,11 @@
 """Plain-PyTorch reference implementations of every op.
 
 Used by the tests and benchmarks, and as the fallback on devices for which the
-package has no compiled kernel.
+package has no compiled kernel. Each lives next to its op (``_<op>.py``).
 """
 
 from __future__ import annotations
 
-import torch
+from ._round_ste import reference_round_ste as round_ste
 
-
-def round_ste(x: torch.Tensor) -> torch.Tensor:
-    """Round half to even in the forward pass, identity gradient in the backward pass."""
-    return x + (torch.round(x) - x).detach()
+__all__ = ["round_ste"]
