@@ -21,6 +21,8 @@ from ci import matrix
 
 nox.options.default_venv_backend = "venv"
 nox.options.sessions = ["tests"]
+# Rebuilding a venv reinstalls torch (GBs); reuse them, nox -s X --reuse-venv=no forces a fresh one.
+nox.options.reuse_venv = "yes"
 
 ROOT = Path(__file__).parent
 RELEASE = matrix.get_cell("13")
@@ -32,11 +34,20 @@ TEST_TOOLS = ["pytest", "numpy", "expecttest"]
 
 def _cell_from(posargs: list[str]) -> matrix.Cell:
     if "--cuda" in posargs:
-        return matrix.get_cell(posargs[posargs.index("--cuda") + 1])
+        try:
+            return matrix.get_cell(posargs[posargs.index("--cuda") + 1])
+        except matrix.MatrixError as exc:
+            raise nox.command.CommandFailed(str(exc)) from None
     return RELEASE
 
 
 def _install_build_env(session: nox.Session, cell: matrix.Cell) -> None:
+    args = session.posargs
+    try:
+        # Validate before downloading gigabytes of the wrong torch.
+        cell = matrix.resolve(cell.cuda, torch=args[args.index("--torch") + 1] if "--torch" in args else None)
+    except matrix.MatrixError as exc:
+        session.error(str(exc))
     session.install(cell.torch_requirement, *BUILD_TOOLS)
 
 
@@ -98,3 +109,14 @@ def lint(session: nox.Session) -> None:
     session.install("ruff", "mypy", "rich", "pyelftools", "packaging", "nox")
     session.run("ruff", "check", "ci", "noxfile.py", "tests", "setup.py", "package")
     session.run("mypy", "ci")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmark every op against its reference (eager and torch.compile); prints a table, writes JSON."""
+    wheels = sorted((ROOT / "wheelhouse" / f"cu{RELEASE.cuda_major}").glob("fusedops-*.whl"))
+    if not wheels:
+        session.error("no wheel in wheelhouse/: run `nox -s build` first")
+    session.install(RELEASE.torch_requirement, "rich", "numpy")
+    session.install("--no-deps", "--force-reinstall", str(wheels[-1]))
+    session.run("python", "-m", "ci.bench", *session.posargs)

@@ -9,12 +9,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from ci import audit, build, develop, matrix, proc, report, toolkit
+from ci import audit, build, develop, images, matrix, proc, report, toolkit, wheels
 
 console = Console() if sys.stdout.isatty() else Console(width=200)
 
@@ -43,7 +44,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 def _cell(args: argparse.Namespace) -> matrix.Cell | None:
     if getattr(args, "cpu", False):
         return None
-    return matrix.resolve(args.cuda, args.arch_list)
+    return matrix.resolve(args.cuda, args.arch_list, torch=args.torch)
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -85,6 +86,38 @@ def cmd_toolkit(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_build_cuda(args: argparse.Namespace) -> int:
+    cell = matrix.resolve(args.cuda, args.arch_list, torch=args.torch)
+    spec = images.spec_for(cell, args.base_image)
+    started = time.monotonic()
+    tag = images.ensure_image(spec)
+    console.print(f"image {tag} ready in {time.monotonic() - started:.1f} s")
+    job = wheels.ContainerBuild(cell=cell, image=tag, wheelhouse=Path(args.wheelhouse).resolve(), max_jobs=args.max_jobs)
+    rep = wheels.build_in_container(job, spec)
+    report.print_report(rep, console)
+    return 0
+
+
+def cmd_base_image(args: argparse.Namespace) -> int:
+    tag = images.bootstrap_base(args.suite, args.mirror, force=args.force)
+    console.print(f"base image {tag} ({images.image_size(tag) / 2**20:.0f} MiB)\n"
+                  f"point the cells at it: export FARM_BASE_IMAGE={tag}")
+    return 0
+
+
+def cmd_images(args: argparse.Namespace) -> int:
+    table = Table(title="builder images")
+    for col in ("cell", "tag", "size", "build time"):
+        table.add_column(col)
+    for cell in matrix.cells(args.cells or None):
+        started = time.monotonic()
+        spec = images.spec_for(matrix.validate(cell), args.base_image)
+        tag = images.ensure_image(spec, rebuild=args.rebuild)
+        table.add_row(cell.name, tag, f"{images.image_size(tag) / 2**20:.0f} MiB", f"{time.monotonic() - started:.1f} s")
+    console.print(table)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m ci", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -99,6 +132,7 @@ def parser() -> argparse.ArgumentParser:
         sp.add_argument("--cpu", action="store_true", help="build without CUDA kernels")
         sp.add_argument("--arch-list", help="override the architectures (TORCH_CUDA_ARCH_LIST syntax)")
         sp.add_argument("--max-jobs", type=int, help="parallel compile jobs (MAX_JOBS)")
+        sp.add_argument("--torch", help="build against another torch release than the cell's (validated)")
 
     b = sub.add_parser("build", help="build, repair and audit a wheel into the wheelhouse")
     cell_args(b)
@@ -120,6 +154,24 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--json", action="store_true")
     a.set_defaults(func=cmd_audit)
 
+    bc = sub.add_parser("build-cuda", help="build a cell's wheel with cibuildwheel in its builder image")
+    cell_args(bc)
+    bc.add_argument("--wheelhouse", default=str(build.PROJECT_ROOT / "wheelhouse"))
+    bc.add_argument("--base-image", help="base image (default: FARM_BASE_IMAGE or the cell's)")
+    bc.set_defaults(func=cmd_build_cuda)
+
+    bi = sub.add_parser("base-image", help="bootstrap a Debian base image (no registry needed)")
+    bi.add_argument("--suite", default=images.DEBIAN_SUITE)
+    bi.add_argument("--mirror", help="Debian mirror URL (default: the one /etc/apt uses)")
+    bi.add_argument("--force", action="store_true")
+    bi.set_defaults(func=cmd_base_image)
+
+    im = sub.add_parser("images", help="build (or reuse) the builder image of each cell")
+    im.add_argument("cells", nargs="*")
+    im.add_argument("--base-image", help="base image for every cell (default: FARM_BASE_IMAGE or the cell's)")
+    im.add_argument("--rebuild", action="store_true")
+    im.set_defaults(func=cmd_images)
+
     t = sub.add_parser("toolkit", help="install (or reuse) a cell's hermetic CUDA toolkit")
     t.add_argument("--cuda", default="13")
     t.set_defaults(func=cmd_toolkit)
@@ -130,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (matrix.MatrixError, build.BuildError, toolkit.ToolkitError, audit.AuditError) as exc:
+    except (matrix.MatrixError, build.BuildError, toolkit.ToolkitError, audit.AuditError, images.ImageError) as exc:
         console.print(f"[bold red]error:[/] {exc}", highlight=False)
         return 2
     except proc.CommandError as exc:

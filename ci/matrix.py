@@ -248,11 +248,18 @@ def with_arch_list(cell: Cell, value: str | None) -> Cell:
     return dataclasses.replace(cell, sass_archs=archs, ptx_arch=ptx or archs[-1])
 
 
-def resolve(key: str, arch_list: str | None = None, env: Mapping[str, str] | None = None) -> Cell:
+def resolve(
+    key: str,
+    arch_list: str | None = None,
+    env: Mapping[str, str] | None = None,
+    torch: str | None = None,
+) -> Cell:
     """The one place a build resolves its cell: lookup, overrides, validation."""
     env = os.environ if env is None else env
     cell = get_cell(key)
     cell = with_arch_list(cell, arch_list or env.get("TORCH_CUDA_ARCH_LIST"))
+    if torch:
+        cell = dataclasses.replace(cell, torch=torch)
     return validate(cell)
 
 

