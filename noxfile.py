@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -23,6 +24,8 @@ nox.options.default_venv_backend = "venv"
 nox.options.sessions = ["tests"]
 # Rebuilding a venv reinstalls torch (GBs); reuse them, nox -s X --reuse-venv=no forces a fresh one.
 nox.options.reuse_venv = "yes"
+# Inside the dev shell the checkout is mounted; its .nox holds the host's venvs.
+nox.options.envdir = os.environ.get("FARM_NOX_ENVDIR", ".nox")
 
 ROOT = Path(__file__).parent
 RELEASE = matrix.get_cell("13")
@@ -120,3 +123,66 @@ def bench(session: nox.Session) -> None:
     session.install(RELEASE.torch_requirement, "rich", "numpy")
     session.install("--no-deps", "--force-reinstall", str(wheels[-1]))
     session.run("python", "-m", "ci.bench", *session.posargs)
+
+
+# --- container builds (docker/, ci/images.py, ci/wheels.py) ---------------------------------
+
+FARM_TOOLS = ["rich", "pyelftools", "packaging", "abi3audit", "cibuildwheel==4.3.3"]
+
+
+def _farm(session: nox.Session, *args: str) -> None:
+    session.install(*FARM_TOOLS)
+    session.run("python", "-m", "ci", *args)
+
+
+@nox.session(name="base-image")
+def base_image(session: nox.Session) -> None:
+    """Bootstrap a Debian base image with debootstrap (no registry needed) [-- --suite trixie]."""
+    _farm(session, "base-image", *session.posargs)
+
+
+@nox.session
+def images(session: nox.Session) -> None:
+    """Build (or reuse) every cell's builder image; print tags and sizes."""
+    _farm(session, "images", *session.posargs)
+
+
+@nox.session(name="build-cuda-13")
+def build_cuda_13(session: nox.Session) -> None:
+    """The CUDA 13 release cell's wheel, built by cibuildwheel in its image."""
+    _farm(session, "build-cuda", "--cuda", matrix.get_cell("13").cuda, *session.posargs)
+
+
+@nox.session(name="build-cuda-12")
+def build_cuda_12(session: nox.Session) -> None:
+    """The CUDA 12 cell's wheel, built by cibuildwheel in its image."""
+    _farm(session, "build-cuda", "--cuda", matrix.get_cell("12").cuda, *session.posargs)
+
+
+@nox.session(name="build-cuda")
+@nox.parametrize("cuda", [c.cuda for c in matrix.CELLS])
+def build_cuda(session: nox.Session, cuda: str) -> None:
+    """Any cell: nox -s "build-cuda(cuda='13.2')" or nox -s build-cuda -- 13.2."""
+    args = list(session.posargs)
+    if args and not args[0].startswith("-"):
+        wanted = args.pop(0)
+        try:
+            if matrix.get_cell(wanted).cuda != cuda:
+                session.skip(f"not the requested cell {wanted}")
+        except matrix.MatrixError as exc:
+            session.error(str(exc))
+    _farm(session, "build-cuda", "--cuda", cuda, *args)
+
+
+@nox.session(name="build-all")
+def build_all(session: nox.Session) -> None:
+    """Every cell of the matrix, one after the other."""
+    session.install(*FARM_TOOLS)
+    for cell in matrix.CELLS:
+        session.run("python", "-m", "ci", "build-cuda", "--cuda", cell.cuda, *session.posargs)
+
+
+@nox.session
+def shell(session: nox.Session) -> None:
+    """docker run in a cell's image with the source mounted: nox -s shell [-- --cuda 12.4] [-- command]."""
+    _farm(session, "shell", *session.posargs)

@@ -70,6 +70,21 @@ def _default_arch_list() -> None:
         raise SystemExit("set TORCH_CUDA_ARCH_LIST (for example '8.0;9.0+PTX'); no GPU is probed") from None
 
 
+def _fatbin_compression() -> list[str]:
+    """--compress-mode=size where nvcc has it (12.8+); older nvcc only knows -compress-all."""
+    import re
+
+    from torch.utils.cpp_extension import CUDA_HOME
+
+    try:
+        out = subprocess.run([os.path.join(CUDA_HOME or "", "bin", "nvcc"), "--version"],
+                             capture_output=True, text=True, check=True).stdout
+        major, minor = map(int, re.search(r"release (\d+)\.(\d+)", out).groups())  # type: ignore[union-attr]
+    except (OSError, subprocess.CalledProcessError, AttributeError):
+        return ["-Xfatbin=-compress-all"]
+    return ["--compress-mode=size"] if (major, minor) >= (12, 8) else ["-Xfatbin=-compress-all"]
+
+
 def _git_commit() -> str:
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
@@ -104,7 +119,7 @@ def extensions() -> list:
             "-std=c++17",
             *common,
             "-DUSE_CUDA",
-            "--compress-mode=size",
+            *_fatbin_compression(),
             *(["-O0", "-g", "-G"] if debug else ["-O3"]),
             *(["-lineinfo"] if lineinfo and not debug else []),
         ]

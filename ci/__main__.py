@@ -15,7 +15,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from ci import audit, build, develop, images, matrix, proc, report, toolkit, wheels
+from ci import audit, build, develop, images, matrix, proc, report, shell, toolkit, wheels
 
 console = Console() if sys.stdout.isatty() else Console(width=200)
 
@@ -92,10 +92,19 @@ def cmd_build_cuda(args: argparse.Namespace) -> int:
     started = time.monotonic()
     tag = images.ensure_image(spec)
     console.print(f"image {tag} ready in {time.monotonic() - started:.1f} s")
-    job = wheels.ContainerBuild(cell=cell, image=tag, wheelhouse=Path(args.wheelhouse).resolve(), max_jobs=args.max_jobs)
+    job = wheels.ContainerBuild(
+        cell=cell, image=tag, wheelhouse=Path(args.wheelhouse).resolve(), max_jobs=args.max_jobs
+    )
     rep = wheels.build_in_container(job, spec)
     report.print_report(rep, console)
     return 0
+
+
+def cmd_shell(args: argparse.Namespace) -> int:
+    cell = matrix.resolve(args.cuda)
+    spec = images.spec_for(cell, args.base_image)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    return shell.run_shell(spec, build.PROJECT_ROOT, command)
 
 
 def cmd_base_image(args: argparse.Namespace) -> int:
@@ -113,7 +122,8 @@ def cmd_images(args: argparse.Namespace) -> int:
         started = time.monotonic()
         spec = images.spec_for(matrix.validate(cell), args.base_image)
         tag = images.ensure_image(spec, rebuild=args.rebuild)
-        table.add_row(cell.name, tag, f"{images.image_size(tag) / 2**20:.0f} MiB", f"{time.monotonic() - started:.1f} s")
+        size = f"{images.image_size(tag) / 2**20:.0f} MiB"
+        table.add_row(cell.name, tag, size, f"{time.monotonic() - started:.1f} s")
     console.print(table)
     return 0
 
@@ -159,6 +169,12 @@ def parser() -> argparse.ArgumentParser:
     bc.add_argument("--wheelhouse", default=str(build.PROJECT_ROOT / "wheelhouse"))
     bc.add_argument("--base-image", help="base image (default: FARM_BASE_IMAGE or the cell's)")
     bc.set_defaults(func=cmd_build_cuda)
+
+    sh = sub.add_parser("shell", help="a shell (or one command) in a cell's builder image")
+    sh.add_argument("--cuda", default="13")
+    sh.add_argument("--base-image")
+    sh.add_argument("command", nargs=argparse.REMAINDER, help="command to run instead of an interactive shell")
+    sh.set_defaults(func=cmd_shell)
 
     bi = sub.add_parser("base-image", help="bootstrap a Debian base image (no registry needed)")
     bi.add_argument("--suite", default=images.DEBIAN_SUITE)

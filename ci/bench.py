@@ -18,6 +18,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +88,8 @@ def measure(fn: Fn, device: torch.device, min_run_time: float) -> Timing:
 
 
 def _compiled(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return torch.compile(fn, dynamic=False)
+    compiled: Callable[..., Any] = torch.compile(fn, dynamic=False)
+    return compiled
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,8 +115,8 @@ def pointwise_cases(device: torch.device, exponents: list[int]) -> list[Case]:
         def copy(x: torch.Tensor = x, dst: torch.Tensor = dst) -> Any:
             return dst.copy_(x)
 
-        cases.append(Case("round_ste", f"2^{e} fp32", lambda x=x: fusedops.round_ste(x),
-                          lambda x=x: reference.round_ste(x), lambda x=x: round_c(x), nbytes, copy))
+        cases.append(Case("round_ste", f"2^{e} fp32", partial(fusedops.round_ste, x),
+                          partial(reference.round_ste, x), partial(round_c, x), nbytes, copy))
         if hasattr(fusedops, "bias_act"):
             c = 256
             xb = x.view(-1, c) if n % c == 0 else x
@@ -122,9 +124,9 @@ def pointwise_cases(device: torch.device, exponents: list[int]) -> list[Case]:
             ba_c = _compiled(reference.bias_act)
             cases.append(Case(
                 "bias_act", f"2^{e} fp32 lrelu [N,{c}]",
-                lambda xb=xb, b=b: fusedops.bias_act(xb, b, act="lrelu"),
-                lambda xb=xb, b=b: reference.bias_act(xb, b, act="lrelu"),
-                lambda xb=xb, b=b: ba_c(xb, b, act="lrelu"),
+                partial(fusedops.bias_act, xb, b, act="lrelu"),
+                partial(reference.bias_act, xb, b, act="lrelu"),
+                partial(ba_c, xb, b, act="lrelu"),
                 nbytes, copy,
             ))
     return cases
@@ -138,7 +140,7 @@ def lltm_cases(device: torch.device, sizes: list[tuple[int, int, int]]) -> list[
     for batch, features, state in sizes:
         g = torch.Generator(device="cpu").manual_seed(0)
 
-        def make(shape: tuple[int, ...]) -> torch.Tensor:
+        def make(shape: tuple[int, ...], g: torch.Generator = g) -> torch.Tensor:
             return torch.randn(*shape, generator=g).to(device).requires_grad_()
 
         args = (make((batch, features)), make((3 * state, features + state)), make((3 * state,)),
@@ -150,8 +152,7 @@ def lltm_cases(device: torch.device, sizes: list[tuple[int, int, int]]) -> list[
 
         cases.append(Case(
             "lltm", f"fwd+bwd B={batch} F={features} S={state}",
-            lambda step=step: step(fusedops.lltm), lambda step=step: step(reference.lltm),
-            lambda step=step: step(ref_c),
+            partial(step, fusedops.lltm), partial(step, reference.lltm), partial(step, ref_c),
         ))
     return cases
 
@@ -164,13 +165,16 @@ def upfirdn_cases(device: torch.device, shapes: list[tuple[int, int, int]]) -> l
     f = fusedops.setup_filter([1, 3, 3, 1], device=device)
     for n, c, hw in shapes:
         x = torch.randn(n, c, hw, hw, device=device)
-        for label, kw in (("up=2", {"up": 2, "padding": [2, 1, 2, 1], "gain": 4}),
-                          ("down=2", {"down": 2, "padding": [1, 1, 1, 1]})):
+        variants: tuple[tuple[str, dict[str, Any]], ...] = (
+            ("up=2", {"up": 2, "padding": [2, 1, 2, 1], "gain": 4}),
+            ("down=2", {"down": 2, "padding": [1, 1, 1, 1]}),
+        )
+        for label, kw in variants:
             cases.append(Case(
                 "upfirdn2d", f"N={n} C={c} {hw}x{hw} 4-tap {label}",
-                lambda x=x, kw=kw: fusedops.upfirdn2d(x, f, **kw),
-                lambda x=x, kw=kw: reference.upfirdn2d(x, f, **kw),
-                lambda x=x, kw=kw: ref_c(x, f, **kw),
+                partial(fusedops.upfirdn2d, x, f, **kw),
+                partial(reference.upfirdn2d, x, f, **kw),
+                partial(ref_c, x, f, **kw),
             ))
     return cases
 

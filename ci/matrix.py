@@ -52,6 +52,8 @@ class Cell:
     base_image: str
     #: Host compiler family and version (``gcc-12``): the container images install it.
     host_compiler: str
+    #: Debian suite of the bootstrapped base used where no registry is reachable.
+    debian_suite: str = "bookworm"
     release: bool = False
 
     @property
@@ -123,6 +125,8 @@ def _pypi_cuda13(nvcc: str, runtime: str, cccl: str) -> Toolkit:
     )
 
 
+MANYLINUX_2_28 = "quay.io/pypa/manylinux_2_28_x86_64"
+
 CELLS: tuple[Cell, ...] = (
     Cell(
         cuda="13.0",
@@ -131,11 +135,52 @@ CELLS: tuple[Cell, ...] = (
         sass_archs=CUDA13_SASS,
         ptx_arch="12.0",
         python="3.12",
-        base_image="quay.io/pypa/manylinux_2_28_x86_64",
+        base_image=MANYLINUX_2_28,
         host_compiler="gcc-12",
         release=True,
     ),
+    Cell(
+        cuda="13.2",
+        toolkit=_pypi_cuda13(nvcc="13.2.86", runtime="13.2.86", cccl="13.2.86"),
+        torch="2.11.0",
+        sass_archs=CUDA13_SASS,
+        ptx_arch="12.0",
+        python="3.12",
+        base_image=MANYLINUX_2_28,
+        host_compiler="gcc-12",
+    ),
+    Cell(
+        cuda="13.5",
+        toolkit=_pypi_cuda13(nvcc="13.5.37", runtime="13.5.37", cccl="13.3.5.0.6"),
+        torch="2.11.0",
+        sass_archs=CUDA13_SASS,
+        ptx_arch="12.0",
+        python="3.12",
+        base_image=MANYLINUX_2_28,
+        host_compiler="gcc-12",
+    ),
+    # CUDA 12: Debian's toolkit in the tested path (no NVIDIA download site is
+    # reachable here); docker/README.md describes the production path on a
+    # manylinux base with NVIDIA's repository. CUDA 12.4 has no SASS for
+    # Blackwell: those GPUs JIT the sm_90 PTX.
+    Cell(
+        cuda="12.4",
+        toolkit=Toolkit(kind="debian", packages=("nvidia-cuda-toolkit=12.4.131~12.4.1-2",)),
+        torch="2.10.0",
+        sass_archs=("7.5", "8.0", "8.6", "8.9", "9.0"),
+        ptx_arch="9.0",
+        python="3.13",
+        base_image=MANYLINUX_2_28,
+        host_compiler="gcc-13",
+        debian_suite="trixie",
+        release=True,
+    ),
 )
+
+#: Newest GCC major each CUDA release accepts as host compiler (NVIDIA's
+#: installation guide; nvcc refuses newer ones).
+MAX_GCC: Mapping[str, int] = {"12.4": 13, "12.8": 14, "13.0": 15, "13.2": 15, "13.5": 15}
+MIN_GCC = 6
 
 #: cuobjdump reads the fatbinaries of every 13.x toolkit; PyPI has it from 13.2.
 CUOBJDUMP_REQUIREMENT = "nvidia-cuda-cuobjdump==13.2.78"
@@ -203,6 +248,17 @@ def validate(cell: Cell) -> Cell:
             f"which is built with CUDA {torch_cuda}. An extension must use the same CUDA major "
             f"as torch; pair CUDA {cell.cuda_major}.x with a torch built for CUDA {cell.cuda_major} "
             f"({', '.join(t for t, c in TORCH_CUDA.items() if c.startswith(f'{cell.cuda_major}.')) or 'none known'})."
+        )
+    family, _, version = cell.host_compiler.partition("-")
+    if family != "gcc" or not version.isdigit():
+        raise MatrixError(f"cell {cell.name}: host compiler {cell.host_compiler!r} must be written gcc-<major>")
+    newest = MAX_GCC.get(cell.cuda)
+    if newest is None:
+        raise MatrixError(f"cell {cell.name}: no supported host-compiler range known for CUDA {cell.cuda} (MAX_GCC)")
+    if not MIN_GCC <= int(version) <= newest:
+        raise MatrixError(
+            f"cell {cell.name}: host compiler {cell.host_compiler} is outside CUDA {cell.cuda}'s supported range "
+            f"(gcc-{MIN_GCC} to gcc-{newest}); nvcc would refuse it. Pick a gcc in that range."
         )
     if cell.ptx_arch not in cell.sass_archs:
         raise MatrixError(f"cell {cell.name}: ptx_arch {cell.ptx_arch} must also be in sass_archs")

@@ -108,6 +108,15 @@ def _complete_cuda_home(cuda_home: Path) -> None:
 def ensure_toolkit(cell: matrix.Cell) -> InstalledToolkit:
     """Install (or reuse) the cell's pinned toolkit and return its CUDA_HOME."""
     tk = cell.toolkit
+    preinstalled = os.environ.get("FARM_CUDA_HOME")
+    if preinstalled:
+        # Inside a builder image the cell's toolkit is already installed.
+        cuda_home = Path(preinstalled)
+        text = proc.run([cuda_home / "bin" / "nvcc", "--version"], capture=True).stdout
+        version = parse_nvcc_version(text)
+        if not version.startswith(cell.cuda + "."):
+            raise ToolkitError(f"FARM_CUDA_HOME={cuda_home} holds CUDA {version}, cell {cell.name} wants {cell.cuda}")
+        return InstalledToolkit(root=cuda_home, cuda_home=cuda_home, nvcc_version=version)
     if tk.kind != "pypi":
         # Debian and NVIDIA-repository toolkits live in the cell's container image.
         raise ToolkitError(

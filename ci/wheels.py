@@ -43,6 +43,10 @@ class ContainerBuild:
     max_jobs: int | None = None
 
 
+def gcc_major(cell: matrix.Cell) -> str:
+    return cell.host_compiler.split("-")[1]
+
+
 def nvcc_version(cell: matrix.Cell) -> str | None:
     """The nvcc a cell's image holds: the pinned wheel's version for PyPI toolkits."""
     for req in cell.toolkit.packages:
@@ -58,14 +62,16 @@ def build_identifier(spec: images.ImageSpec) -> str:
 
 def cibuildwheel_env(job: ContainerBuild, spec: images.ImageSpec, ca_bundle: Path | None) -> dict[str, str]:
     cell = job.cell
-    excludes = " ".join(f"--exclude {lib}" for lib in (*matrix.TORCH_LIBRARIES, *matrix.cuda_libraries(cell.cuda_major)))
+    excluded = (*matrix.TORCH_LIBRARIES, *matrix.cuda_libraries(cell.cuda_major))
+    excludes = " ".join(f"--exclude {lib}" for lib in excluded)
     build_env = {
         "TORCH_CUDA_ARCH_LIST": cell.arch_list,
         "FUSEDOPS_CUDA": "1",
         "FUSEDOPS_NVCC_VERSION": nvcc_version(cell) or "",
         "FUSEDOPS_BUILD_DIR": "/tmp/farm-build",
         "MAX_JOBS": str(job.max_jobs or os.cpu_count() or 2),
-        "CXX": "/usr/lib/ccache/g++",
+        "CXX": f"/usr/lib/ccache/g++-{gcc_major(cell)}",
+        "CC": f"gcc-{gcc_major(cell)}",
         "PYTORCH_NVCC": "ccache /usr/local/cuda/bin/nvcc",
         "CCACHE_DIR": f"{CONTAINER_HOME}/.cache/ccache",
         "CCACHE_BASEDIR": "/project",
@@ -90,7 +96,9 @@ def cibuildwheel_env(job: ContainerBuild, spec: images.ImageSpec, ca_bundle: Pat
         "CIBW_REPAIR_WHEEL_COMMAND": f"auditwheel repair {excludes} -w {{dest_dir}} {{wheel}}",
         "CIBW_TEST_REQUIRES": cell.torch_requirement,
         # The test step's pip runs outside CIBW_ENVIRONMENT's scope for some settings.
-        "CIBW_TEST_ENVIRONMENT": " ".join(f'{k}="{v}"' for k, v in build_env.items() if k in ("PIP_CERT", "SSL_CERT_FILE")),
+        "CIBW_TEST_ENVIRONMENT": " ".join(
+            f'{k}="{v}"' for k, v in build_env.items() if k in ("PIP_CERT", "SSL_CERT_FILE")
+        ),
         "CIBW_TEST_COMMAND": SMOKE_TEST,
         "CIBW_BUILD_VERBOSITY": "1",
         # cibuildwheel's own abi3audit step fetches virtualenv from GitHub; the
@@ -110,6 +118,10 @@ def export_source(project: Path, dest: Path) -> Path:
     cibuildwheel copies its working directory into the container; building
     from this export keeps that copy small and the build reproducible.
     """
+    if not (project / ".git").exists():
+        ignore = shutil.ignore_patterns(".git", ".nox", "build", "wheelhouse", "*.so", "__pycache__", "*.egg-info")
+        shutil.copytree(project, dest, ignore=ignore, dirs_exist_ok=True)
+        return dest
     listing = proc.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                        cwd=project, capture=True)
     for name in filter(None, listing.stdout.split("\0")):

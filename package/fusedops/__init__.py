@@ -16,10 +16,24 @@ from ._loader import load as _load
 _state = _load()
 
 from . import reference  # noqa: E402
+from ._lltm import LLTM, lltm  # noqa: E402
 from ._round_ste import round_ste  # noqa: E402
+from ._upfirdn2d import downsample2d, filter2d, setup_filter, upfirdn2d, upsample2d  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["build_info", "cuda_kernels_available", "reference", "round_ste"]
+__all__ = [
+    "LLTM",
+    "build_info",
+    "cuda_kernels_available",
+    "downsample2d",
+    "filter2d",
+    "lltm",
+    "reference",
+    "round_ste",
+    "setup_filter",
+    "upfirdn2d",
+    "upsample2d",
+]
 
 
 def cuda_kernels_available() -> bool:

@@ -6,6 +6,8 @@ package has no compiled kernel. Each lives next to its op (``_<op>.py``).
 
 from __future__ import annotations
 
+from ._lltm import reference_lltm as lltm
 from ._round_ste import reference_round_ste as round_ste
+from ._upfirdn2d import reference_upfirdn2d as upfirdn2d
 
-__all__ = ["round_ste"]
+__all__ = ["lltm", "round_ste", "upfirdn2d"]

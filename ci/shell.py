@@ -1,0 +1,75 @@
+"""The dev shell: ``docker run`` in a cell's builder image with the source mounted.
+
+The caller's UID/GID is used so files written to the checkout stay theirs;
+a root caller gets the image's non-root ``build`` user instead (building as root
+in a container is what the images avoid). The ccache and pip-cache volumes of
+the container builds are mounted, the host CA bundle read-only when there is
+one, and ``--gpus all`` is added when the engine has the NVIDIA runtime.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ci import images, proc, wheels
+
+IMAGE_BUILD_UID = 1000
+
+
+def has_nvidia_runtime() -> bool:
+    out = subprocess.run([images.docker_cli(), "info", "--format", "{{json .Runtimes}}"],
+                         capture_output=True, text=True)
+    return out.returncode == 0 and "nvidia" in out.stdout
+
+
+def user_spec(uid: int, gid: int) -> str:
+    return f"{IMAGE_BUILD_UID}:{IMAGE_BUILD_UID}" if uid == 0 else f"{uid}:{gid}"
+
+
+def shell_command(
+    image: str,
+    project: Path,
+    command: Sequence[str],
+    *,
+    interactive: bool,
+    gpus: bool,
+    ca_bundle: Path | None,
+    uid: int,
+    gid: int,
+) -> list[str]:
+    cmd = [images.docker_cli(), "run", "--rm", "-i"]
+    if interactive:
+        cmd.append("-t")
+    cmd += [
+        "--user", user_spec(uid, gid),
+        "--volume", f"{project}:/project",
+        "--workdir", "/project",
+        "--volume", f"{wheels.CCACHE_VOLUME}:{wheels.CONTAINER_HOME}/.cache/ccache",
+        "--volume", f"{wheels.PIP_CACHE_VOLUME}:{wheels.CONTAINER_HOME}/.cache/pip",
+        # nox keeps its venvs outside the mounted checkout: the host's .nox holds
+        # interpreters of the host.
+        "--env", f"FARM_NOX_ENVDIR={wheels.CONTAINER_HOME}/.nox",
+        "--env", f"HOME={wheels.CONTAINER_HOME}",
+    ]
+    if ca_bundle is not None:
+        cmd += ["--volume", f"{ca_bundle}:{wheels.CONTAINER_CA}:ro",
+                "--env", f"PIP_CERT={wheels.CONTAINER_CA}", "--env", f"SSL_CERT_FILE={wheels.CONTAINER_CA}"]
+    if gpus:
+        cmd += ["--gpus", "all"]
+    return [*cmd, image, *(command or ["bash"])]
+
+
+def run_shell(spec: images.ImageSpec, project: Path, command: Sequence[str]) -> int:
+    tag = images.ensure_image(spec)
+    cmd = shell_command(
+        tag, project, command,
+        interactive=not command and sys.stdin.isatty(),
+        gpus=has_nvidia_runtime(),
+        ca_bundle=images.host_ca_bundle(),
+        uid=os.getuid(), gid=os.getgid(),
+    )
+    return proc.run(cmd, check=False).returncode
