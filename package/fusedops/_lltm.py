@@ -33,7 +33,9 @@ def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor
     ctx.save_for_backward(gate_weights, output[1])
 
 
-def _backward(ctx: Any, grad_h: torch.Tensor | None, grad_cell: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+def _backward(
+    ctx: Any, grad_h: torch.Tensor | None, grad_cell: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
     gate_weights, new_cell = ctx.saved_tensors
     if grad_h is None:
         grad_h = torch.zeros_like(new_cell)
@@ -141,5 +143,7 @@ class LLTM(nn.Module):
         for weight in self.parameters():
             nn.init.uniform_(weight, -stdv, +stdv)
 
-    def forward(self, input: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, input: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         return lltm(input, self.weights, self.bias, *state)

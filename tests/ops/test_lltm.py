@@ -43,7 +43,7 @@ def test_gradients_match_reference_and_gradcheck(device: str) -> None:
     grads = torch.autograd.grad((h * 1.3 + c * 0.7).sum(), args)
     rh, rc = reference.lltm(*args)
     want = torch.autograd.grad((rh * 1.3 + rc * 0.7).sum(), args)
-    for got, ref in zip(grads, want):
+    for got, ref in zip(grads, want, strict=True):
         torch.testing.assert_close(got, ref)
     # Only one of the outputs used: the other gradient is None inside the backward.
     (g_only_h,) = torch.autograd.grad(fusedops.lltm(*args)[0].sum(), args[0])
@@ -83,7 +83,7 @@ def test_compile_fullgraph_forward_and_backward(device: str) -> None:
     torch.testing.assert_close(compiled(*args), step(*args))
     g_compiled = torch.autograd.grad(compiled(*args), args)
     g_eager = torch.autograd.grad(step(*args), args)
-    for a, b in zip(g_compiled, g_eager):
+    for a, b in zip(g_compiled, g_eager, strict=True):
         torch.testing.assert_close(a, b)
 
 
