@@ -52,6 +52,9 @@ def nvcc_version(cell: matrix.Cell) -> str | None:
     for req in cell.toolkit.packages:
         if req.startswith("nvidia-cuda-nvcc=="):
             return req.split("==")[1]
+        if req.startswith("nvidia-cuda-toolkit="):
+            # Debian version strings read 12.4.131~12.4.1-2: the part before ~ is nvcc's.
+            return req.split("=")[1].split("~")[0]
     return None
 
 

@@ -16,6 +16,7 @@ from ._loader import load as _load
 _state = _load()
 
 from . import reference  # noqa: E402
+from ._bias_act import activation_funcs, bias_act  # noqa: E402
 from ._lltm import LLTM, lltm  # noqa: E402
 from ._round_ste import round_ste  # noqa: E402
 from ._upfirdn2d import downsample2d, filter2d, setup_filter, upfirdn2d, upsample2d  # noqa: E402
@@ -23,6 +24,8 @@ from ._upfirdn2d import downsample2d, filter2d, setup_filter, upfirdn2d, upsampl
 __version__ = "0.1.0"
 __all__ = [
     "LLTM",
+    "activation_funcs",
+    "bias_act",
     "build_info",
     "cuda_kernels_available",
     "downsample2d",
