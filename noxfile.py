@@ -186,3 +186,30 @@ def build_all(session: nox.Session) -> None:
 def shell(session: nox.Session) -> None:
     """docker run in a cell's image with the source mounted: nox -s shell [-- --cuda 12.4] [-- command]."""
     _farm(session, "shell", *session.posargs)
+
+
+# --- GPU test matrix (ci/gpu.py) -------------------------------------------------------------
+
+GPU_TEST_TOOLS = ["pytest", "numpy", "expecttest", "rich"]
+
+
+@nox.session(name="test-gpu")
+def test_gpu(session: nox.Session) -> None:
+    """The built wheel on this machine's GPUs, in a fresh venv: lanes default, sanitizer, ptx-jit, multi-gpu, bench.
+
+    nox -s test-gpu -- [--wheel PATH | --inplace] [--ptx-wheel PATH] [--lanes default,sanitizer] [--quick]
+    nox -s test-gpu -- --docker ...   runs the same inside the release cell's image with --gpus all
+    """
+    args = list(session.posargs)
+    if "--docker" in args:
+        args.remove("--docker")
+        _farm(session, "shell", "--cuda", RELEASE.cuda, "nox", "-s", "test-gpu", "--", *args)
+        return
+    session.install(RELEASE.torch_requirement, *GPU_TEST_TOOLS)
+    session.run("python", "-m", "ci.gpu", *args)
+
+
+@nox.session(name="test-gpu-system", venv_backend="none")
+def test_gpu_system(session: nox.Session) -> None:
+    """Like test-gpu, with the current interpreter and its torch (GPU boxes with torch preinstalled, no network)."""
+    session.run(sys.executable, "-m", "ci.gpu", *session.posargs)
