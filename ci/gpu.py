@@ -124,8 +124,9 @@ def run_sanitizer(env: dict[str, str], out: Path) -> LaneResult:
         text = proc.stdout + proc.stderr
         (out / f"sanitizer-{check}.log").write_text(text)
         # memcheck/initcheck/synccheck: "ERROR SUMMARY: N errors"; racecheck: "... (N errors, M warnings)".
-        m = re.search(r"ERROR SUMMARY: (\d+) error", text) or re.search(r"SUMMARY: \d+ hazards? displayed \((\d+) error",
-                                                                        text)
+        m = re.search(r"ERROR SUMMARY: (\d+) error", text) or re.search(
+            r"SUMMARY: \d+ hazards? displayed \((\d+) error", text
+        )
         errors = int(m.group(1)) if m else -1
         ok = proc.returncode == 0 and errors == 0
         result.passed += ok
