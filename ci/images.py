@@ -68,7 +68,11 @@ def docker_cli() -> str:
     candidates: list[Path] = []
     for folder in os.environ.get("PATH", "").split(os.pathsep):
         path = Path(folder) / "docker"
-        if path.is_file() and os.access(path, os.X_OK) and path.resolve() not in [c.resolve() for c in candidates]:
+        try:
+            usable = path.is_file() and os.access(path, os.X_OK)
+        except OSError:  # a PATH entry this user may not read
+            continue
+        if usable and path.resolve() not in [c.resolve() for c in candidates]:
             candidates.append(path)
     if not candidates:
         raise ImageError("the docker client is not installed: install Docker (e.g. `apt-get install docker.io`)")
