@@ -32,6 +32,10 @@ def user_spec(uid: int, gid: int) -> str:
     return f"{uid}:{gid}"
 
 
+def ccache_volume(uid: int) -> str:
+    return wheels.CCACHE_VOLUME if uid == IMAGE_BUILD_UID else f"{wheels.CCACHE_VOLUME}-uid{uid}"
+
+
 def home_for(uid: int) -> str:
     return wheels.CONTAINER_HOME if uid == IMAGE_BUILD_UID else "/tmp/farm-home"
 
@@ -54,7 +58,8 @@ def shell_command(
         "--user", user_spec(uid, gid),
         "--volume", f"{project}:/project",
         "--workdir", "/project",
-        "--volume", f"{wheels.CCACHE_VOLUME}:{wheels.CONTAINER_HOME}/.cache/ccache",
+        # ccache needs write access to its whole tree: other UIDs get a volume of their own.
+        "--volume", f"{ccache_volume(uid)}:{wheels.CONTAINER_HOME}/.cache/ccache",
         "--volume", f"{wheels.PIP_CACHE_VOLUME}:{wheels.CONTAINER_HOME}/.cache/pip",
         # nox keeps its venvs outside the mounted checkout: the host's .nox holds
         # interpreters of the host.

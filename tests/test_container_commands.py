@@ -70,6 +70,7 @@ def test_shell_runs_as_the_caller_and_adds_gpus(tmp_path: Path, monkeypatch: pyt
     cmd = shell.shell_command("img", tmp_path, [], interactive=True, gpus=False, ca_bundle=None, uid=1234, gid=99)
     assert cmd[cmd.index("--user") + 1] == "1234:99" and cmd[-1] == "bash" and "--gpus" not in cmd
     assert "HOME=/tmp/farm-home" in cmd and f"{tmp_path}:/project" in cmd
+    assert f"{wheels.CCACHE_VOLUME}-uid1234:/home/build/.cache/ccache" in cmd
 
 
 def test_host_debian_mirror_is_read_from_apt_sources(tmp_path: Path) -> None:
