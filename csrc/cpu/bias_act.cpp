@@ -1,6 +1,7 @@
 // bias_act on the CPU: fused bias + activation + gain + clamp, and its first-
 // and second-order gradient kernels.
 #include <optional>
+#include <type_traits>
 
 #include "../bias_act_common.h"
 
@@ -9,6 +10,39 @@ namespace {
 
 using bias_act::ChannelMap;
 using bias_act::Params;
+
+// The activation becomes a compile-time constant so the per-element switch
+// folds away, and the channel index is advanced incrementally instead of a
+// 64-bit division per element; both made the CPU path several times slower.
+template <typename F>
+void with_act(int64_t act, F&& f) {
+  switch (act) {
+    case 0: f(std::integral_constant<int64_t, 0>{}); break;
+    case 1: f(std::integral_constant<int64_t, 1>{}); break;
+    case 2: f(std::integral_constant<int64_t, 2>{}); break;
+    case 3: f(std::integral_constant<int64_t, 3>{}); break;
+    case 4: f(std::integral_constant<int64_t, 4>{}); break;
+    case 5: f(std::integral_constant<int64_t, 5>{}); break;
+    case 6: f(std::integral_constant<int64_t, 6>{}); break;
+    case 7: f(std::integral_constant<int64_t, 7>{}); break;
+    default: f(std::integral_constant<int64_t, 8>{}); break;
+  }
+}
+
+// Runs body(i, channel) over [begin, end) for a dense tensor whose bias index
+// is (i / stride) % size.
+template <typename B>
+inline void for_each_channel(int64_t begin, int64_t end, const ChannelMap& map, B&& body) {
+  int64_t r = begin % map.stride;
+  int64_t c = (begin / map.stride) % map.size;
+  for (int64_t i = begin; i < end; ++i) {
+    body(i, c);
+    if (++r == map.stride) {
+      r = 0;
+      if (++c == map.size) c = 0;
+    }
+  }
+}
 
 Tensor bias_act_cpu(Tensor x, std::optional<Tensor> b, int64_t dim, int64_t act, double alpha, double gain,
                     double clamp) {
@@ -27,12 +61,15 @@ Tensor bias_act_cpu(Tensor x, std::optional<Tensor> b, int64_t dim, int64_t act,
         const auto* src = static_cast<const scalar_t*>(in.const_data_ptr());
         const auto* bp = bias ? static_cast<const scalar_t*>(bias->const_data_ptr()) : nullptr;
         auto* dst = static_cast<scalar_t*>(out.mutable_data_ptr());
-        torch::stable::parallel_for(0, n, 1 << 14, [&](int64_t begin, int64_t end) {
-          for (int64_t i = begin; i < end; ++i) {
-            acc_t z = acc_t(src[i]);
-            if (bp) z += acc_t(bp[(i / map.stride) % map.size]);
-            dst[i] = scalar_t(bias_act::forward<acc_t>(z, p));
-          }
+        with_act(p.act, [&](auto act_c) {
+          torch::stable::parallel_for(0, n, 1 << 14, [&](int64_t begin, int64_t end) {
+            for_each_channel(begin, end, map, [&](int64_t i, int64_t c) {
+              // A local Params with a constant act: the switch folds once inlined.
+              const Params pc{decltype(act_c)::value, p.alpha, p.gain, p.clamp};
+              const acc_t z = acc_t(src[i]) + (bp ? acc_t(bp[c]) : acc_t(0));
+              dst[i] = scalar_t(bias_act::forward<acc_t>(z, pc));
+            });
+          });
         });
       }),
       AT_FLOATING_TYPES, ScalarType::Half, ScalarType::BFloat16);
@@ -61,12 +98,14 @@ Tensor bias_act_grad_cpu(Tensor dy, Tensor x, std::optional<Tensor> b, int64_t d
         const auto* gs = static_cast<const scalar_t*>(g.const_data_ptr());
         const auto* bp = bias ? static_cast<const scalar_t*>(bias->const_data_ptr()) : nullptr;
         auto* dst = static_cast<scalar_t*>(out.mutable_data_ptr());
-        torch::stable::parallel_for(0, n, 1 << 14, [&](int64_t begin, int64_t end) {
-          for (int64_t i = begin; i < end; ++i) {
-            acc_t z = acc_t(xs[i]);
-            if (bp) z += acc_t(bp[(i / map.stride) % map.size]);
-            dst[i] = scalar_t(bias_act::grad<acc_t>(acc_t(gs[i]), z, p, ord));
-          }
+        with_act(p.act, [&](auto act_c) {
+          torch::stable::parallel_for(0, n, 1 << 14, [&](int64_t begin, int64_t end) {
+            for_each_channel(begin, end, map, [&](int64_t i, int64_t c) {
+              const Params pc{decltype(act_c)::value, p.alpha, p.gain, p.clamp};
+              const acc_t z = acc_t(xs[i]) + (bp ? acc_t(bp[c]) : acc_t(0));
+              dst[i] = scalar_t(bias_act::grad<acc_t>(acc_t(gs[i]), z, pc, ord));
+            });
+          });
         });
       }),
       AT_FLOATING_TYPES, ScalarType::Half, ScalarType::BFloat16);
