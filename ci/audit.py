@@ -1,33 +1,42 @@
-"""Wheel audit: what a wheel links, where it looks for libraries, what GPU code it holds.
+"""Wheel audit (Linux): what each library links, whether the loader can resolve it, what GPU code it holds.
 
-Checks, each reported separately:
+Each check is reported separately; a build publishes its wheel only when all pass.
 
-* every extension is an ``.abi3.so`` and the wheel is tagged ``cp310-abi3``
-  (and abi3audit finds no symbol outside the limited API);
-* the platform tag is a manylinux tag computed by auditwheel;
-* NEEDED entries are only system libraries, torch's libraries and the CUDA
-  runtime of the cell's major; the CPU library needs no CUDA library at all (so
-  the wheel imports under a CPU-only torch); the CUDA library needs the CUDA
-  runtime and torch's CUDA library (never a bundled copy);
-* no RPATH/RUNPATH points at the build machine (only ``$ORIGIN``-relative entries);
-* SASS for every listed architecture and PTX for the newest (cuobjdump).
+* ``wheel-tag``: ``cpXY-abi3`` for abi3 targets, ``cpXY-cpXY`` for per-Python
+  ones, and a manylinux platform tag (auditwheel repaired it);
+* ``module-suffix``: extension modules are named for that ABI (``.abi3.so``);
+* ``metadata``: a classic wheel pins torch to the release it was built against
+  and carries the target's local version (``+pt211cu130``);
+* ``needed:<lib>``: NEEDED only system libraries, torch's libraries, the CUDA
+  libraries torch's wheels ship for the cell's major, or libraries bundled in
+  the wheel; ``bundled``: nothing of torch or CUDA is bundled;
+* ``cpu-only:<lib>``: the project's ``cpu-libraries`` need no CUDA library (they
+  load under a CPU-only torch);
+* ``cuda-code:<lib>``: the project's ``cuda-libraries`` hold CUDA code in a CUDA
+  build (the usual failure: a ``setup.py`` that asked ``torch.cuda.is_available()``
+  on a GPU-less builder) and link the CUDA runtime;
+* ``c10-cuda:<lib>``: a library that uses ``c10::cuda`` symbols has
+  ``libc10_cuda.so`` in NEEDED (``at::cuda``: ``libtorch_cuda.so``);
+* ``symbols:<lib>``: every undefined symbol resolves in the target's torch
+  environment as the loader would resolve it with ``RTLD_NOW`` (ci/symbols.py);
+* ``rpath:<lib>``: no RPATH/RUNPATH outside ``$ORIGIN``;
+* ``sass``/``ptx``: cuobjdump finds SASS for every listed architecture and PTX
+  for the newest;
+* ``abi3audit``: no symbol outside the limited API (abi3 wheels).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
+import fnmatch
 import sys
 import tempfile
-import zipfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from elftools.elf.dynamic import DynamicSection
-from elftools.elf.elffile import ELFFile
-from packaging.utils import parse_wheel_filename
-
-from ci import matrix, proc
+from ci import matrix, proc, symbols, wheelmeta
+from ci.errors import AuditFailed
+from ci.targets import Target
 
 SYSTEM_LIBRARIES = frozenset(
     {
@@ -43,11 +52,9 @@ SYSTEM_LIBRARIES = frozenset(
     }
 )
 
-CUDA_LIBRARY_PREFIXES = ("libcudart", "libc10_cuda", "libtorch_cuda", "libcublas", "libnvrtc", "libcuda.")
-
-
-class AuditError(RuntimeError):
-    """The wheel failed one or more audit checks; the message lists them."""
+CUDA_PREFIXES = ("libcudart", "libcublas", "libcusparse", "libcusolver", "libcufft", "libcurand", "libnvrtc",
+                 "libcuda.", "libnvJitLink", "libcudnn", "libnccl", "libnvToolsExt")
+TORCH_PREFIXES = ("libc10", "libtorch", "libshm")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +69,7 @@ class LibraryInfo:
     path: str
     needed: tuple[str, ...]
     rpaths: tuple[str, ...]
+    has_cuda_code: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,196 +96,285 @@ def arch_to_sm(arch: str) -> str:
     return f"sm_{major}{minor}"
 
 
-def read_library(path: Path, name: str) -> LibraryInfo:
-    with path.open("rb") as fh:
-        elf = ELFFile(fh)
-        needed: list[str] = []
-        rpaths: list[str] = []
-        for section in elf.iter_sections():
-            if not isinstance(section, DynamicSection):
-                continue
-            for tag in section.iter_tags():
-                # pyelftools sets these attributes dynamically per tag kind.
-                kind = tag.entry.d_tag
-                if kind == "DT_NEEDED":
-                    needed.append(str(getattr(tag, "needed")))  # noqa: B009
-                elif kind in ("DT_RPATH", "DT_RUNPATH"):
-                    rpaths.extend(str(getattr(tag, kind[3:].lower())).split(":"))
-    return LibraryInfo(path=name, needed=tuple(needed), rpaths=tuple(r for r in rpaths if r))
-
-
-_ELF_ARCH = re.compile(r"\.(sm_\d+[af]?)\.cubin")
-_PTX_ARCH = re.compile(r"\.(sm_\d+[af]?)\.ptx")
-
-
 def parse_cuobjdump(list_elf: str, list_ptx: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Architectures from ``cuobjdump --list-elf`` and ``--list-ptx`` output."""
-    sass = sorted(set(_ELF_ARCH.findall(list_elf)), key=_sm_key)
-    ptx = sorted(set(_PTX_ARCH.findall(list_ptx)), key=_sm_key)
+    import re
+
+    elf_arch = re.compile(r"\.(sm_\d+[af]?)\.cubin")
+    ptx_arch = re.compile(r"\.(sm_\d+[af]?)\.ptx")
+    sass = sorted(set(elf_arch.findall(list_elf)), key=_sm_key)
+    ptx = sorted(set(ptx_arch.findall(list_ptx)), key=_sm_key)
     return tuple(sass), tuple(ptx)
 
 
 def _sm_key(sm: str) -> int:
-    return int(re.sub(r"\D", "", sm))
+    return int("".join(ch for ch in sm if ch.isdigit()))
 
 
-def check_needed(
-    libs: Sequence[LibraryInfo], cuda_major: int | None, bundled: Iterable[str]
-) -> list[Check]:
+def _matches(path: str, patterns: Sequence[str]) -> bool:
+    name = Path(path).name
+    return any(fnmatch.fnmatch(path, p) or fnmatch.fnmatch(name, p) for p in patterns)
+
+
+def is_torch_or_cuda(soname: str) -> bool:
+    return soname.startswith(TORCH_PREFIXES + CUDA_PREFIXES)
+
+
+def check_needed(libs: Sequence[LibraryInfo], cuda_major: int | None, bundled: Sequence[str]) -> list[Check]:
     allowed = set(SYSTEM_LIBRARIES) | set(matrix.TORCH_LIBRARIES) | set(bundled)
     if cuda_major is not None:
         allowed |= set(matrix.cuda_libraries(cuda_major))
-    checks: list[Check] = []
+    checks = []
     for lib in libs:
         unexpected = [n for n in lib.needed if n not in allowed]
-        checks.append(
-            Check(
-                f"needed:{lib.path}",
-                not unexpected,
-                f"NEEDED {', '.join(lib.needed)}"
-                + (f"; unexpected: {', '.join(unexpected)}" if unexpected else ""),
-            )
-        )
-        is_cuda_lib = "_C_cuda" in Path(lib.path).name
-        cuda_needed = [n for n in lib.needed if n.startswith(CUDA_LIBRARY_PREFIXES)]
-        if is_cuda_lib:
-            want = set(matrix.cuda_libraries(cuda_major or 0)) | {"libtorch_cuda.so"}
-            missing = sorted(want - set(lib.needed))
-            checks.append(
-                Check(
-                    f"cuda-links:{lib.path}",
-                    not missing,
-                    "links the CUDA runtime and torch's CUDA library from the user's torch"
-                    if not missing
-                    else f"missing NEEDED {', '.join(missing)}",
-                )
-            )
-        elif cuda_needed:
-            checks.append(
-                Check(
-                    f"cpu-only:{lib.path}",
-                    False,
-                    f"the CPU library needs {', '.join(cuda_needed)}: it would not load under a CPU-only torch",
-                )
-            )
+        hint = ""
+        if any(n.startswith(CUDA_PREFIXES) for n in unexpected):
+            hint = f" (CUDA libraries must be those of CUDA {cuda_major}, which the user's torch ships)" \
+                if cuda_major else " (a CPU-only build must need no CUDA library)"
+        checks.append(Check(
+            f"needed:{lib.path}", not unexpected,
+            f"NEEDED {', '.join(lib.needed) or 'nothing'}"
+            + (f"; unexpected: {', '.join(unexpected)}{hint}" if unexpected else ""),
+        ))
     return checks
+
+
+def check_bundled(bundled: Sequence[str]) -> Check:
+    bad = [b for b in bundled if is_torch_or_cuda(b)]
+    return Check("bundled", not bad,
+                 f"bundled: {', '.join(bundled) or 'nothing'}"
+                 + (f"; torch/CUDA libraries must come from the user's torch, never the wheel: {', '.join(bad)}"
+                    if bad else ""))
+
+
+def check_cpu_only(lib: LibraryInfo) -> Check:
+    cuda_needed = [n for n in lib.needed if n.startswith(CUDA_PREFIXES) or n in ("libc10_cuda.so",
+                                                                                  "libtorch_cuda.so")]
+    return Check(f"cpu-only:{lib.path}", not cuda_needed,
+                 "needs no CUDA library (loads under a CPU-only torch)" if not cuda_needed else
+                 f"needs {', '.join(cuda_needed)}: it would not load under a CPU-only torch "
+                 "(it is listed in [tool.cuda-ext-farm] cpu-libraries)")
+
+
+def check_cuda_code(lib: LibraryInfo, target: Target) -> list[Check]:
+    if not lib.has_cuda_code:
+        keys = ", ".join(f"{k}={v}" for k, v in target.project.build_env.items()) or "nothing"
+        return [Check(
+            f"cuda-code:{lib.path}", False,
+            f"holds no CUDA code although this is a CUDA build ({target.cell.name}). The usual cause: setup.py "
+            "decides on CUDA from torch.cuda.is_available(), which is False on a builder without a GPU. Make it "
+            "read an environment variable and set that in [tool.cuda-ext-farm] build-env (the farm sets "
+            f"{keys}); if this library is meant to be CPU-only, list the ones that must hold CUDA code in "
+            "[tool.cuda-ext-farm] cuda-libraries",
+        )]
+    runtime = f"libcudart.so.{target.cell.cuda_major}"
+    linked = runtime in lib.needed
+    return [
+        Check(f"cuda-code:{lib.path}", True, "holds CUDA code (a fatbinary)"),
+        Check(f"cuda-runtime:{lib.path}", linked,
+              f"links {runtime} from the user's torch" if linked else
+              f"missing NEEDED {runtime}: the CUDA runtime of the cell's major must be linked dynamically"),
+    ]
+
+
+def check_cuda_namespaces(path: str, needed: Sequence[str], undefined: Sequence[str]) -> list[Check]:
+    checks = []
+    for pattern, lib, namespace in ((symbols.C10_CUDA, "libc10_cuda.so", "c10::cuda"),
+                                    (symbols.AT_CUDA, "libtorch_cuda.so", "at::cuda")):
+        used = [s for s in undefined if pattern.match(s)]
+        if not used:
+            continue
+        ok = lib in needed
+        example = symbols.demangle(used[:1])[used[0]]
+        checks.append(Check(
+            f"{lib.split('.')[0][3:]}:{path}", ok,
+            f"uses {len(used)} {namespace} symbols and links {lib}" if ok else
+            f"uses {namespace} symbols ({example}) but {lib} is not in NEEDED: link it "
+            f"(libraries=[\"{lib[3:-3]}\"] in the Extension; torch's CUDAExtension adds it), or it fails to load "
+            "(undefined symbol) wherever torch has not loaded it first",
+        ))
+    return checks
+
+
+def check_symbols(path: str, resolution: symbols.Resolution, target: Target | None) -> Check:
+    if resolution.missing_libraries:
+        return Check(f"symbols:{path}", False,
+                     f"NEEDED libraries not found in the target's environment: {', '.join(resolution.missing_libraries)}")
+    if not resolution.unresolved:
+        return Check(f"symbols:{path}", True,
+                     f"every undefined symbol resolves (scope: {len(resolution.closure)} libraries)")
+    readable = symbols.demangle(resolution.unresolved)
+    lines = []
+    elsewhere = [s for s in resolution.unresolved if s in resolution.provided_by]
+    nowhere = [s for s in resolution.unresolved if s not in resolution.provided_by]
+    for name in elsewhere[:5]:
+        lines.append(f"{readable[name]} is defined in {resolution.provided_by[name]}, which the library does not "
+                     "link: add it to the Extension's libraries")
+    if nowhere:
+        torch = f"torch {target.torch}" if target else "this torch"
+        shown = "; ".join(readable[s] for s in nowhere[:5])
+        lines.append(f"{len(nowhere)} symbols are defined nowhere in {torch}'s libraries ({shown}"
+                     f"{'; ...' if len(nowhere) > 5 else ''}): the library was built against another torch "
+                     f"release (or links a library the wheel does not ship); rebuild it against {torch}")
+    return Check(f"symbols:{path}", False, f"{len(resolution.unresolved)} unresolved symbols: " + " | ".join(lines))
 
 
 def check_rpaths(libs: Sequence[LibraryInfo]) -> list[Check]:
     checks = []
     for lib in libs:
         bad = [r for r in lib.rpaths if not r.startswith("$ORIGIN")]
-        checks.append(
-            Check(
-                f"rpath:{lib.path}",
-                not bad,
-                "no RPATH/RUNPATH outside $ORIGIN" if not bad else f"build-machine paths in RPATH/RUNPATH: {bad}",
-            )
-        )
+        checks.append(Check(f"rpath:{lib.path}", not bad,
+                            "no RPATH/RUNPATH outside $ORIGIN" if not bad else
+                            f"build-machine paths in RPATH/RUNPATH: {bad}"))
     return checks
 
 
-def check_archs(
-    sass: Sequence[str], ptx: Sequence[str], want_sass: Sequence[str], want_ptx: str
-) -> list[Check]:
+def check_archs(sass: Sequence[str], ptx: Sequence[str], want_sass: Sequence[str], want_ptx: str) -> list[Check]:
     want = [arch_to_sm(a) for a in want_sass]
     missing = [a for a in want if a not in sass]
     extra = [a for a in sass if a not in want]
     ptx_want = arch_to_sm(want_ptx)
     return [
-        Check(
-            "sass",
-            not missing,
-            f"SASS for {', '.join(sass) or 'nothing'}"
-            + (f"; missing {', '.join(missing)}" if missing else "")
-            + (f"; unexpected {', '.join(extra)}" if extra else ""),
-        ),
-        Check(
-            "ptx",
-            ptx_want in ptx,
-            f"PTX for {', '.join(ptx) or 'nothing'}" + ("" if ptx_want in ptx else f"; missing {ptx_want}"),
-        ),
+        Check("sass", not missing,
+              f"SASS for {', '.join(sass) or 'nothing'}" + (f"; missing {', '.join(missing)}" if missing else "")
+              + (f"; unexpected {', '.join(extra)}" if extra else "")),
+        Check("ptx", ptx_want in ptx,
+              f"PTX for {', '.join(ptx) or 'nothing'}" + ("" if ptx_want in ptx else f"; missing {ptx_want}")),
     ]
 
 
-def check_tags(wheel: Path) -> tuple[tuple[str, ...], list[Check]]:
-    _, _, _, tags = parse_wheel_filename(wheel.name)
-    tag_strs = tuple(sorted(str(t) for t in tags))
-    abi3 = all(t.interpreter == "cp310" and t.abi == "abi3" for t in tags)
-    manylinux = all(t.platform.startswith("manylinux") for t in tags)
-    return tag_strs, [
-        Check("abi3-tag", abi3, f"tags {', '.join(tag_strs)}" + ("" if abi3 else "; expected cp310-abi3")),
-        Check(
-            "manylinux",
-            manylinux,
-            f"platform {', '.join(sorted({t.platform for t in tags}))}"
-            + ("" if manylinux else "; not repaired by auditwheel"),
-        ),
+def expected_prefix(target: Target | None, python: str) -> str:
+    tag = "cp" + python.replace(".", "")
+    if target is None or target.abi3:
+        return f"{tag}-abi3"
+    return f"{tag}-{tag}"
+
+
+def check_tags(wheel: Path, target: Target | None) -> tuple[tuple[str, ...], list[Check]]:
+    parsed = wheelmeta.parse_name(wheel)
+    python = target.python if target else matrix.PYTHON_LIMITED_API
+    want = expected_prefix(target, python)
+    prefixes = sorted({"-".join(t.split("-")[:2]) for t in parsed.tags})
+    manylinux = all(p.startswith("manylinux") for p in parsed.platforms)
+    return parsed.tags, [
+        Check("wheel-tag", prefixes == [want], f"tags {', '.join(parsed.tags)}"
+              + ("" if prefixes == [want] else f"; expected {want} for this target")),
+        Check("manylinux", manylinux, f"platform {', '.join(parsed.platforms)}"
+              + ("" if manylinux else "; not repaired by auditwheel")),
     ]
+
+
+def check_metadata(wheel: Path, target: Target) -> Check:
+    parsed = wheelmeta.parse_name(wheel)
+    meta = wheelmeta.read_metadata(wheel)
+    requires = meta.get("Requires-Dist", [])
+    torch_reqs = [r for r in requires if r.split(";")[0].strip().lower().replace("_", "-").startswith("torch")
+                  and r.split(";")[0].strip()[5:6] in ("", " ", "=", "<", ">", "!", "~", "(")]
+    local = parsed.version.local or ""
+    if target.torch_pin is None:
+        ok = not local
+        return Check("metadata", ok, f"version {parsed.version}, requires {', '.join(torch_reqs) or 'no torch'}"
+                     + ("" if ok else "; a stable-ABI wheel must not carry a local version"))
+    ok = local == target.local_version and target.torch_pin in [r.replace(" ", "") for r in torch_reqs]
+    return Check("metadata", ok,
+                 f"version {parsed.version}, requires {', '.join(torch_reqs) or 'no torch'}"
+                 + ("" if ok else f"; expected +{target.local_version} and {target.torch_pin}"))
 
 
 def run_abi3audit(wheel: Path) -> Check:
-    cmd = [sys.executable, "-m", "abi3audit", "--strict", "--verbose", str(wheel)]
-    result = proc.run(cmd, capture=True, check=False)
+    result = proc.run([sys.executable, "-m", "abi3audit", "--strict", "--verbose", str(wheel)],
+                      capture=True, check=False)
     text = (result.stdout + result.stderr).strip()
     last = text.splitlines()[-1] if text else ""
     return Check("abi3audit", result.returncode == 0, last or f"exit status {result.returncode}")
 
 
+def _extension_suffix_ok(path: Path, target: Target | None, python: str) -> bool:
+    if target is None or target.abi3:
+        return path.name.endswith(".abi3.so")
+    return f".cpython-{python.replace('.', '')}-" in path.name
+
+
 def audit_wheel(
     wheel: Path,
-    cell: matrix.Cell | None,
+    target: Target | None,
     cuobjdump: Path | None,
     *,
+    search: symbols.LibrarySearch | None = None,
+    resolutions: Mapping[str, symbols.Resolution] | None = None,
+    cuda: bool = True,
     abi3audit: bool = True,
 ) -> AuditResult:
-    """Audit ``wheel``. ``cell`` None means a CPU-only wheel (no GPU code expected)."""
-    tags, checks = check_tags(wheel)
+    """Audit ``wheel`` for ``target``; ``cuda`` False audits it as a CPU-only build."""
+    tags, checks = check_tags(wheel, target)
+    cell = target.cell if (target is not None and cuda) else None
+    python = target.python if target else matrix.PYTHON_LIMITED_API
     with tempfile.TemporaryDirectory(prefix="farm-audit-") as tmp:
         root = Path(tmp)
-        with zipfile.ZipFile(wheel) as zf:
+        with wheelmeta.open_wheel(wheel) as zf:
             zf.extractall(root)
-        so_files = sorted(p for p in root.rglob("*.so*") if p.is_file())
-        ext_files = [p for p in so_files if p.parent.name == "fusedops" or ".abi3." in p.name]
-        bundled = [p.name for p in so_files if p not in ext_files]
-        libs = tuple(read_library(p, str(p.relative_to(root))) for p in ext_files)
-        not_abi3 = [lib.path for lib in libs if not Path(lib.path).name.endswith(".abi3.so")]
-        checks.append(
-            Check(
-                "abi3-suffix",
-                not not_abi3 and bool(libs),
-                f"{len(libs)} extension libraries" + (f"; not abi3: {not_abi3}" if not_abi3 else ""),
-            )
-        )
-        cuda_major = cell.cuda_major if cell else None
-        checks += check_needed(libs, cuda_major, bundled)
+        so_files = sorted(p for p in root.rglob("*.so*") if p.is_file() and not p.name.endswith(".py"))
+        bundled_files = [p for p in so_files if any(part.endswith(".libs") for part in p.relative_to(root).parts)]
+        ext_files = [p for p in so_files if p not in bundled_files]
+        bundled = [p.name for p in bundled_files]
+        infos = {p: symbols.read_elf(p) for p in ext_files}
+        libs = tuple(LibraryInfo(str(p.relative_to(root)), i.needed, i.rpaths, i.has_cuda_code)
+                     for p, i in infos.items())
+        wrong_suffix = [lib.path for p, lib in zip(ext_files, libs) if not _extension_suffix_ok(p, target, python)]
+        checks.append(Check(
+            "module-suffix", bool(libs) and not wrong_suffix,
+            f"{len(libs)} extension libraries" if libs else "no extension library in the wheel",
+        ) if not wrong_suffix else Check(
+            "module-suffix", False, f"not named for {expected_prefix(target, python)}: {', '.join(wrong_suffix)}"))
+        if target is not None:
+            checks.append(check_metadata(wheel, target))
+        checks += check_needed(libs, cell.cuda_major if cell else None, bundled)
+        checks.append(check_bundled(bundled))
+        cpu_patterns = target.project.cpu_libraries if target else ("*",)
+        cuda_patterns = target.project.cuda_libraries if target else ()
+        cuda_libs: list[Path] = []
+        for path, lib in zip(ext_files, libs):
+            if cell is None or _matches(lib.path, cpu_patterns):
+                checks.append(check_cpu_only(lib))
+            if cell is not None and target is not None and _matches(lib.path, cuda_patterns) \
+                    and not _matches(lib.path, cpu_patterns):
+                checks += check_cuda_code(lib, target)
+                if lib.has_cuda_code:
+                    cuda_libs.append(path)
+            undefined = [name for name, _weak in infos[path].undefined]
+            checks += check_cuda_namespaces(lib.path, lib.needed, undefined)
+            if search is not None:
+                local_dirs = sorted({p.parent for p in bundled_files})
+                checks.append(check_symbols(lib.path, symbols.unresolved(path, search, local_dirs), target))
+            elif resolutions is not None:
+                found = resolutions.get(lib.path)
+                checks.append(check_symbols(lib.path, found, target) if found is not None else
+                              Check(f"symbols:{lib.path}", False, "no symbol resolution was computed for it"))
+        if search is None and resolutions is None:
+            checks.append(Check("symbols", True, "not checked: no torch environment given (--torch-env)"))
         checks += check_rpaths(libs)
         sass: tuple[str, ...] = ()
         ptx: tuple[str, ...] = ()
-        cuda_libs = [p for p in ext_files if "_C_cuda" in p.name]
-        if cell is not None:
-            if not cuda_libs:
-                checks.append(Check("cuda-library", False, "no _C_cuda library in a CUDA wheel"))
-            elif cuobjdump is not None:
-                elf = proc.run([cuobjdump, "--list-elf", cuda_libs[0]], capture=True, check=False)
-                ptx_out = proc.run([cuobjdump, "--list-ptx", cuda_libs[0]], capture=True, check=False)
-                sass, ptx = parse_cuobjdump(elf.stdout, ptx_out.stdout)
-                checks += check_archs(sass, ptx, cell.sass_archs, cell.ptx_arch)
-        if abi3audit:
+        if cell is not None and cuda_libs and cuobjdump is not None:
+            elf_lists, ptx_lists = [], []
+            for path in cuda_libs:
+                elf_lists.append(proc.run([cuobjdump, "--list-elf", path], capture=True, check=False).stdout)
+                ptx_lists.append(proc.run([cuobjdump, "--list-ptx", path], capture=True, check=False).stdout)
+            sass, ptx = parse_cuobjdump("\n".join(elf_lists), "\n".join(ptx_lists))
+            checks += check_archs(sass, ptx, cell.sass_archs, cell.ptx_arch)
+        if abi3audit and (target is None or target.abi3):
             checks.append(run_abi3audit(wheel))
-    return AuditResult(
-        wheel=wheel,
-        tags=tags,
-        size_bytes=wheel.stat().st_size,
-        libraries=libs,
-        sass=sass,
-        ptx=ptx,
-        checks=tuple(checks),
-    )
+    return AuditResult(wheel=wheel, tags=tags, size_bytes=wheel.stat().st_size, libraries=libs,
+                       sass=sass, ptx=ptx, checks=tuple(checks))
 
 
 def raise_for_failures(result: AuditResult) -> None:
     if result.ok:
         return
-    lines = [f"  - {c.name}: {c.detail}" for c in result.failures()]
-    raise AuditError(f"wheel audit failed for {result.wheel.name}:\n" + "\n".join(lines))
+    failures = result.failures()
+    lines = [f"  - {c.name}: {c.detail}" for c in failures]
+    raise AuditFailed(
+        f"the wheel audit failed {len(failures)} checks", result.wheel.name,
+        "fix the build as each failed check above says; nothing was written to the wheelhouse",
+        details="wheel audit failures:\n" + "\n".join(lines),
+    )

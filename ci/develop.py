@@ -1,22 +1,25 @@
-"""The dev loop: an in-place, incremental build (ninja), optionally through ccache.
+"""The dev loop: an in-place, incremental build of the checkout (ninja), optionally through a compiler cache.
 
-``build_ext --inplace`` with a fixed build folder per flavour (release/debug),
-so ninja sees the previous objects and recompiles only what changed. When
-``ccache`` or ``sccache`` is on PATH, both the host compiler and nvcc go through it.
+``setup.py build_ext --inplace`` with a fixed build folder per target and
+flavour (release/debug), so ninja sees the previous objects and recompiles only
+what changed. It compiles for the GPUs this machine has (``nvidia-smi``), or
+``--arch-list``, or the release architectures with ``--release-archs``; with no
+GPU and no choice it compiles the cell's newest architecture with PTX. When
+``ccache`` or ``sccache`` is on PATH, both the host compiler and nvcc go
+through it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-from ci import build, matrix, proc, toolkit
+from ci import build, envs, matrix, proc, project, publish, toolkit
+from ci.errors import UsageError
+from ci.targets import Target
 
 _NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]")
 
@@ -26,12 +29,13 @@ class DevResult:
     seconds: float
     compiled: int
     launcher: str | None
+    arch_list: str | None
 
 
 def find_launcher() -> str | None:
     """The compiler cache to use: ccache, else sccache, else none."""
     for name in ("ccache", "sccache"):
-        found = shutil.which(name)
+        found = proc.which(name)
         if found:
             return found
     return None
@@ -46,12 +50,14 @@ def write_cxx_wrapper(folder: Path, launcher: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     wrapper = folder / "g++"
     real = shutil.which("g++") or shutil.which("c++") or "c++"
-    wrapper.write_text(f'#!/bin/sh\nexec "{launcher}" "{real}" "$@"\n')
-    wrapper.chmod(0o755)
+    text = f'#!/bin/sh\nexec "{launcher}" "{real}" "$@"\n'
+    if not wrapper.is_file() or wrapper.read_text() != text:
+        wrapper.write_text(text)
+        wrapper.chmod(0o755)
     return wrapper
 
 
-def launcher_env(launcher: str, tk: toolkit.InstalledToolkit | None, folder: Path) -> dict[str, str]:
+def launcher_env(launcher: str, tk: toolkit.InstalledToolkit | None, folder: Path, base_dir: Path) -> dict[str, str]:
     env = {"CXX": str(write_cxx_wrapper(folder, launcher))}
     if tk is not None:
         # torch writes PYTORCH_NVCC verbatim into build.ninja as the nvcc command.
@@ -59,48 +65,78 @@ def launcher_env(launcher: str, tk: toolkit.InstalledToolkit | None, folder: Pat
     if Path(launcher).name == "ccache":
         # nvcc writes dependency files next to the object; ccache must hash the
         # preprocessed source, not the directory it was built in.
-        env["CCACHE_BASEDIR"] = str(build.PROJECT_ROOT)
+        env["CCACHE_BASEDIR"] = str(base_dir)
         env["CCACHE_NOHASHDIR"] = "1"
     return env
 
 
+def visible_gpu_archs() -> tuple[str, ...]:
+    """Compute capabilities of this machine's GPUs (``9.0``), empty without nvidia-smi or GPUs."""
+    smi = proc.which("nvidia-smi")
+    if smi is None:
+        return ()
+    out = proc.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"], capture=True, check=False, log=False)
+    if out.returncode != 0:
+        return ()
+    return tuple(sorted({line.strip() for line in out.stdout.splitlines() if re.fullmatch(r"\d+\.\d+", line.strip())},
+                        key=matrix.version_key))
+
+
+def develop_arch_list(target: Target, explicit: str | None, release: bool) -> str:
+    if explicit:
+        return matrix.with_arch_list(target.cell, explicit).arch_list
+    if release:
+        return target.cell.arch_list
+    gpus = visible_gpu_archs()
+    if gpus:
+        return ";".join(gpus[:-1] + (gpus[-1] + "+PTX",))
+    return f"{target.cell.ptx_arch}+PTX"
+
+
 def develop(
-    cell: matrix.Cell | None,
+    target: Target,
+    outputs: publish.Outputs,
     *,
     debug: bool = False,
     max_jobs: int | None = None,
     use_cache: bool = True,
     clean: bool = False,
+    arch_list: str | None = None,
+    release_archs: bool = False,
 ) -> DevResult:
     started = time.monotonic()
-    build.check_build_torch(cell)
-    tk = toolkit.ensure_toolkit(cell) if cell else None
-    flavour = ("debug" if debug else "release") + f"-{cell.name if cell else 'cpu'}"
-    build_dir = build.PROJECT_ROOT / "build" / f"develop-{flavour}"
+    config = target.project
+    if not (config.root / "setup.py").is_file():
+        raise UsageError("develop builds in place with setup.py, which the project lacks", config.root,
+                         "use nox -s build (a wheel) for projects without a setup.py")
+    cpu = target.cpu
+    tk = None if cpu else toolkit.ensure_toolkit(target.cell)
+    env = envs.build_env(target.python, target.torch_requirement, config.build_requires)
+    build.check_build_torch(target, build.torch_in_env(env))
+    flavour = "debug" if debug else "release"
+    archs = None if cpu else develop_arch_list(target, arch_list, release_archs)
+    folder = outputs.build_root / "develop" / f"{target.id}-{flavour}"
     if clean:
-        shutil.rmtree(build_dir, ignore_errors=True)
-    opts = build.BuildOptions(
-        cell=cell, wheelhouse=build.PROJECT_ROOT / "wheelhouse", max_jobs=max_jobs, build_dir=build_dir
-    )
-    env = build.compiler_env(opts, tk)
+        shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    if archs:
+        target = dataclasses.replace(target, cell=matrix.with_arch_list(target.cell, archs))
+    compile_env = build.compiler_env(target, tk, cpu=cpu, max_jobs=max_jobs)
     if debug:
-        env["FUSEDOPS_DEBUG"] = "1"
+        values = build.build_values(target, tk.nvcc_version if tk else None)
+        compile_env |= {k: project.expand(v, values) for k, v in config.debug_env.items()}
     launcher = find_launcher() if use_cache else None
     if launcher:
-        env |= launcher_env(launcher, tk, build_dir / "launcher")
-    cmd = [sys.executable, "setup.py", "build_ext", "--inplace"]
-    proc.console.print(f"[bold cyan]$[/] {proc.format_command(cmd, env, build.PROJECT_ROOT)}", soft_wrap=True)
+        compile_env |= launcher_env(launcher, tk, folder / "launcher", config.root)
+    cmd = [env.python, "setup.py", "build", "--build-base", folder, "build_ext", "--inplace",
+           "--build-temp", folder / "temp"]
     compiled = 0
-    # Streamed (not captured) so compiler errors appear as they happen; ninja's
-    # "[i/n]" lines are counted to report how many objects were rebuilt.
-    with subprocess.Popen(cmd, cwd=build.PROJECT_ROOT, env={**os.environ, **env},
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as child:
-        assert child.stdout is not None
-        for line in child.stdout:
-            sys.stdout.write(line)
-            if _NINJA_STEP.match(line):
-                compiled += 1
-        code = child.wait()
-    if code != 0:
-        raise proc.CommandError(cmd, code, "The compiler output above shows the failing file and line.")
-    return DevResult(seconds=time.monotonic() - started, compiled=compiled, launcher=launcher)
+
+    def count(line: str) -> None:
+        nonlocal compiled
+        if _NINJA_STEP.match(line):
+            compiled += 1
+
+    proc.stream(cmd, count, env=compile_env, cwd=config.root, what="the in-place build failed",
+                hint="the compiler output above shows the failing file and line")
+    return DevResult(seconds=time.monotonic() - started, compiled=compiled, launcher=launcher, arch_list=archs)

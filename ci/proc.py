@@ -1,35 +1,48 @@
-"""Running external commands: every command is logged before it runs.
+"""The one place the farm starts a process.
 
-The log line is a shell-quoted command line (with the environment variables that
-differ from the caller's) so a failed build can be replayed by hand.
+* Every command is an argument list (never a shell string) and is logged first
+  as a replayable shell line, with the environment variables that differ from
+  the caller's.
+* Children run in a process group of their own, so that the farm can stop the
+  whole tree (``python -m build`` -> ninja -> nvcc -> cicc) however it was
+  signalled: a terminal's Ctrl-C reaches the foreground group only, a CI
+  runner's cancel or ``kill`` reaches the farm's process only.
+* :func:`install_signal_handlers` (called once by the command line) turns
+  SIGINT/SIGTERM into: SIGTERM to every child group, the registered clean-ups
+  (``docker rm -f`` of the containers the farm started), a bounded wait, SIGKILL
+  for what is left, then :class:`~ci.errors.Interrupted` in the main thread, so
+  ``finally`` blocks remove partial outputs and the process exits 130/143.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from rich.console import Console
 
+from ci.errors import CommandFailed, Interrupted, MissingRequirement
+
 console = Console(stderr=True, highlight=False)
 
+#: Seconds a child group gets between SIGTERM and SIGKILL.
+GRACE_SECONDS = 10.0
 
-class CommandError(RuntimeError):
-    """An external command failed; carries its exit status."""
-
-    def __init__(self, cmd: Sequence[str], returncode: int, hint: str = "") -> None:
-        self.cmd = list(cmd)
-        self.returncode = returncode
-        msg = f"command failed with exit status {returncode}: {shlex.join(self.cmd)}"
-        if hint:
-            msg += f"\n{hint}"
-        super().__init__(msg)
+_children: dict[int, subprocess.Popen[str]] = {}
+_cleanups: list[Callable[[], None]] = []
+_lock = threading.Lock()
+_stopping: int | None = None
 
 
-def format_command(cmd: Sequence[str], env: Mapping[str, str] | None = None, cwd: Path | None = None) -> str:
+def format_command(cmd: Sequence[str | Path], env: Mapping[str, str] | None = None, cwd: Path | None = None) -> str:
     """A replayable shell line: ``cd DIR && VAR=value ... cmd args``."""
     parts: list[str] = []
     if cwd is not None:
@@ -41,6 +54,140 @@ def format_command(cmd: Sequence[str], env: Mapping[str, str] | None = None, cwd
     return " ".join(parts)
 
 
+def log_command(cmd: Sequence[str | Path], env: Mapping[str, str] | None = None, cwd: Path | None = None) -> None:
+    console.print(f"[bold cyan]$[/] {format_command(cmd, env, cwd)}", soft_wrap=True, markup=True)
+
+
+# --- signals ---------------------------------------------------------------------------------
+
+
+def install_signal_handlers() -> None:
+    """Make SIGINT and SIGTERM stop every child tree, then raise Interrupted (main thread only)."""
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
+
+
+def _on_signal(signum: int, _frame: object) -> None:
+    global _stopping
+    if _stopping is not None:
+        return  # already stopping; a second Ctrl-C must not abort the clean-up
+    _stopping = signum
+    console.print(f"[bold red]{signal.Signals(signum).name}[/]: stopping the build and its child processes")
+    stop_everything()
+    raise Interrupted(signum)
+
+
+def stop_everything() -> None:
+    """SIGTERM every child group, run the clean-ups, wait, SIGKILL what is left."""
+    with _lock:
+        children = list(_children.values())
+        cleanups = list(reversed(_cleanups))
+    for child in children:
+        _signal_tree(child, hard=False)
+    for cleanup in cleanups:
+        with contextlib.suppress(Exception):
+            cleanup()
+    deadline = time.monotonic() + GRACE_SECONDS
+    for child in children:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout=max(0.0, deadline - time.monotonic()))
+    for child in children:
+        # The leader may be gone while its group (ninja's nvcc) lives on.
+        _signal_tree(child, hard=True)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.wait(timeout=5)
+
+
+def _signal_tree(child: subprocess.Popen[str], *, hard: bool) -> None:
+    """SIGTERM (``hard``: SIGKILL) to the child's process group, or to the child alone when it shares ours."""
+    if os.name == "nt":  # pragma: no cover - Windows hosts: taskkill /T walks the tree
+        if child.poll() is None or hard:
+            subprocess.run(["taskkill", "/T", *(["/F"] if hard else []), "/PID", str(child.pid)], capture_output=True)
+        return
+    signum = signal.SIGKILL if hard else signal.SIGTERM
+    try:
+        if getattr(child, "farm_own_group", False):
+            os.killpg(child.pid, signum)
+        elif child.poll() is None:
+            child.send_signal(signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+@contextlib.contextmanager
+def on_interrupt(cleanup: Callable[[], None]) -> Iterator[None]:
+    """Run ``cleanup`` if the farm is interrupted while the block runs (``docker rm -f NAME``)."""
+    with _lock:
+        _cleanups.append(cleanup)
+    try:
+        yield
+    finally:
+        with _lock:
+            _cleanups.remove(cleanup)
+
+
+def interrupted() -> int | None:
+    """The signal that is stopping the farm, if any."""
+    return _stopping
+
+
+# --- running ---------------------------------------------------------------------------------
+
+
+def spawn(
+    cmd: Sequence[str | Path],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    stdout: int | None = None,
+    stderr: int | None = None,
+    stdin: int | None = None,
+    foreground: bool = False,
+    log: bool = True,
+) -> subprocess.Popen[str]:
+    """Start ``cmd`` (registered, so signals stop it). ``foreground`` keeps the terminal (interactive shells)."""
+    args = [str(c) for c in cmd]
+    if log:
+        log_command(args, env, cwd)
+    kwargs: dict[str, object] = {}
+    own_group = not foreground
+    if own_group:
+        if os.name == "nt":  # pragma: no cover
+            kwargs["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP  # type: ignore[attr-defined]
+        else:
+            kwargs["start_new_session"] = True
+    try:
+        child: subprocess.Popen[str] = subprocess.Popen(  # noqa: S603 - argument list, logged above
+            args, env=None if env is None else {**os.environ, **env}, cwd=cwd, text=True,
+            stdout=stdout, stderr=stderr, stdin=stdin, errors="replace", **kwargs,  # type: ignore[call-overload]
+        )
+    except FileNotFoundError:
+        raise MissingRequirement(
+            "program not found", args[0], "install it or put it on PATH"
+        ) from None
+    except NotADirectoryError:
+        raise MissingRequirement("working folder does not exist", cwd, "create it or pass another one") from None
+    child.farm_own_group = own_group and os.name != "nt"  # type: ignore[attr-defined]
+    with _lock:
+        _children[child.pid] = child
+    return child
+
+
+def _release(child: subprocess.Popen[str]) -> None:
+    if child.poll() is None:
+        _signal_tree(child, hard=False)
+        try:
+            child.wait(timeout=GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            _signal_tree(child, hard=True)
+            child.wait()
+    elif getattr(child, "farm_own_group", False):
+        # The leader exited; anything left in its group (a daemonised helper) goes too.
+        _signal_tree(child, hard=True)
+    with _lock:
+        _children.pop(child.pid, None)
+
+
 def run(
     cmd: Sequence[str | Path],
     *,
@@ -48,21 +195,76 @@ def run(
     cwd: Path | None = None,
     capture: bool = False,
     check: bool = True,
+    what: str = "",
     hint: str = "",
+    foreground: bool = False,
+    log: bool = True,
+    input_text: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Log and run ``cmd`` (an argument list, never a shell string)."""
+    """Log and run ``cmd``; raise :class:`CommandFailed` on a non-zero exit when ``check``."""
     args = [str(c) for c in cmd]
-    console.print(f"[bold cyan]$[/] {format_command(args, env, cwd)}", soft_wrap=True)
-    full_env = None if env is None else {**os.environ, **env}
-    result = subprocess.run(
-        args,
-        env=full_env,
-        cwd=cwd,
-        text=True,
-        capture_output=capture,
-    )
+    pipe = subprocess.PIPE if capture else None
+    child = spawn(args, env=env, cwd=cwd, stdout=pipe, stderr=pipe,
+                  stdin=subprocess.PIPE if input_text is not None else None, foreground=foreground, log=log)
+    try:
+        out, err = child.communicate(input=input_text)
+    finally:
+        _release(child)
+    result = subprocess.CompletedProcess(args, child.returncode, out or "", err or "")
     if check and result.returncode != 0:
         if capture:
-            console.print(result.stdout + result.stderr, markup=False)
-        raise CommandError(args, result.returncode, hint)
+            console.print((result.stdout + result.stderr).rstrip()[-6000:], markup=False)
+        raise failure(args, result.returncode, what, hint)
     return result
+
+
+def stream(
+    cmd: Sequence[str | Path],
+    on_line: Callable[[str], None],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    what: str = "",
+    hint: str = "",
+    echo: bool = True,
+) -> int:
+    """Run ``cmd`` with stdout+stderr merged, echoing and handing each line to ``on_line``."""
+    child = spawn(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        assert child.stdout is not None
+        for line in child.stdout:
+            if echo:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+            on_line(line)
+        code = child.wait()
+    finally:
+        _release(child)
+    if code != 0:
+        raise failure([str(c) for c in cmd], code, what, hint)
+    return code
+
+
+def failure(cmd: Sequence[str], returncode: int, what: str = "", hint: str = "") -> CommandFailed:
+    program = Path(cmd[0]).name if cmd else "?"
+    if program.startswith("python") and len(cmd) > 2 and cmd[1] == "-m":
+        program = f"python -m {cmd[2]}"
+    return CommandFailed(
+        what or f"`{program}` failed",
+        f"exit status {returncode}",
+        hint or "its output is above, and the command line logged before it can be run again by hand",
+    )
+
+
+def which(name: str) -> str | None:
+    """``shutil.which`` that skips PATH entries the user cannot read."""
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        if not folder:
+            continue
+        path = Path(folder) / name
+        try:
+            if path.is_file() and os.access(path, os.X_OK):
+                return str(path)
+        except OSError:
+            continue
+    return None

@@ -1,4 +1,4 @@
-"""Build reports: a rich table on the terminal and a JSON file next to the wheels."""
+"""Build reports: a table on the terminal and ``report.json`` beside the wheel."""
 
 from __future__ import annotations
 
@@ -10,21 +10,24 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ci import matrix
+from ci import fsutil
 from ci.audit import AuditResult
 
 
 @dataclasses.dataclass(frozen=True)
 class BuildReport:
-    cell: str
-    mode: str  # "host" or "container"
+    target: str
+    project: str
+    mode: str  # "host", "container" or "windows"
     wheel: str
+    sha256: str
     size_bytes: int
     tags: tuple[str, ...]
     sass: tuple[str, ...]
     ptx: tuple[str, ...]
     nvcc: str | None
     torch: str
+    python: str
     build_seconds: float
     checks: tuple[dict[str, Any], ...]
     image: str | None = None
@@ -38,43 +41,40 @@ class BuildReport:
 
 
 def make_report(
-    cell: matrix.Cell | None,
+    target_id: str,
+    project: str,
     audit: AuditResult,
     *,
+    sha256: str,
     mode: str,
     nvcc: str | None,
     torch: str,
+    python: str,
     seconds: float,
     image: str | None = None,
 ) -> BuildReport:
     return BuildReport(
-        cell=cell.name if cell else "cpu",
-        mode=mode,
-        wheel=audit.wheel.name,
-        size_bytes=audit.size_bytes,
-        tags=audit.tags,
-        sass=audit.sass,
-        ptx=audit.ptx,
-        nvcc=nvcc,
-        torch=torch,
-        build_seconds=round(seconds, 1),
-        checks=tuple(dataclasses.asdict(c) for c in audit.checks),
-        image=image,
+        target=target_id, project=project, mode=mode, wheel=audit.wheel.name, sha256=sha256,
+        size_bytes=audit.size_bytes, tags=audit.tags, sass=audit.sass, ptx=audit.ptx, nvcc=nvcc, torch=torch,
+        python=python, build_seconds=round(seconds, 1),
+        checks=tuple(dataclasses.asdict(c) for c in audit.checks), image=image,
     )
 
 
 def print_report(report: BuildReport, console: Console | None = None) -> None:
     console = console or Console()
-    table = Table(title=f"fusedops wheel ({report.cell}, {report.mode} build)", show_header=False)
+    table = Table(title=f"{report.target} ({report.mode} build)", show_header=False)
     table.add_column("", style="bold")
     table.add_column("")
     table.add_row("wheel", report.wheel)
     table.add_row("size", f"{report.size_mib:.2f} MiB")
+    table.add_row("sha256", report.sha256)
     table.add_row("tag", ", ".join(report.tags))
     table.add_row("SASS", " ".join(report.sass) or "-")
     table.add_row("PTX", " ".join(report.ptx) or "-")
     table.add_row("nvcc", report.nvcc or "-")
     table.add_row("torch (built against)", report.torch)
+    table.add_row("python (build)", report.python)
     if report.image:
         table.add_row("image", report.image)
     table.add_row("build time", f"{report.build_seconds:.1f} s")
@@ -85,8 +85,12 @@ def print_report(report: BuildReport, console: Console | None = None) -> None:
 
 
 def write_report(report: BuildReport, folder: Path) -> Path:
-    path = folder / f"report-{report.cell}-{report.mode}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(report.to_json() + "\n")
-    tmp.replace(path)
-    return path
+    return fsutil.atomic_write_text(folder / "report.json", report.to_json() + "\n")
+
+
+def read_report(folder: Path) -> dict[str, Any] | None:
+    path = folder / "report.json"
+    if not path.is_file():
+        return None
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data

@@ -12,8 +12,8 @@ there is one, and ``--gpus all`` is added when the engine has the NVIDIA runtime
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,8 +23,8 @@ IMAGE_BUILD_UID = 1000
 
 
 def has_nvidia_runtime() -> bool:
-    out = subprocess.run([images.docker_cli(), "info", "--format", "{{json .Runtimes}}"],
-                         capture_output=True, text=True)
+    out = proc.run([images.docker_cli(), "info", "--format", "{{json .Runtimes}}"], capture=True, check=False,
+                   log=False)
     return out.returncode == 0 and "nvidia" in out.stdout
 
 
@@ -50,8 +50,12 @@ def shell_command(
     ca_bundle: Path | None,
     uid: int,
     gid: int,
+    name: str = "",
 ) -> list[str]:
-    cmd = [images.docker_cli(), "run", "--rm", "-i"]
+    # Named, with an init process and removed on exit: an interrupted farm stops it by name.
+    cmd = [images.docker_cli(), "run", "--rm", "--init", "-i"]
+    if name:
+        cmd += ["--name", name, "--label", f"farm.job={name}"]
     if interactive:
         cmd.append("-t")
     cmd += [
@@ -78,11 +82,15 @@ def shell_command(
 
 def run_shell(spec: images.ImageSpec, project: Path, command: Sequence[str]) -> int:
     tag = images.ensure_image(spec)
+    name = f"farm-shell-{uuid.uuid4().hex[:12]}"
+    interactive = not command and sys.stdin.isatty()
     cmd = shell_command(
         tag, project, command,
-        interactive=not command and sys.stdin.isatty(),
+        interactive=interactive,
         gpus=has_nvidia_runtime(),
         ca_bundle=images.host_ca_bundle(),
-        uid=os.getuid(), gid=os.getgid(),
+        uid=os.getuid(), gid=os.getgid(), name=name,
     )
-    return proc.run(cmd, check=False).returncode
+    with proc.on_interrupt(lambda: wheels.remove_containers(name)):
+        # An interactive shell keeps the terminal (foreground); a command runs in its own process group.
+        return proc.run(cmd, check=False, foreground=interactive).returncode

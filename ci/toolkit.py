@@ -3,9 +3,17 @@
 ``torch.utils.cpp_extension`` wants a classic CUDA_HOME (``bin/nvcc``,
 ``include``, ``lib64/libcudart.so``). NVIDIA's wheels put the toolkit under
 ``nvidia/cu13`` with ``lib`` and only a versioned ``libcudart.so.13``, so the
-install is completed with the two links torch expects. Installs are keyed by the
-hash of their pinned requirements and reused; pip's own cache makes a fresh
-install after a cache wipe cheap too.
+install is completed with the two links torch expects. Classic extensions
+include ``ATen/cuda/CUDAContext.h``, which pulls the cuBLAS, cuSPARSE and
+cuSOLVER headers: the cell's pinned library wheels are installed beside it and
+only their ``include`` folders are kept (their libraries come from the user's
+torch at run time).
+
+Installs are keyed by the hash of their pinned requirements, made under a lock
+in a temporary folder named after the installing process (a killed install is
+recognised and removed by the next one), checked (``nvcc --version`` must run)
+and only then renamed into place. A cached toolkit that fails the check (a
+deleted ``nvcc``) is reinstalled.
 """
 
 from __future__ import annotations
@@ -19,12 +27,13 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from ci import matrix, proc
+from ci import fsutil, matrix, proc
+from ci.errors import CommandFailed, MissingRequirement, UsageError, env_path
 
 _NVCC_RELEASE = re.compile(r"release (\d+\.\d+), V(\d+\.\d+\.\d+)")
 
 
-class ToolkitError(RuntimeError):
+class ToolkitError(CommandFailed):
     pass
 
 
@@ -36,7 +45,7 @@ class InstalledToolkit:
 
     @property
     def nvcc(self) -> Path:
-        return self.cuda_home / "bin" / "nvcc"
+        return self.cuda_home / "bin" / ("nvcc.exe" if os.name == "nt" else "nvcc")
 
     def env(self) -> dict[str, str]:
         """Environment for a build that must use only this toolkit."""
@@ -45,10 +54,10 @@ class InstalledToolkit:
 
 
 def cache_root(env: Mapping[str, str] | None = None) -> Path:
-    """Where toolkits and tools are kept: ``$FARM_CACHE_DIR`` or the user cache folder."""
+    """Where toolkits, environments and tools are kept: ``$FARM_CACHE_DIR`` or the user cache folder."""
     env = os.environ if env is None else env
-    if env.get("FARM_CACHE_DIR"):
-        return Path(env["FARM_CACHE_DIR"])
+    if env.get("FARM_CACHE_DIR", "").strip():
+        return Path(env["FARM_CACHE_DIR"].strip()).expanduser()
     base = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
     return base / "cuda-ext-farm"
 
@@ -61,7 +70,8 @@ def install_key(requirements: tuple[str, ...]) -> str:
 def parse_nvcc_version(text: str) -> str:
     m = _NVCC_RELEASE.search(text)
     if not m:
-        raise ToolkitError(f"could not read the nvcc version from:\n{text}")
+        raise ToolkitError("could not read the nvcc version", text.strip()[:200] or "no output",
+                           "the toolkit is broken; remove it from the cache and build again")
     return m.group(2)
 
 
@@ -73,73 +83,139 @@ def pip_install_target(requirements: tuple[str, ...], target: Path) -> list[str]
     ]
 
 
-def _install_once(name: str, requirements: tuple[str, ...], finish: Callable[[Path], None] | None = None) -> Path:
-    root = cache_root() / "tools" / f"{name}-{install_key(requirements)}"
-    if (root / ".complete").exists():
-        proc.console.print(f"[green]reusing[/] {name} in {root}")
-        return root
-    tmp = root.with_name(root.name + f".tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        proc.run(pip_install_target(requirements, tmp),
-                 hint="Could not install the pinned CUDA wheels from PyPI; "
-                 "check the network or the pins in ci/matrix.py.")
-        if finish is not None:
-            finish(tmp)
-        (tmp / ".complete").write_text("\n".join(requirements) + "\n")
-        shutil.rmtree(root, ignore_errors=True)
-        os.replace(tmp, root)
-    finally:
+def _install_once(
+    name: str,
+    requirements: tuple[str, ...],
+    finish: Callable[[Path], None] | None = None,
+    verify: Callable[[Path], bool] | None = None,
+    also_keyed_by: tuple[str, ...] = (),
+) -> Path:
+    """Install ``requirements`` into the tool cache once; ``also_keyed_by``: what ``finish`` adds."""
+    tools = cache_root() / "tools"
+    fsutil.writable_dir(tools, "tool cache", "FARM_CACHE_DIR", "FARM_CACHE_DIR")
+    root = tools / f"{name}-{install_key(requirements + also_keyed_by)}"
+    with fsutil.locked(tools / f"{root.name}.lock", f"the install of {name}"):
+        # Leftovers of installs whose process is gone (killed half-way) are removed, never reused.
+        for stale in fsutil.stale_staging(tools):
+            if stale.name.startswith(root.name + ".tmp"):
+                shutil.rmtree(stale, ignore_errors=True)
+        if (root / ".complete").exists():
+            if verify is None or verify(root):
+                proc.console.print(f"[green]reusing[/] {name} in {root}")
+                return root
+            proc.console.print(f"[yellow]the cached {name} in {root} is broken: reinstalling[/]")
+            shutil.rmtree(root, ignore_errors=True)
+        tmp = root.with_name(root.name + f".tmp-pid{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            proc.run(pip_install_target(requirements, tmp), env={"PIP_CONSTRAINT": os.devnull},
+                     what=f"installing the pinned {name} wheels failed",
+                     hint="check the network or an index mirror, or the pins in ci/matrix.py")
+            if finish is not None:
+                finish(tmp)
+            (tmp / ".complete").write_text("\n".join(requirements) + "\n")
+            if verify is not None and not verify(tmp):
+                raise ToolkitError(f"the freshly installed {name} does not work", tmp,
+                                   "check the pins in ci/matrix.py")
+            shutil.rmtree(root, ignore_errors=True)
+            os.replace(tmp, root)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return root
 
 
 def _complete_cuda_home(cuda_home: Path) -> None:
     if not (cuda_home / "lib64").exists():
         (cuda_home / "lib64").symlink_to("lib")
-    for versioned in (cuda_home / "lib").glob("libcudart.so.*"):
+    for versioned in sorted((cuda_home / "lib").glob("libcudart.so.*")):
         link = cuda_home / "lib" / "libcudart.so"
         if not link.exists():
             link.symlink_to(versioned.name)
         break
 
 
+def _nvcc_works(cuda_home: Path) -> str | None:
+    nvcc = cuda_home / "bin" / "nvcc"
+    if not nvcc.is_file():
+        return None
+    result = proc.run([nvcc, "--version"], capture=True, check=False, log=False)
+    if result.returncode != 0:
+        return None
+    try:
+        return parse_nvcc_version(result.stdout)
+    except ToolkitError:
+        return None
+
+
+def _add_library_headers(cell: matrix.Cell, cuda_home: Path) -> None:
+    """Install the cell's cuBLAS/cuSPARSE/cuSOLVER wheels aside and keep only their headers."""
+    if not cell.toolkit.library_headers:
+        return
+    aside = cuda_home.parent.parent / "library-wheels"
+    proc.run(pip_install_target(cell.toolkit.library_headers, aside), env={"PIP_CONSTRAINT": os.devnull},
+             what="installing the pinned CUDA library headers failed")
+    for include in sorted(aside.glob(f"{cell.toolkit.home_subdir}/include")):
+        shutil.copytree(include, cuda_home / "include", dirs_exist_ok=True)
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def preinstalled(cell: matrix.Cell) -> InstalledToolkit | None:
+    """``FARM_CUDA_HOME``: a toolkit installed by other means (inside a builder image)."""
+    home = env_path("FARM_CUDA_HOME", kind="folder")
+    if home is None:
+        return None
+    cuda_home = Path(home)
+    version = _nvcc_works(cuda_home)
+    if version is None:
+        raise UsageError("FARM_CUDA_HOME holds no working nvcc", cuda_home,
+                         "point it at a CUDA toolkit (the folder with bin/nvcc) or unset it")
+    if not version.startswith(cell.cuda + "."):
+        raise UsageError(f"FARM_CUDA_HOME holds CUDA {version}, but the target's cell is {cell.name}", cuda_home,
+                         f"point it at a CUDA {cell.cuda} toolkit or unset it")
+    return InstalledToolkit(root=cuda_home, cuda_home=cuda_home, nvcc_version=version)
+
+
 def ensure_toolkit(cell: matrix.Cell) -> InstalledToolkit:
     """Install (or reuse) the cell's pinned toolkit and return its CUDA_HOME."""
+    found = preinstalled(cell)
+    if found is not None:
+        return found
     tk = cell.toolkit
-    preinstalled = os.environ.get("FARM_CUDA_HOME")
-    if preinstalled:
-        # Inside a builder image the cell's toolkit is already installed.
-        cuda_home = Path(preinstalled)
-        text = proc.run([cuda_home / "bin" / "nvcc", "--version"], capture=True).stdout
-        version = parse_nvcc_version(text)
-        if not version.startswith(cell.cuda + "."):
-            raise ToolkitError(f"FARM_CUDA_HOME={cuda_home} holds CUDA {version}, cell {cell.name} wants {cell.cuda}")
-        return InstalledToolkit(root=cuda_home, cuda_home=cuda_home, nvcc_version=version)
     if tk.kind != "pypi":
         # Debian and NVIDIA-repository toolkits live in the cell's container image.
-        raise ToolkitError(
-            f"cell {cell.name} takes its toolkit from {tk.kind!r}, which is only available inside "
-            f"its container image: use `nox -s build-cuda -- {cell.cuda}` instead of the host build."
+        raise MissingRequirement(
+            f"cell {cell.name} takes its CUDA toolkit from {tk.kind!r} packages, which only its container image has",
+            cell.cuda, f"build it in its container: nox -s build-cuda -- {cell.cuda}",
         )
 
     def finish(root: Path) -> None:
         _complete_cuda_home(root / tk.home_subdir)
+        _add_library_headers(cell, root / tk.home_subdir)
 
-    root = _install_once(f"cuda-{cell.cuda}", tk.packages, finish)
+    def verify(root: Path) -> bool:
+        return _nvcc_works(root / tk.home_subdir) is not None
+
+    root = _install_once(f"cuda-{cell.cuda}", tk.packages, finish, verify, also_keyed_by=tk.library_headers)
     cuda_home = root / tk.home_subdir
-    result = proc.run([cuda_home / "bin" / "nvcc", "--version"], capture=True)
-    version = parse_nvcc_version(result.stdout)
-    if not version.startswith(cell.cuda + "."):
-        raise ToolkitError(f"cell {cell.name} expects CUDA {cell.cuda} but nvcc reports {version}")
+    version = _nvcc_works(cuda_home)
+    if version is None or not version.startswith(cell.cuda + "."):
+        raise ToolkitError(f"cell {cell.name} expects CUDA {cell.cuda}", f"nvcc reports {version}",
+                           "fix the pins of the cell in ci/matrix.py")
     return InstalledToolkit(root=root, cuda_home=cuda_home, nvcc_version=version)
 
 
 def ensure_cuobjdump() -> Path:
     """A cuobjdump for reading fatbinaries (the audit's architecture check)."""
-    root = _install_once("cuobjdump", (matrix.CUOBJDUMP_REQUIREMENT,))
+
+    def verify(root: Path) -> bool:
+        return any(p.is_file() for p in root.glob("nvidia/cu*/bin/cuobjdump"))
+
+    root = _install_once("cuobjdump", (matrix.CUOBJDUMP_REQUIREMENT,), verify=verify)
     found = sorted(root.glob("nvidia/cu*/bin/cuobjdump"))
     if not found:
-        raise ToolkitError(f"no cuobjdump binary in {root}")
+        raise ToolkitError("no cuobjdump binary in the installed wheel", root, "check CUOBJDUMP_REQUIREMENT")
     return found[0]
+
+
+def folder_size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())

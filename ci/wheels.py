@@ -1,46 +1,52 @@
-"""Container builds: cibuildwheel in the cell's builder image, then the host-side audit.
+"""Container builds: cibuildwheel in the cell's builder image, then the shared publish tail on the host.
 
-cibuildwheel builds the abi3 wheel once per cell (one build identifier, the
-image's Python), repairs it with auditwheel excluding torch's and CUDA's
-libraries, and imports it in a clean environment inside the container as its
-test step. The farm then audits the result on the host (the same audit as host
-builds) and moves it into ``wheelhouse/cu<major>/`` only if everything passed.
-Pip and ccache caches live in named volumes, so a second build of an unchanged
-cell reuses downloads and objects.
+* The target's torch lives in a Docker volume of its own (``cuda-ext-farm-torch-...``,
+  keyed by image Python and torch pin), installed once and mounted read-only
+  into every later container: the build and cibuildwheel's clean test venv both
+  see it through a ``.pth`` file instead of installing torch again.
+* cibuildwheel builds the target's wheel (one build identifier), repairs it with
+  auditwheel excluding torch's and CUDA's libraries, and runs the project's
+  smoke command in a fresh venv that holds only torch and the wheel.
+* The symbol check runs in a throw-away container with the same volume (the
+  loader's view is the image's, with the target's torch); the rest of the audit
+  and the publishing run on the host (``ci/publish.py``).
+* Pip and ccache caches are named volumes; containers carry a label with the
+  job, so an interrupted build removes them.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
-import shutil
+import shlex
 import sys
-import tempfile
 import time
+import uuid
 from pathlib import Path
 
-from ci import audit, build, images, matrix, proc, report, toolkit
+from ci import audit, build, fsutil, images, matrix, proc, project, publish, report, symbols, toolkit
+from ci.errors import UsageError
+from ci.targets import Target
 
 PIP_CACHE_VOLUME = "cuda-ext-farm-pip-cache"
 CCACHE_VOLUME = "cuda-ext-farm-ccache"
 CONTAINER_HOME = "/home/build"
 CONTAINER_CA = "/run/farm/ca-bundle.crt"
-
-SMOKE_TEST = (
-    "python -c \"import torch, fusedops; "
-    "x = torch.tensor([0.5, 1.5, 2.5, -1.7]); "
-    "assert fusedops.round_ste(x).tolist() == [0.0, 2.0, 2.0, -2.0]; "
-    "print('import test ok:', fusedops.build_info())\""
-)
+TORCH_MOUNT = "/opt/farm-torch"
+FARM_MOUNT = "/opt/farm"
+#: What the in-container build needs on top of the torch volume and the image's tools.
+CONTAINER_BUILD_TOOLS = ("setuptools>=77", "wheel", "ninja")
 
 
 @dataclasses.dataclass(frozen=True)
 class ContainerBuild:
-    cell: matrix.Cell
+    target: Target
+    spec: images.ImageSpec
     image: str
-    wheelhouse: Path
-    project: Path = build.PROJECT_ROOT
+    outputs: publish.Outputs
     max_jobs: int | None = None
+    job: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex[:12])
 
 
 def gcc_major(cell: matrix.Cell) -> str:
@@ -58,20 +64,87 @@ def nvcc_version(cell: matrix.Cell) -> str | None:
     return None
 
 
-def build_identifier(spec: images.ImageSpec) -> str:
-    tag = dict(spec.build_args)["PYTHON_TAG"].split("-")[0]
-    return f"{tag}-manylinux_x86_64"
+def image_python(spec: images.ImageSpec) -> str:
+    tag = dict(spec.build_args)["PYTHON_TAG"].split("-")[0]  # cp311
+    return f"{tag[2]}.{tag[3:]}"
 
 
-def cibuildwheel_env(job: ContainerBuild, spec: images.ImageSpec, ca_bundle: Path | None) -> dict[str, str]:
-    cell = job.cell
+def build_python(target: Target, spec: images.ImageSpec) -> str:
+    """The image Python that builds ``target``: any for abi3 wheels (>= the oldest), the target's otherwise."""
+    have = image_python(spec)
+    if target.abi3:
+        if matrix.version_key(have) < matrix.version_key(target.python):
+            raise UsageError(f"the image's Python {have} is older than the target's oldest CPython", target.python,
+                             "use a base image with a newer Python")
+        return have
+    if images.is_debian_base(spec.base_image) and have != target.python:
+        raise UsageError(
+            f"the Debian base of {target.cell.name} has only Python {have}, the target needs", target.python,
+            f"build the Python {have} targets here (--python {have}) or use a manylinux base with every CPython "
+            f"(FARM_BASE_IMAGE={matrix.MANYLINUX_2_28})",
+        )
+    return target.python
+
+
+def build_identifier(python: str) -> str:
+    return f"cp{python.replace('.', '')}-manylinux_x86_64"
+
+
+def torch_volume(target: Target, python: str) -> str:
+    key = hashlib.sha256(f"{python}\n{target.torch_requirement}".encode()).hexdigest()[:10]
+    return f"cuda-ext-farm-torch-py{python}-torch{target.torch}-cu{target.cell.cuda_major}-{key}"
+
+
+def _pth_command(site: str) -> str:
+    """A one-liner that makes the current interpreter see ``site`` (the torch volume) through a .pth file."""
+    code = (f"import sysconfig, pathlib; pathlib.Path(sysconfig.get_paths()['purelib'], '_farm_torch.pth')"
+            f".write_text('{site}\\n')")
+    return f"python -c {shlex.quote(code)}"
+
+
+def ca_mount(ca_bundle: Path | None) -> tuple[list[str], dict[str, str]]:
+    if ca_bundle is None:
+        return [], {}
+    # A read-only mount for the container's lifetime: never part of an image.
+    return [f"--volume={ca_bundle}:{CONTAINER_CA}:ro"], {"PIP_CERT": CONTAINER_CA, "SSL_CERT_FILE": CONTAINER_CA}
+
+
+def ensure_torch_volume(job: ContainerBuild, python: str) -> str:
+    """Install the target's torch into its volume once (under a lock); later builds mount it read-only."""
+    target = job.target
+    volume = torch_volume(target, python)
+    docker = images.docker_cli()
+    marker = f"{TORCH_MOUNT}/.farm-complete"
+    lock = toolkit.cache_root() / "locks" / f"{volume}.lock"
+    with fsutil.locked(lock, f"the torch volume {volume}"):
+        probe = proc.run([docker, "run", "--rm", f"--volume={volume}:{TORCH_MOUNT}", job.image, "test", "-f", marker],
+                         capture=True, check=False, log=False)
+        if probe.returncode == 0:
+            proc.console.print(f"[green]reusing[/] torch {target.torch} in the volume {volume}")
+            return volume
+        mounts, ca_env = ca_mount(images.host_ca_bundle())
+        name = f"farm-torch-{job.job}"
+        cmd = [docker, "run", "--rm", "--init", f"--name={name}", f"--label=farm.job={job.job}",
+               f"--volume={volume}:{TORCH_MOUNT}", f"--volume={PIP_CACHE_VOLUME}:{CONTAINER_HOME}/.cache/pip",
+               *mounts, *[f"--env={k}={v}" for k, v in ca_env.items()], "--user=0", job.image, "sh", "-c",
+               f"set -e; rm -rf {TORCH_MOUNT}/site; "
+               f"/opt/python/{images.python_tag(python)}/bin/python -m pip install --quiet --target "
+               f"{TORCH_MOUNT}/site --cache-dir {CONTAINER_HOME}/.cache/pip "
+               f"{shlex.quote(target.torch_requirement)}; touch {marker}"]
+        with proc.on_interrupt(lambda: remove_containers(job.job)):
+            proc.run(cmd, what=f"installing torch {target.torch} into {volume} failed",
+                     hint="pip's message is above; check the network, an index mirror or the CA bundle")
+    return volume
+
+
+def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: Path | None) -> dict[str, str]:
+    target = job.target
+    cell = target.cell
     excluded = (*matrix.TORCH_LIBRARIES, *matrix.cuda_libraries(cell.cuda_major))
     excludes = " ".join(f"--exclude {lib}" for lib in excluded)
+    values = build.build_values(target, nvcc_version(cell))
     build_env = {
         "TORCH_CUDA_ARCH_LIST": cell.arch_list,
-        "FUSEDOPS_CUDA": "1",
-        "FUSEDOPS_NVCC_VERSION": nvcc_version(cell) or "",
-        "FUSEDOPS_BUILD_DIR": "/tmp/farm-build",
         "MAX_JOBS": str(job.max_jobs or os.cpu_count() or 2),
         "CXX": f"/usr/lib/ccache/g++-{gcc_major(cell)}",
         "CC": f"gcc-{gcc_major(cell)}",
@@ -79,91 +152,100 @@ def cibuildwheel_env(job: ContainerBuild, spec: images.ImageSpec, ca_bundle: Pat
         "CCACHE_DIR": f"{CONTAINER_HOME}/.cache/ccache",
         "CCACHE_BASEDIR": "/project",
         "CCACHE_NOHASHDIR": "1",
+        **{k: project.expand(v, values) for k, v in target.project.build_env.items()},
     }
-    create_args = [f"--volume={PIP_CACHE_VOLUME}:{CONTAINER_HOME}/.cache/pip",
-                   f"--volume={CCACHE_VOLUME}:{CONTAINER_HOME}/.cache/ccache"]
-    if ca_bundle is not None:
-        # A read-only mount for the container's lifetime: never part of an image.
-        create_args.append(f"--volume={ca_bundle}:{CONTAINER_CA}:ro")
-        build_env["PIP_CERT"] = CONTAINER_CA
-        build_env["SSL_CERT_FILE"] = CONTAINER_CA
-    env = {
+    mounts, ca_env = ca_mount(ca_bundle)
+    build_env |= ca_env
+    create_args = [f"--label=farm.job={job.job}",
+                   f"--volume={PIP_CACHE_VOLUME}:{CONTAINER_HOME}/.cache/pip",
+                   f"--volume={CCACHE_VOLUME}:{CONTAINER_HOME}/.cache/ccache",
+                   f"--volume={volume}:{TORCH_MOUNT}:ro", *mounts]
+    site = f"{TORCH_MOUNT}/site"
+    requires = " ".join(shlex.quote(r) for r in (*CONTAINER_BUILD_TOOLS, *target.project.build_requires))
+    smoke = container_command(target.project.commands.smoke)
+    return {
         "CIBW_PLATFORM": "linux",
         "CIBW_ARCHS": "x86_64",
-        "CIBW_BUILD": build_identifier(spec),
+        "CIBW_BUILD": build_identifier(python),
         "CIBW_MANYLINUX_X86_64_IMAGE": job.image,
         "CIBW_CONTAINER_ENGINE": f"docker; create_args: {' '.join(create_args)}; disable_host_mount: true",
         "CIBW_BUILD_FRONTEND": "build; args: --no-isolation",
-        "CIBW_BEFORE_BUILD": f"pip install '{cell.torch_requirement}' 'setuptools>=77' wheel ninja",
+        # torch comes from the read-only volume: one install per torch pin, not one per build.
+        "CIBW_BEFORE_BUILD": f"{_pth_command(site)} && pip install {requires}",
         "CIBW_ENVIRONMENT": " ".join(f'{k}="{v}"' for k, v in build_env.items()),
         "CIBW_REPAIR_WHEEL_COMMAND": f"auditwheel repair {excludes} -w {{dest_dir}} {{wheel}}",
-        "CIBW_TEST_REQUIRES": cell.torch_requirement,
-        # The test step's pip runs outside CIBW_ENVIRONMENT's scope for some settings.
-        "CIBW_TEST_ENVIRONMENT": " ".join(
-            f'{k}="{v}"' for k, v in build_env.items() if k in ("PIP_CERT", "SSL_CERT_FILE")
-        ),
-        "CIBW_TEST_COMMAND": SMOKE_TEST,
+        # The test venv is new and empty but for the same read-only torch and the wheel.
+        "CIBW_BEFORE_TEST": _pth_command(site),
+        "CIBW_TEST_ENVIRONMENT": " ".join(f'{k}="{v}"' for k, v in ca_env.items()),
+        "CIBW_TEST_COMMAND": f"pip check && {smoke}",
         "CIBW_BUILD_VERBOSITY": "1",
         # cibuildwheel's own abi3audit step fetches virtualenv from GitHub; the
         # farm runs abi3audit itself in the host-side audit.
         "CIBW_AUDIT_COMMAND": "",
     }
-    return env
 
 
-def cibuildwheel_command(project: Path, outdir: Path) -> list[str]:
-    return [sys.executable, "-m", "cibuildwheel", "--output-dir", str(outdir), str(project)]
+def container_command(command: tuple[str, ...]) -> str:
+    """A configured command as a shell line for cibuildwheel (whose {project} placeholder matches ours)."""
+    values = {"project": "{project}", "python": "python", "out": "/tmp", "wheel": "{wheel}"}
+    return shlex.join(project.expand(part, values) for part in command)
 
 
-def export_source(project: Path, dest: Path) -> Path:
-    """The files git knows (tracked and untracked-not-ignored): no venvs, build folders or wheels.
-
-    cibuildwheel copies its working directory into the container; building
-    from this export keeps that copy small and the build reproducible.
-    """
-    if not (project / ".git").exists():
-        ignore = shutil.ignore_patterns(".git", ".nox", "build", "wheelhouse", "*.so", "__pycache__", "*.egg-info")
-        shutil.copytree(project, dest, ignore=ignore, dirs_exist_ok=True)
-        return dest
-    listing = proc.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                       cwd=project, capture=True)
-    for name in filter(None, listing.stdout.split("\0")):
-        src = project / name
-        if src.is_file():
-            target = dest / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, target)
-    return dest
+def cibuildwheel_command(project_dir: Path, outdir: Path) -> list[str]:
+    return [sys.executable, "-m", "cibuildwheel", "--output-dir", str(outdir), str(project_dir)]
 
 
-def build_in_container(job: ContainerBuild, spec: images.ImageSpec) -> report.BuildReport:
+def remove_containers(job: str) -> None:
+    """Stop and remove every container of ``job`` (interrupts; cibuildwheel's own included)."""
+    docker = images.docker_cli()
+    found = proc.run([docker, "ps", "-aq", "--filter", f"label=farm.job={job}"], capture=True, check=False, log=False)
+    ids = found.stdout.split()
+    if ids:
+        proc.run([docker, "rm", "-f", *ids], capture=True, check=False)
+
+
+def resolve_in_container(job: ContainerBuild, volume: str, wheel: Path, out: Path) -> dict[str, symbols.Resolution]:
+    """Run the symbol resolution of ``wheel`` inside the image, against the target's torch volume."""
+    farm = Path(__file__).resolve().parent
+    name = f"farm-symbols-{job.job}"
+    cmd = [images.docker_cli(), "run", "--rm", "--init", f"--name={name}", f"--label=farm.job={job.job}",
+           f"--volume={volume}:{TORCH_MOUNT}:ro", f"--volume={farm}:{FARM_MOUNT}/ci:ro",
+           f"--volume={wheel.parent}:/wheel:ro", f"--volume={out.parent}:/out", "--env", f"PYTHONPATH={FARM_MOUNT}",
+           "--user", f"{os.getuid()}:{os.getgid()}", job.image,
+           "python", "-m", "ci.symbols", f"/wheel/{wheel.name}", "--site", f"{TORCH_MOUNT}/site",
+           "--extra-lib-dir", "/usr/local/cuda/lib64", "--out", f"/out/{out.name}"]
+    with proc.on_interrupt(lambda: remove_containers(job.job)):
+        proc.run(cmd, what="the symbol check in the builder image failed")
+    return symbols.load_resolutions(out)
+
+
+def build_in_container(job: ContainerBuild) -> report.BuildReport:
     started = time.monotonic()
+    target = job.target
+    python = build_python(target, job.spec)
+    job.outputs.check_writable()
     cuobjdump = toolkit.ensure_cuobjdump()
-    out = job.wheelhouse / f"cu{job.cell.cuda_major}"
-    out.mkdir(parents=True, exist_ok=True)
-    staging_root = job.project / "build" / "staging"
-    staging_root.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f"{job.cell.name}-container-", dir=staging_root))
-    try:
-        env = cibuildwheel_env(job, spec, images.host_ca_bundle())
-        # cibuildwheel calls `docker`; give it the client the farm chose.
-        docker_dir = str(Path(images.docker_cli()).parent)
-        env["PATH"] = os.pathsep.join([docker_dir, os.environ.get("PATH", "")])
-        source = export_source(job.project, staging / "source")
-        proc.run(cibuildwheel_command(source, staging / "out"), env=env, cwd=source,
-                 hint="The container build failed; the compiler's output is above. "
-                 "Nothing was written to the wheelhouse.")
-        wheels = sorted((staging / "out").glob("*.whl"))
-        if len(wheels) != 1:
-            raise build.BuildError(f"cibuildwheel produced {[w.name for w in wheels]}, expected one abi3 wheel")
-        result = audit.audit_wheel(wheels[0], job.cell, cuobjdump)
-        audit.raise_for_failures(result)
-        final = out / wheels[0].name
-        os.replace(wheels[0], final)
-        result = dataclasses.replace(result, wheel=final)
-        rep = report.make_report(job.cell, result, mode="container", nvcc=nvcc_version(job.cell),
-                                 torch=job.cell.torch, seconds=time.monotonic() - started, image=job.image)
-        report.write_report(rep, out)
-        return rep
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    with fsutil.locked(job.outputs.lock(target), f"the build of {target.id}"):
+        volume = ensure_torch_volume(job, python)
+        with publish.staging(job.outputs, target) as stage:
+            env = cibuildwheel_env(job, python, volume, images.host_ca_bundle())
+            # cibuildwheel calls `docker`; give it the client the farm chose.
+            docker_dir = str(Path(images.docker_cli()).parent)
+            env["PATH"] = os.pathsep.join([docker_dir, os.environ.get("PATH", "")])
+            source = stage / "source"
+            build.sync_source(target.project.root, source, (job.outputs.build_root, job.outputs.wheelhouse))
+            with proc.on_interrupt(lambda: remove_containers(job.job)):
+                proc.run(cibuildwheel_command(source, stage / "out"), env=env, cwd=source,
+                         what=f"the container build of {target.id} failed",
+                         hint="the compiler's output is above; nothing was written to the wheelhouse")
+            built = publish.one_wheel(stage / "out", "cibuildwheel")
+
+            def keep(wheel: Path, outdir: Path) -> Path:
+                return wheel  # cibuildwheel already ran auditwheel repair in the image
+
+            def run_audit(wheel: Path) -> audit.AuditResult:
+                resolutions = resolve_in_container(job, volume, wheel, stage / "symbols.json")
+                return audit.audit_wheel(wheel, target, cuobjdump, resolutions=resolutions)
+
+            return publish.publish(target, built, stage, job.outputs, repair=keep, audit=run_audit,
+                                   mode="container", nvcc=nvcc_version(target.cell), started=started, image=job.image)

@@ -1,0 +1,88 @@
+"""Every target of a project in its container, one after the other or ``--jobs N`` at once.
+
+Each target builds in a child ``python -m ci build-cuda --target ID`` whose
+output goes to ``<build>/logs/<target>.log``; the terminal shows one progress
+line per target and, at the end, a table read from the targets' reports (wheel,
+size, SHA-256, time, ccache hits). Every wheel stays in its own
+``<wheelhouse>/<target-id>/`` folder, so no two targets ever overwrite each other.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import re
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from ci import proc, publish, report
+from ci.errors import CommandFailed
+from ci.targets import Target
+
+_CCACHE_HITS = re.compile(r"farm-ccache-stats: hits=(\d+) misses=(\d+)")
+
+
+def _build_one(target: Target, outputs: publish.Outputs, base_image: str | None, max_jobs: int | None,
+               log: Path) -> tuple[int, float]:
+    cmd = [sys.executable, "-m", "ci", "build-cuda", "--project", str(target.project.root),
+           "--config", str(target.project.source), "--target", target.id,
+           "--wheelhouse", str(outputs.wheelhouse), "--build-dir", str(outputs.build_root),
+           *(["--base-image", base_image] if base_image else []),
+           *(["--max-jobs", str(max_jobs)] if max_jobs else []),
+           "--arch-list", target.cell.arch_list]
+    started = time.monotonic()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as fh:
+
+        def write(line: str) -> None:
+            fh.write(line)
+
+        try:
+            proc.stream(cmd, write, echo=False)
+            code = 0
+        except CommandFailed:
+            code = 1
+    return code, time.monotonic() - started
+
+
+def build_all(chosen: tuple[Target, ...], outputs: publish.Outputs, *, jobs: int, base_image: str | None,
+              max_jobs: int | None, console: Console) -> int:
+    outputs.check_writable()
+    logs = outputs.build_root / "logs"
+    results: dict[str, tuple[int, float]] = {}
+    console.print(f"building {len(chosen)} targets, {jobs} at a time; logs in {logs}")
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {}
+        for target in chosen:
+            console.print(f"[cyan]started[/] {target.id}")
+            futures[pool.submit(_build_one, target, outputs, base_image, max_jobs, logs / f"{target.id}.log")] = target
+        for future in concurrent.futures.as_completed(futures):
+            target = futures[future]
+            code, seconds = future.result()
+            results[target.id] = (code, seconds)
+            verdict = "[green]done[/]" if code == 0 else f"[red]FAILED[/] (log: {logs / (target.id + '.log')})"
+            console.print(f"{verdict} {target.id} in {seconds:.0f} s")
+    table = Table(title=f"build-all: {len(chosen)} targets")
+    for col in ("target", "wheel", "size", "sha256", "time", "ccache"):
+        table.add_column(col)
+    for target in chosen:
+        code, seconds = results[target.id]
+        rep = report.read_report(outputs.target_dir(target)) if code == 0 else None
+        log_text = (logs / f"{target.id}.log").read_text(errors="replace") if (logs / f"{target.id}.log").exists() \
+            else ""
+        hits = _CCACHE_HITS.findall(log_text)
+        cache = f"{hits[-1][0]} hits / {hits[-1][1]} misses" if hits else "-"
+        if rep is None:
+            table.add_row(target.id, "[red]failed[/]", "-", "-", f"{seconds:.0f} s", cache)
+        else:
+            table.add_row(target.id, str(outputs.target_dir(target) / rep["wheel"]),
+                          f"{rep['size_bytes'] / 2**20:.1f} MiB", rep["sha256"][:16], f"{seconds:.0f} s", cache)
+    console.print(table)
+    failed = [t for t, (code, _) in results.items() if code != 0]
+    if failed:
+        raise CommandFailed(f"{len(failed)} of {len(chosen)} targets failed to build", ", ".join(failed),
+                            "their logs are listed above")
+    return 0

@@ -1,0 +1,243 @@
+"""The farm's command-line grammar, shared by ``python -m ci`` and ``noxfile.py``.
+
+Nox sessions hand their arguments to :func:`parse` (and :func:`resolve`) before
+any virtual environment is created or anything installed, so a bad value costs
+nothing and is reported once, in the same words as ``python -m ci``.
+
+Standard library plus ``packaging`` only (nox brings it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from ci import matrix, project, targets
+from ci.errors import UsageError
+
+DEFAULT_CUDA_HELP = "CUDA toolkit: version (13.0), cell name (cu130) or major (13 = its release cell)"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that raises one-line UsageErrors instead of printing usage and exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"bad arguments for {self.prog}", message, f"see `{self.prog} --help`")
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
+def _project_args(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--project", default=os.environ.get("FARM_PROJECT") or None,
+                    help="the extension project's folder (default: FARM_PROJECT, else the farm's own checkout)")
+    sp.add_argument("--config", help="a TOML file with the [tool.cuda-ext-farm] table, for a project you cannot edit")
+
+
+def _selection_args(sp: argparse.ArgumentParser) -> None:
+    _project_args(sp)
+    sp.add_argument("--target", action="append", default=[], help="a target id (nox -s matrix lists them); repeatable")
+    sp.add_argument("--cuda", help=DEFAULT_CUDA_HELP)
+    sp.add_argument("--torch", help="torch release (2.11 or 2.11.0): a classic project's target, or the torch a "
+                    "stable-ABI build compiles against")
+    sp.add_argument("--python", help="CPython version of a per-Python target (3.12)")
+    sp.add_argument("--arch-list", help="override the architectures (TORCH_CUDA_ARCH_LIST syntax, e.g. '9.0+PTX')")
+
+
+def _output_args(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--wheelhouse", help="where finished wheels go (default: FARM_WHEELHOUSE, else <project>/wheelhouse)")
+    sp.add_argument("--build-dir", help="build and staging folders (default: FARM_BUILD_DIR, else <project>/build/farm)")
+    sp.add_argument("--max-jobs", type=positive_int, help="parallel compile jobs (MAX_JOBS)")
+
+
+def build_parser() -> Parser:
+    p = Parser(prog="python -m ci", description="The CUDA extension build farm.")
+    p.add_argument("--traceback", action="store_true", help="show Python tracebacks (also FARM_DEBUG=1)")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
+
+    m = sub.add_parser("matrix", help="the project's targets (torch x Python x CUDA)")
+    _selection_args(m)
+    m.add_argument("--os", choices=("linux", "windows", "all"), default="all")
+    m.add_argument("--json", action="store_true")
+
+    b = sub.add_parser("build", help="host build: wheel, repair, audit -> wheelhouse/<target>/")
+    _selection_args(b)
+    _output_args(b)
+    b.add_argument("--cpu", action="store_true", help="build without CUDA (no toolkit; a CPU-only wheel)")
+    b.add_argument("--all", action="store_true", help="every host-buildable target of the project, not just one")
+
+    d = sub.add_parser("develop", help="in-place incremental build for editing")
+    _selection_args(d)
+    d.add_argument("--max-jobs", type=positive_int, help="parallel compile jobs (MAX_JOBS)")
+    d.add_argument("--cpu", action="store_true")
+    d.add_argument("--debug", action="store_true", help="-O0 -g and device debug info (-G)")
+    d.add_argument("--no-cache", action="store_true", help="do not use a compiler cache")
+    d.add_argument("--clean", action="store_true", help="remove the build folder first")
+    d.add_argument("--release-archs", action="store_true",
+                   help="build for the release architectures, not just the visible GPUs (or --arch-list)")
+
+    a = sub.add_parser("audit", help="audit a wheel against a target")
+    a.add_argument("wheel")
+    _selection_args(a)
+    a.add_argument("--cpu", action="store_true", help="audit as a CPU-only wheel")
+    a.add_argument("--torch-env", help="a Python environment holding the torch to resolve symbols against")
+    a.add_argument("--json", action="store_true")
+
+    bc = sub.add_parser("build-cuda", help="build targets with cibuildwheel in their cell's builder image")
+    bc.add_argument("cell", nargs="?", help="same as --cuda")
+    _selection_args(bc)
+    _output_args(bc)
+    bc.add_argument("--base-image", help="base image (default: FARM_BASE_IMAGE or the cell's)")
+
+    ba = sub.add_parser("build-all", help="every Linux target of the project, in containers")
+    _selection_args(ba)
+    _output_args(ba)
+    ba.add_argument("--base-image")
+    ba.add_argument("--jobs", type=positive_int, default=1, help="targets built at once (default 1)")
+
+    sh = sub.add_parser("shell", help="a shell (or one command) in a cell's builder image")
+    _project_args(sh)
+    sh.add_argument("--cuda", default="13", help=DEFAULT_CUDA_HELP)
+    sh.add_argument("--base-image")
+    sh.add_argument("command", nargs=argparse.REMAINDER, help="command to run instead of an interactive shell")
+
+    tg = sub.add_parser("test-gpu", help="the GPU test lanes on this machine's GPUs")
+    _selection_args(tg)
+    src = tg.add_mutually_exclusive_group()
+    src.add_argument("--wheel", help="wheel to test (default: the target's wheel in the wheelhouse)")
+    src.add_argument("--inplace", action="store_true", help="test the in-place build (nox -s develop)")
+    tg.add_argument("--wheelhouse")
+    tg.add_argument("--ptx-wheel", help="a wheel with PTX only for an older architecture (ptx-jit lane)")
+    tg.add_argument("--lanes", default="default,sanitizer,ptx-jit,multi-gpu,bench")
+    tg.add_argument("--quick", action="store_true")
+    tg.add_argument("--out", help="results folder (default: <project>/test-results)")
+
+    t = sub.add_parser("test", help="run the project's configured smoke and CPU test commands against its wheel")
+    _selection_args(t)
+    t.add_argument("--wheel")
+    t.add_argument("--wheelhouse")
+
+    r = sub.add_parser("run", help="run one of the project's configured commands with its wheel, in a clean "
+                       "environment (bench, test, smoke, ...)")
+    r.add_argument("name", choices=project.COMMAND_NAMES)
+    _selection_args(r)
+    r.add_argument("--wheel")
+    r.add_argument("--wheelhouse")
+    r.add_argument("extra", nargs=argparse.REMAINDER, help="arguments appended to the command (after --)")
+
+    from windows import cli as windows_cli
+
+    bw = sub.add_parser("build-win", help="build targets on this Windows host (vcvars64, CUDA toolkit, "
+                        "cibuildwheel, delvewheel, PE audit)")
+    _selection_args(bw)
+    _output_args(bw)
+    windows_cli.add_build_arguments(bw)
+
+    jt = sub.add_parser("jit", help="run a command in an environment where torch.utils.cpp_extension.load() "
+                        "finds the compiler and the farm's CUDA toolkit (vcvars64 on Windows)")
+    windows_cli.add_jit_arguments(jt)
+
+    from ci import release, workflows
+
+    rl = sub.add_parser("release", help="build, audit and test every Linux target; per-variant indexes, "
+                        "SHA256SUMS and a manifest")
+    _selection_args(rl)
+    _output_args(rl)
+    release.add_arguments(rl)
+
+    wf = sub.add_parser("workflows", help="render .github/workflows from the matrix")
+    _project_args(wf)
+    workflows.add_arguments(wf)
+
+    bi = sub.add_parser("base-image", help="bootstrap a Debian base image (no registry needed)")
+    bi.add_argument("--suite", default="bookworm", choices=("bookworm", "trixie", "bullseye"))
+    bi.add_argument("--mirror", help="Debian mirror URL (default: the one /etc/apt uses)")
+    bi.add_argument("--force", action="store_true")
+
+    im = sub.add_parser("images", help="build (or reuse) the builder image of each cell")
+    im.add_argument("cells", nargs="*")
+    im.add_argument("--base-image")
+    im.add_argument("--rebuild", action="store_true")
+
+    tk = sub.add_parser("toolkit", help="install (or reuse) a cell's hermetic CUDA toolkit")
+    tk.add_argument("--cuda", default="13", help=DEFAULT_CUDA_HELP)
+    tk.add_argument("--print-env", action="store_true", help="print shell exports for the toolkit")
+    return p
+
+
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    """Parse ``argv`` (``[command, *args]``); raises UsageError with one line on bad input."""
+    args = build_parser().parse_args(list(argv))
+    if getattr(args, "traceback", False):
+        os.environ["FARM_DEBUG"] = "1"
+    if getattr(args, "cell", None):
+        if args.cuda and args.cuda != args.cell:
+            raise UsageError("two CUDA versions were given", f"{args.cell} and --cuda {args.cuda}", "give one")
+        args.cuda = args.cell
+    return args
+
+
+def load_project(args: argparse.Namespace) -> project.ProjectConfig:
+    return project.load(getattr(args, "project", None), getattr(args, "config", None))
+
+
+def selection(args: argparse.Namespace) -> targets.Selection:
+    return targets.Selection(
+        target_ids=tuple(getattr(args, "target", []) or ()),
+        cuda=getattr(args, "cuda", None),
+        torch=getattr(args, "torch", None),
+        python=getattr(args, "python", None),
+        arch_list=getattr(args, "arch_list", None) or os.environ.get("TORCH_CUDA_ARCH_LIST") or None,
+    )
+
+
+def resolve(args: argparse.Namespace, *, os_name: str = "linux") -> tuple[targets.Target, ...]:
+    """The targets a command acts on; validates project, configuration and selection."""
+    config = load_project(args)
+    sel = selection(args)
+    if sel.empty and args.command in ("build", "develop", "test-gpu", "test", "audit", "run") \
+            and not getattr(args, "all", False):
+        default = targets.default_target(config, os_name, prefer_python=current_python())
+        if sel.arch_list:
+            default = targets.with_arch_list(default, sel.arch_list)
+        return (default,)
+    if sel.empty and args.command in ("build-cuda",):
+        sel = targets.Selection(cuda="13", arch_list=sel.arch_list)
+    chosen = targets.select(config, sel, os_name)
+    if args.command in ("build", "develop") and not getattr(args, "all", False) and len(chosen) > 1:
+        current = [t for t in chosen if t.python == current_python()]
+        chosen = (current or [max(chosen, key=lambda t: (matrix.version_key(t.torch),
+                                                         matrix.version_key(t.python)))])[:1]
+        chosen = tuple(chosen)
+    return chosen
+
+
+def current_python() -> str:
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def session_args(command: str, posargs: Sequence[str]) -> argparse.Namespace:
+    """For noxfile.py: parse and resolve a session's arguments; raise UsageError on bad input."""
+    args = parse([command, *posargs])
+    if hasattr(args, "target"):
+        resolve(args)
+    elif hasattr(args, "project"):
+        load_project(args)
+    return args
+
+
+def path_option(value: str | None, variable: str, default: Path) -> Path:
+    """The one cascade for folders: option, else environment variable, else default."""
+    chosen = value or os.environ.get(variable, "").strip() or None
+    return Path(chosen).expanduser().resolve() if chosen else default

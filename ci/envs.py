@@ -1,0 +1,126 @@
+"""Python environments the farm owns: one per (Python, torch, build requirements), kept between builds.
+
+A classic target needs its own Python and its own torch; building them into
+nox's session venvs would reinstall gigabytes whenever the target changes. The
+farm keeps one *build environment* per target kind under the cache folder
+(``FARM_CACHE_DIR``, default ``~/.cache/cuda-ext-farm/envs``), creates it under a
+lock, marks it complete last (an interrupted install is removed and redone,
+never reused) and reuses it afterwards.
+
+The import test runs in a *test environment*: a new, empty venv that sees only
+the build environment's installed packages (through a ``.pth`` file, so torch
+is not installed twice) and the wheel under test; nothing of the build (no
+source tree, no build folder, no in-place library) is on its path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ci import fsutil, proc, toolkit
+from ci.errors import MissingRequirement
+
+#: The tools every build environment has (the project's own [build-system] requires come on top).
+BUILD_TOOLS = ("setuptools>=77", "wheel", "build", "ninja", "packaging")
+
+
+@dataclasses.dataclass(frozen=True)
+class PythonEnv:
+    root: Path
+
+    @property
+    def python(self) -> Path:
+        return self.root / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+    @property
+    def bin_dir(self) -> Path:
+        return self.python.parent
+
+    def site_packages(self) -> Path:
+        out = proc.run([self.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                       capture=True, log=False).stdout
+        return Path(out.strip().splitlines()[-1])
+
+    def version(self) -> str:
+        out = proc.run([self.python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                       capture=True, log=False).stdout
+        return out.strip()
+
+
+def find_interpreter(version: str) -> Path:
+    """A CPython ``version`` on this machine: the running one, ``pythonX.Y`` on PATH, or ``py -X.Y`` on Windows."""
+    if f"{sys.version_info.major}.{sys.version_info.minor}" == version:
+        base = getattr(sys, "_base_executable", None) or sys.executable
+        return Path(base)
+    names = [f"python{version}"] if os.name != "nt" else [f"python{version.replace('.', '')}", "py"]
+    for name in names:
+        found = shutil.which(name)
+        if found and name != "py":
+            return Path(found)
+        if found and name == "py":  # pragma: no cover - Windows launcher
+            out = proc.run([found, f"-{version}", "-c", "import sys; print(sys.executable)"], capture=True,
+                           check=False, log=False)
+            if out.returncode == 0:
+                return Path(out.stdout.strip())
+    raise MissingRequirement(
+        "no CPython interpreter of this version on the machine", version,
+        "install it (pyenv install, python.org, or apt), pick another target with --python, "
+        "or build in the target's container (nox -s build-cuda)",
+    )
+
+
+def env_key(python: str, requirements: Sequence[str]) -> str:
+    text = json.dumps({"python": python, "requirements": sorted(requirements)}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def pip_env() -> dict[str, str]:
+    """pip settings for the farm's installs: no machine-wide constraints file re-pinning what the farm pinned."""
+    return {"PIP_CONSTRAINT": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+
+
+def ensure_env(name: str, python: str, requirements: Sequence[str]) -> PythonEnv:
+    """Create (or reuse) the environment ``name`` for ``python`` holding ``requirements``."""
+    interpreter = find_interpreter(python)
+    root = toolkit.cache_root() / "envs" / f"{name}-py{python}-{env_key(python, requirements)}"
+    env = PythonEnv(root)
+    with fsutil.locked(root.with_name(root.name + ".lock"), f"the Python environment {root.name}"):
+        marker = root / ".farm-complete"
+        if marker.is_file() and env.python.exists():
+            proc.console.print(f"[green]reusing[/] the environment {root}")
+            return env
+        shutil.rmtree(root, ignore_errors=True)
+        try:
+            proc.run([interpreter, "-m", "venv", root], what="creating a virtual environment failed",
+                     hint=f"check that {interpreter} has the venv module (Debian: apt-get install python3-venv)")
+            proc.run([env.python, "-m", "pip", "install", "--quiet", *requirements], env=pip_env(),
+                     what="installing the build environment failed",
+                     hint="pip's message is above; check the network, an index mirror or the requirement")
+            fsutil.atomic_write_json(marker, {"python": python, "requirements": list(requirements)})
+        except BaseException:
+            shutil.rmtree(root, ignore_errors=True)
+            raise
+    return env
+
+
+def build_env(python: str, torch_requirement: str | None, extra: Sequence[str] = ()) -> PythonEnv:
+    """The build environment of a target: its torch, the build tools and the project's build requirements."""
+    reqs = list(dict.fromkeys([*([torch_requirement] if torch_requirement else []), *BUILD_TOOLS, *extra]))
+    name = "build-" + (torch_requirement.split(",")[0].replace("==", "") if torch_requirement else "notorch")
+    return ensure_env(name, python, reqs)
+
+
+def test_env(base: PythonEnv, folder: Path) -> PythonEnv:
+    """A new venv in ``folder`` that sees ``base``'s packages (torch) and nothing else of the build."""
+    env = PythonEnv(folder)
+    proc.run([base.python, "-m", "venv", folder], what="creating the test environment failed")
+    site = env.site_packages()
+    (site / "_farm_base_env.pth").write_text(str(base.site_packages()) + "\n")
+    return env

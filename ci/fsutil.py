@@ -1,0 +1,130 @@
+"""Files the farm writes: atomically (write beside, then rename), under locks, in folders it checked.
+
+* :func:`atomic_write_text` / :func:`publish_file`: a reader sees the old file or
+  the new one, never half of one; :func:`publish_file` also works across file
+  systems (a wheelhouse on another disk), where ``os.replace`` cannot.
+* :func:`locked`: two builds of one target (or two installs of one toolkit) are
+  serialised; the second says what it is waiting for.
+* :func:`writable_dir`: a folder the farm must write to is checked up front, and
+  the message names the option and variable that move it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from ci import proc
+from ci.errors import MissingRequirement
+
+
+def atomic_write_text(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def atomic_write_json(path: Path, data: object) -> Path:
+    return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def publish_file(src: Path, dest: Path) -> Path:
+    """Move ``src`` to ``dest`` atomically, also when they are on different file systems."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.replace(src, dest)
+        return dest
+    except OSError as exc:
+        if exc.errno != 18:  # EXDEV: cross-device link
+            raise
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    os.close(fd)
+    try:
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dest)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    src.unlink()
+    return dest
+
+
+def writable_dir(path: Path, what: str, option: str, variable: str) -> Path:
+    """Create ``path`` if needed and prove it writable, or say how to point it elsewhere."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=path, prefix=".farm-write-probe-", delete=True)  # noqa: SIM115
+        probe.close()
+    except OSError as exc:
+        raise MissingRequirement(
+            f"the {what} is not writable ({exc.strerror})", path,
+            f"point it at a writable folder with {option} DIR or {variable}=DIR",
+        ) from None
+    return path
+
+
+@contextlib.contextmanager
+def locked(lock_path: Path, what: str, *, poll_message_after: float = 0.0) -> Iterator[None]:
+    """Hold an exclusive lock on ``lock_path``; say what we wait for when someone else holds it."""
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(lock_path))
+    owner = lock_path.with_name(lock_path.name + ".owner")
+    try:
+        lock.acquire(timeout=poll_message_after)
+    except Timeout:
+        holder = owner.read_text().strip() if owner.exists() else "another process"
+        proc.console.print(f"[yellow]waiting[/] for the lock on {what} ({lock_path}), held by {holder}")
+        started = time.monotonic()
+        lock.acquire()
+        proc.console.print(f"[green]got[/] the lock on {what} after {time.monotonic() - started:.1f} s")
+    try:
+        with contextlib.suppress(OSError):
+            owner.write_text(f"pid {os.getpid()} ({what})\n")
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            owner.unlink()
+        lock.release()
+
+
+def remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def stale_staging(root: Path) -> list[Path]:
+    """Staging folders of builds whose process is gone (named ``*-pid<N>``)."""
+    stale = []
+    if not root.is_dir():
+        return stale
+    for entry in root.iterdir():
+        _, _, pid = entry.name.rpartition("-pid")
+        if pid.isdigit() and not _alive(int(pid)):
+            stale.append(entry)
+    return stale
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

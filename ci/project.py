@@ -1,0 +1,351 @@
+"""A project describes itself to the farm in its own ``pyproject.toml``.
+
+The table is ``[tool.cuda-ext-farm]``; every key is optional when the project has
+a ``[project] name``. A project you cannot edit is described by a separate file
+(``--config FILE``) holding the same table (or its keys at the top level).
+
+    [tool.cuda-ext-farm]
+    abi = "classic"                 # "classic" (bound to one torch release) | "stable" (LibTorch stable ABI)
+    python-abi = "per-python"       # "per-python" | "abi3" (py_limited_api wheels); stable implies abi3
+    torch = ["2.11", "2.13"]        # releases to cover, or a specifier (">=2.11"); default: newest per CUDA major
+    python = ["3.11", "3.12"]       # or a specifier; default: every CPython the torch release has wheels for
+    cuda = ["13"]                   # toolkit cells (version, name or major); default: see README
+    build-env = { FORCE_CUDA = "1" }    # what tells the build to compile CUDA without a GPU
+    cpu-env = {}                    # what a CPU-only build (--cpu) sets instead
+    debug-env = {}                  # what a debug build (develop --debug) adds
+    cuda-libraries = ["*"]          # libraries in the wheel that must hold CUDA code (globs)
+    cpu-libraries = []              # libraries that must load under a CPU-only torch (globs)
+
+    [tool.cuda-ext-farm.commands]
+    smoke = "python -c 'import myext'"   # import test, run in a clean environment with the wheel
+    test = "pytest tests -m 'not cuda'"  # CPU tests
+    gpu-test = "pytest tests"            # the GPU lane
+    sanitizer = "python tests/smoke.py"  # workload run under compute-sanitizer
+    multi-gpu = "pytest tests -m multigpu"
+    bench = "python bench.py --out {out}"
+
+Everything is validated here, once; an unknown key or a bad value stops with a
+message naming the key. Only the standard library (and ``packaging``, which nox
+itself needs) is used, so ``noxfile.py`` resolves a project before any virtual
+environment exists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shlex
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+
+from ci.errors import UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - nox brings tomli on 3.10
+    import tomli as tomllib
+
+TABLE = "cuda-ext-farm"
+SCHEMA_VERSION = 1
+FARM_ROOT = Path(__file__).resolve().parent.parent
+
+Abi = Literal["classic", "stable"]
+PythonAbi = Literal["per-python", "abi3"]
+
+COMMAND_NAMES = ("smoke", "test", "gpu-test", "sanitizer", "multi-gpu", "bench")
+DEFAULT_BUILD_ENV: Mapping[str, str] = {"FORCE_CUDA": "1"}
+#: Placeholders a build-env value or a command may use.
+BUILD_PLACEHOLDERS = ("cuda", "cuda_major", "nvcc_version", "torch", "arch_list", "python")
+COMMAND_PLACEHOLDERS = ("out", "wheel", "python", "project")
+
+
+class ConfigError(UsageError):
+    """The project configuration is missing, malformed or asks for something impossible."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Commands:
+    """Commands the farm runs for the project (argument lists; ``None``: not configured)."""
+
+    smoke: tuple[str, ...]
+    test: tuple[str, ...] | None = None
+    gpu_test: tuple[str, ...] | None = None
+    sanitizer: tuple[str, ...] | None = None
+    multi_gpu: tuple[str, ...] | None = None
+    bench: tuple[str, ...] | None = None
+
+    def get(self, name: str) -> tuple[str, ...] | None:
+        value: tuple[str, ...] | None = getattr(self, name.replace("-", "_"))
+        return value
+
+
+@dataclasses.dataclass(frozen=True)
+class ProjectConfig:
+    """A project as the farm sees it: read once, validated, frozen."""
+
+    root: Path
+    #: Where the configuration came from (``pyproject.toml`` or ``--config FILE``).
+    source: Path
+    name: str
+    import_name: str
+    abi: Abi
+    python_abi: PythonAbi
+    #: Torch releases asked for: explicit minors, or a specifier, or () for the default.
+    torch: tuple[str, ...]
+    torch_spec: SpecifierSet | None
+    python: tuple[str, ...]
+    python_spec: SpecifierSet | None
+    requires_python: SpecifierSet | None
+    cuda: tuple[str, ...]
+    cuda_archs: str | None
+    build_env: Mapping[str, str]
+    cpu_env: Mapping[str, str]
+    debug_env: Mapping[str, str]
+    cuda_libraries: tuple[str, ...]
+    cpu_libraries: tuple[str, ...]
+    commands: Commands
+    #: ``[build-system] requires`` without torch (the farm installs the target's torch itself).
+    build_requires: tuple[str, ...]
+
+    @property
+    def normalized_name(self) -> str:
+        return canonicalize_name(self.name).replace("-", "_")
+
+    @property
+    def is_farm_itself(self) -> bool:
+        return self.root.resolve() == FARM_ROOT
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+_KEYS = {
+    "version", "name", "import-name", "abi", "python-abi", "torch", "python", "cuda", "cuda-archs",
+    "build-env", "cpu-env", "debug-env", "cuda-libraries", "cpu-libraries", "commands",
+}
+
+
+def load(project: Path | str | None = None, config: Path | str | None = None) -> ProjectConfig:
+    """Read and validate the configuration of the project at ``project`` (default: the farm's own checkout)."""
+    root = Path(project).expanduser() if project else FARM_ROOT
+    if not root.exists():
+        raise ConfigError("project folder does not exist", root, "pass the folder that holds its pyproject.toml")
+    if not root.is_dir():
+        raise ConfigError("project path is not a folder", root, "pass the folder that holds its pyproject.toml")
+    root = root.resolve()
+    pyproject = root / "pyproject.toml"
+    if not pyproject.is_file() and not (root / "setup.py").is_file():
+        raise ConfigError(
+            "no pyproject.toml or setup.py in the project folder", root,
+            "pass the root of a Python extension project (--project DIR)",
+        )
+    data: dict[str, Any] = _read_toml(pyproject) if pyproject.is_file() else {}
+    source = pyproject
+    table = data.get("tool", {}).get(TABLE)
+    if config is not None:
+        source = Path(config).expanduser().resolve()
+        if not source.is_file():
+            raise ConfigError("configuration file does not exist", source, "pass an existing TOML file to --config")
+        extra = _read_toml(source)
+        table = extra.get("tool", {}).get(TABLE, extra)
+    if table is None:
+        if not pyproject.is_file():
+            raise ConfigError(
+                "the project has no pyproject.toml", root,
+                f"add one with a [tool.{TABLE}] table (at least name = \"...\") or pass --config FILE",
+            )
+        table = {}
+    if not isinstance(table, dict):
+        raise ConfigError(f"[tool.{TABLE}] must be a table", type(table).__name__, "write it as a TOML table")
+    return parse(table, root=root, source=source, pyproject=data)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError("malformed TOML", f"{path}: {exc}", "fix the syntax at that line") from None
+    except OSError as exc:
+        raise ConfigError("cannot read the configuration", path, f"{exc.strerror}; check its permissions") from None
+
+
+def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapping[str, Any]) -> ProjectConfig:
+    """Validate ``table`` (the ``[tool.cuda-ext-farm]`` mapping) into a :class:`ProjectConfig`."""
+    where = f"[tool.{TABLE}]"
+    unknown = sorted(set(table) - _KEYS)
+    if unknown:
+        raise ConfigError(f"unknown key in {where} of {source.name}", unknown[0],
+                          f"known keys are {', '.join(sorted(_KEYS))}")
+    version = table.get("version", SCHEMA_VERSION)
+    if version != SCHEMA_VERSION:
+        raise ConfigError(f"{where} version is not supported", version,
+                          f"this farm reads version = {SCHEMA_VERSION}; upgrade the farm or fix the key")
+
+    project_table = pyproject.get("project", {}) if isinstance(pyproject.get("project"), dict) else {}
+    name = _string(table, "name", project_table.get("name"))
+    if not name:
+        raise ConfigError(f"the project has no name ({where} name or [project] name)", source,
+                          f'add name = "your-package" to {where}')
+    if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", name):
+        raise ConfigError(f"{where} name is not a valid distribution name", name, "use letters, digits, . _ -")
+    import_name = _string(table, "import-name", canonicalize_name(name).replace("-", "_"))
+    if not import_name or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", import_name):
+        raise ConfigError(f"{where} import-name is not a Python module name", import_name, "use a dotted module name")
+
+    abi = _choice(table, "abi", ("classic", "stable"), "classic")
+    python_abi = _choice(table, "python-abi", ("per-python", "abi3"), "abi3" if abi == "stable" else "per-python")
+    if abi == "stable" and python_abi != "abi3":
+        raise ConfigError(f"{where} python-abi must be abi3 for a stable-ABI project", python_abi,
+                          'remove python-abi or set it to "abi3"')
+
+    torch, torch_spec = _versions(table, "torch", r"\d+\.\d+(\.\d+)?")
+    python, python_spec = _versions(table, "python", r"3\.\d+")
+    requires_python = None
+    if isinstance(project_table.get("requires-python"), str):
+        try:
+            requires_python = SpecifierSet(project_table["requires-python"])
+        except InvalidSpecifier:
+            raise ConfigError("[project] requires-python is not a version specifier",
+                              project_table["requires-python"], 'write it like ">=3.10"') from None
+
+    cuda = _string_list(table, "cuda", ())
+    cuda_archs = _string(table, "cuda-archs", None)
+    build_env = _string_table(table, "build-env", DEFAULT_BUILD_ENV, BUILD_PLACEHOLDERS)
+    cpu_env = _string_table(table, "cpu-env", {}, BUILD_PLACEHOLDERS)
+    debug_env = _string_table(table, "debug-env", {}, BUILD_PLACEHOLDERS)
+    cuda_libraries = _string_list(table, "cuda-libraries", ("*",))
+    cpu_libraries = _string_list(table, "cpu-libraries", ())
+
+    commands_table = table.get("commands", {})
+    if not isinstance(commands_table, dict):
+        raise ConfigError(f"{where} commands must be a table", type(commands_table).__name__,
+                          f"write [tool.{TABLE}.commands] with smoke/test/... keys")
+    unknown = sorted(set(commands_table) - set(COMMAND_NAMES))
+    if unknown:
+        raise ConfigError(f"unknown key in [tool.{TABLE}.commands]", unknown[0],
+                          f"known commands are {', '.join(COMMAND_NAMES)}")
+    parsed = {key: _command(commands_table, key) for key in COMMAND_NAMES}
+    smoke = parsed["smoke"] or ("python", "-c", f"import {import_name}")
+    commands = Commands(
+        smoke=smoke, test=parsed["test"], gpu_test=parsed["gpu-test"] or parsed["test"],
+        sanitizer=parsed["sanitizer"], multi_gpu=parsed["multi-gpu"], bench=parsed["bench"],
+    )
+    return ProjectConfig(
+        root=root, source=source, name=name, import_name=import_name, abi=abi, python_abi=python_abi,
+        torch=torch, torch_spec=torch_spec, python=python, python_spec=python_spec,
+        requires_python=requires_python, cuda=cuda, cuda_archs=cuda_archs, build_env=build_env,
+        cpu_env=cpu_env, debug_env=debug_env, cuda_libraries=cuda_libraries, cpu_libraries=cpu_libraries, commands=commands,
+        build_requires=_build_requires(pyproject),
+    )
+
+
+def _key(name: str) -> str:
+    return f"[tool.{TABLE}] {name}"
+
+
+def _string(table: Mapping[str, Any], key: str, default: str | None) -> Any:
+    value = table.get(key, default)
+    if value is not None and not isinstance(value, str):
+        raise ConfigError(f"{_key(key)} must be a string", repr(value), f'write {key} = "..."')
+    return value
+
+
+def _choice(table: Mapping[str, Any], key: str, choices: tuple[str, ...], default: str) -> Any:
+    value = table.get(key, default)
+    if value not in choices:
+        raise ConfigError(f"{_key(key)} has a bad value", repr(value), f"use one of {', '.join(map(repr, choices))}")
+    return value
+
+
+def _string_list(table: Mapping[str, Any], key: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    value = table.get(key, default)
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ConfigError(f"{_key(key)} must be a list of strings", repr(value), f'write {key} = ["..."]')
+    return tuple(v.strip() for v in value)
+
+
+def _versions(table: Mapping[str, Any], key: str, pattern: str) -> tuple[tuple[str, ...], SpecifierSet | None]:
+    value = table.get(key)
+    if value is None:
+        return (), None
+    if isinstance(value, str) and any(op in value for op in "<>=!~"):
+        try:
+            return (), SpecifierSet(value)
+        except InvalidSpecifier:
+            raise ConfigError(f"{_key(key)} is not a version specifier", repr(value), 'write it like ">=2.11"') from None
+    items = _string_list(table, key, ())
+    bad = [v for v in items if not re.fullmatch(pattern, v)]
+    if bad:
+        example = '["2.11", "2.13"]' if key == "torch" else '["3.11", "3.12"]'
+        raise ConfigError(f"{_key(key)} has a bad version", bad[0], f"write versions like {example} or a specifier")
+    return items, None
+
+
+def _string_table(table: Mapping[str, Any], key: str, default: Mapping[str, str],
+                  placeholders: tuple[str, ...]) -> Mapping[str, str]:
+    value = table.get(key, default)
+    if not isinstance(value, dict) or not all(isinstance(v, (str, int, bool)) for v in value.values()):
+        raise ConfigError(f"{_key(key)} must be a table of strings", repr(value), f'write {key} = {{ NAME = "1" }}')
+    result = {}
+    for name, raw in value.items():
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ConfigError(f"{_key(key)} has a bad environment variable name", name, "use letters, digits and _")
+        text = str(raw).lower() if isinstance(raw, bool) else str(raw)
+        for field in re.findall(r"\{([^{}]*)\}", text):
+            if field not in placeholders:
+                raise ConfigError(f"{_key(key)}.{name} uses an unknown placeholder", "{" + field + "}",
+                                  f"use one of {', '.join('{' + p + '}' for p in placeholders)}")
+        result[name] = text
+    return result
+
+
+def _command(table: Mapping[str, Any], key: str) -> tuple[str, ...] | None:
+    value = table.get(key)
+    if value is None:
+        return None
+    where = f"[tool.{TABLE}.commands] {key}"
+    if isinstance(value, str):
+        try:
+            parts = shlex.split(value)
+        except ValueError as exc:
+            raise ConfigError(f"{where} is not a valid command line ({exc})", value, "fix its quoting") from None
+    elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+        parts = list(value)
+    else:
+        raise ConfigError(f"{where} must be a string or a list of strings", repr(value), 'write it like "pytest tests"')
+    if not parts:
+        raise ConfigError(f"{where} is empty", repr(value), "give a command or remove the key")
+    for part in parts:
+        for field in re.findall(r"\{([^{}]*)\}", part):
+            if field not in COMMAND_PLACEHOLDERS:
+                raise ConfigError(f"{where} uses an unknown placeholder", "{" + field + "}",
+                                  f"use one of {', '.join('{' + p + '}' for p in COMMAND_PLACEHOLDERS)}")
+    return tuple(parts)
+
+
+def _build_requires(pyproject: Mapping[str, Any]) -> tuple[str, ...]:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    requires = pyproject.get("build-system", {}).get("requires", [])
+    kept: list[str] = []
+    for item in requires if isinstance(requires, list) else []:
+        try:
+            req = Requirement(str(item))
+        except InvalidRequirement:
+            raise ConfigError("[build-system] requires has an invalid requirement", item,
+                              "fix it (PEP 508 syntax)") from None
+        if canonicalize_name(req.name) != "torch":
+            kept.append(str(req))
+    return tuple(kept)
+
+
+def expand(template: str, values: Mapping[str, str]) -> str:
+    """Fill ``{name}`` placeholders (already validated) with ``values``."""
+    return re.sub(r"\{([a-z_]+)\}", lambda m: values.get(m.group(1), m.group(0)), template)

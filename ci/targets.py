@@ -1,0 +1,325 @@
+"""A build has an identity: the :class:`Target`.
+
+A target is one wheel of one project: the project, its ABI kind, the torch
+release it is built against, the CUDA toolkit cell, the Python ABI and the
+platform. Its ``id`` names every axis::
+
+    fusedops-stable-cu130-cp310abi3-linux_x86_64
+    classic_ext-torch2.11-cu130-cp312-linux_x86_64
+
+and everything a build writes is keyed by it: the wheelhouse folder, the report,
+the staging and build folders, the lock, nox session arguments, workflow jobs.
+Two targets never share a path.
+
+A project's targets are the farm's universe (``ci/matrix.py``) filtered by the
+project's configuration (``ci/project.py``):
+
+* stable ABI: one abi3 wheel per toolkit cell (default: every cell), built
+  against the cell's torch; it serves every later torch.
+* classic: one wheel per torch release x Python (or per torch release for
+  ``python-abi = "abi3"``), built in the release cell of the torch's CUDA major
+  (or in each cell the project lists), with torch pinned in its metadata and a
+  local version ``+pt211cu130`` so several torch builds coexist on an index.
+
+Only the standard library and ``packaging``: ``noxfile.py`` uses this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+
+from packaging.version import Version
+
+from ci import matrix
+from ci.errors import UsageError
+from ci.project import ProjectConfig
+
+PLATFORMS = {"linux": "linux_x86_64", "windows": "win_amd64"}
+
+
+class TargetError(UsageError):
+    """No target matches what was asked for, or the project asks for something the universe lacks."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    project: ProjectConfig
+    cell: matrix.Cell
+    #: The exact torch version the wheel is built against (``2.11.0``).
+    torch: str
+    #: The CPython used for the build; for abi3 wheels also the oldest supported one.
+    python: str
+    os: str = "linux"
+    #: A CPU-only build (no toolkit, no CUDA code): ``--cpu``.
+    cpu: bool = False
+
+    @property
+    def abi3(self) -> bool:
+        return self.project.python_abi == "abi3"
+
+    @property
+    def torch_minor(self) -> str:
+        return matrix.minor_of(self.torch)
+
+    @property
+    def python_tag(self) -> str:
+        """``cp312`` or ``cp310abi3`` (the id's spelling)."""
+        tag = "cp" + self.python.replace(".", "")
+        return tag + "abi3" if self.abi3 else tag
+
+    @property
+    def wheel_tag_prefix(self) -> str:
+        """The interpreter-abi part of the wheel tag: ``cp310-abi3`` or ``cp312-cp312``."""
+        tag = "cp" + self.python.replace(".", "")
+        return f"{tag}-abi3" if self.abi3 else f"{tag}-{tag}"
+
+    @property
+    def platform(self) -> str:
+        return PLATFORMS[self.os]
+
+    @property
+    def torch_part(self) -> str:
+        return "stable" if self.project.abi == "stable" else f"torch{self.torch_minor}"
+
+    @property
+    def variant(self) -> str:
+        """The index a wheel belongs to (``cu130``, ``cpu``), as PyTorch's own per-CUDA indexes."""
+        return "cpu" if self.cpu else self.cell.name
+
+    @property
+    def id(self) -> str:
+        return f"{self.project.normalized_name}-{self.torch_part}-{self.variant}-{self.python_tag}-{self.platform}"
+
+    @property
+    def local_version(self) -> str:
+        """``pt211cu130`` for classic wheels (PEP 440 local label); empty for stable-ABI wheels."""
+        if self.project.abi == "stable":
+            return ""
+        return f"pt{self.torch_minor.replace('.', '')}{self.variant}"
+
+    @property
+    def torch_requirement(self) -> str:
+        """What the build environment installs: this exact CUDA build of torch."""
+        return matrix.torch_requirement(self.torch)
+
+    @property
+    def torch_pin(self) -> str | None:
+        """The wheel's runtime requirement on torch (classic only: the release it was built against)."""
+        if self.project.abi == "stable":
+            return None
+        return f"torch=={self.torch_minor}.*"
+
+    def as_dict(self) -> dict[str, object]:
+        cell = self.cell
+        return {
+            "id": self.id,
+            "project": self.project.name,
+            "abi": self.project.abi,
+            "python_abi": self.project.python_abi,
+            "torch": self.torch,
+            "torch_pin": self.torch_pin,
+            "python": self.python,
+            "wheel_tag": f"{self.wheel_tag_prefix}-{self.platform}",
+            "local_version": self.local_version,
+            "os": self.os,
+            "platform": self.platform,
+            "variant": self.variant,
+            "cuda": cell.cuda,
+            "cell": cell.name,
+            "release_cell": cell.release,
+            "toolkit": cell.toolkit.kind,
+            "arch_list": cell.arch_list,
+            "sass": list(cell.sass_archs),
+            "ptx": cell.ptx_arch,
+            "host_compiler": cell.host_compiler,
+            "base_image": cell.base_image,
+            "debian_suite": cell.debian_suite,
+            "msvc": None if cell.windows is None else {
+                "msc_ver": list(cell.windows.msc_ver), "toolset": cell.windows.toolset,
+                "toolkit": cell.windows.toolkit},
+        }
+
+
+def _sorted_versions(values: Iterable[str]) -> list[str]:
+    return sorted(set(values), key=matrix.version_key)
+
+
+def torch_releases(config: ProjectConfig) -> list[matrix.TorchRelease]:
+    """The torch releases a classic project covers."""
+    if config.torch:
+        return [matrix.get_torch(v) for v in config.torch]
+    if config.torch_spec is not None:
+        chosen = [r for r in matrix.TORCH_RELEASES if Version(r.version) in config.torch_spec]
+        if not chosen:
+            raise TargetError(
+                f"no torch release of the farm matches [tool.cuda-ext-farm] torch of {config.name}",
+                str(config.torch_spec), f"the farm knows {', '.join(r.minor for r in matrix.TORCH_RELEASES)}",
+            )
+        return chosen
+    # Default: the newest release of each CUDA major the farm has a cell for.
+    newest: dict[int, matrix.TorchRelease] = {}
+    majors = {c.cuda_major for c in matrix.CELLS}
+    for release in matrix.TORCH_RELEASES:
+        if release.cuda_major in majors:
+            newest[release.cuda_major] = release
+    return [newest[m] for m in sorted(newest)]
+
+
+def _python_allowed(config: ProjectConfig, python: str) -> bool:
+    version = Version(python)
+    if config.python and python not in config.python:
+        return False
+    if config.python_spec is not None and version not in config.python_spec:
+        return False
+    return not (config.requires_python is not None and version not in config.requires_python)
+
+
+def _cells_for(config: ProjectConfig, cuda_major: int | None) -> list[matrix.Cell]:
+    if config.cuda:
+        chosen = [matrix.get_cell(key) for key in config.cuda]
+    elif config.abi == "stable":
+        chosen = list(matrix.CELLS)
+    else:
+        chosen = [c for c in matrix.CELLS if c.release]
+    if cuda_major is not None:
+        chosen = [c for c in chosen if c.cuda_major == cuda_major]
+    unique: dict[str, matrix.Cell] = {c.name: c for c in chosen}
+    return [matrix.with_arch_list(c, config.cuda_archs) for c in unique.values()]
+
+
+def _abi3_python(config: ProjectConfig, candidates: Sequence[str]) -> str:
+    allowed = [p for p in _sorted_versions(candidates) if _python_allowed(config, p)]
+    if not allowed:
+        raise TargetError(f"no Python allowed by the configuration of {config.name}",
+                          ", ".join(config.python) or str(config.python_spec or config.requires_python),
+                          "widen [tool.cuda-ext-farm] python or [project] requires-python")
+    return max(allowed[0], matrix.PYTHON_LIMITED_API, key=matrix.version_key) if config.abi == "stable" \
+        else allowed[0]
+
+
+def targets_for(config: ProjectConfig, os: str = "linux") -> tuple[Target, ...]:
+    """Every target of ``config`` on ``os``, in matrix order."""
+    if os not in PLATFORMS:
+        raise TargetError("unknown platform", os, f"use one of {', '.join(PLATFORMS)}")
+    targets: list[Target] = []
+    if config.abi == "stable":
+        all_pythons = sorted({p for r in matrix.TORCH_RELEASES for p in r.pythons}, key=matrix.version_key)
+        python = _abi3_python(config, all_pythons)
+        for cell in _cells_for(config, None):
+            matrix.validate(cell)
+            targets.append(Target(config, cell, cell.torch, python, os))
+    else:
+        for release in torch_releases(config):
+            cells = _cells_for(config, release.cuda_major)
+            if not cells:
+                raise TargetError(
+                    f"torch {release.minor} is built with CUDA {release.cuda}, but no toolkit cell of CUDA "
+                    f"{release.cuda_major} is selected for {config.name}", release.minor,
+                    "add a CUDA "
+                    f"{release.cuda_major} cell to [tool.cuda-ext-farm] cuda, or drop this torch release",
+                )
+            pythons = [p for p in release.pythons if _python_allowed(config, p)]
+            if config.python:
+                missing = [p for p in config.python if p not in release.pythons]
+                if missing and not pythons:
+                    raise TargetError(
+                        f"torch {release.minor} has no wheel for the requested Python on PyPI", ", ".join(missing),
+                        f"torch {release.minor} has wheels for {', '.join(release.pythons)}",
+                    )
+            if not pythons:
+                continue
+            chosen = [_abi3_python(config, pythons)] if config.python_abi == "abi3" else pythons
+            for cell in cells:
+                for python in chosen:
+                    targets.append(Target(config, cell, release.version, python, os))
+    if not targets:
+        raise TargetError(f"the configuration of {config.name} selects no build", config.source,
+                          "check torch, python and cuda in [tool.cuda-ext-farm]")
+    return tuple(targets)
+
+
+@dataclasses.dataclass(frozen=True)
+class Selection:
+    """What the command line asked for; every field narrows the project's targets."""
+
+    target_ids: tuple[str, ...] = ()
+    cuda: str | None = None
+    torch: str | None = None
+    python: str | None = None
+    arch_list: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not (self.target_ids or self.cuda or self.torch or self.python)
+
+
+def select(config: ProjectConfig, selection: Selection, os: str = "linux") -> tuple[Target, ...]:
+    """The project's targets narrowed by ``selection`` (never empty: that is an error naming the filter)."""
+    available = targets_for(config, os)
+    chosen = list(available)
+    if selection.target_ids:
+        by_id = {t.id: t for t in available}
+        unknown = [i for i in selection.target_ids if i not in by_id]
+        if unknown:
+            raise TargetError(f"{config.name} has no such target", unknown[0],
+                              f"its targets are {', '.join(by_id)} (nox -s matrix lists them)")
+        chosen = [by_id[i] for i in selection.target_ids]
+    if selection.cuda:
+        cell = matrix.get_cell(selection.cuda)
+        cuda_major_only = selection.cuda.strip().isdigit()
+        matching = [t for t in chosen if t.cell.name == cell.name
+                    or (cuda_major_only and t.cell.cuda_major == cell.cuda_major and t.cell.release)]
+        if not matching and config.abi == "stable":
+            # Any toolkit of the universe may build a stable-ABI project, listed or not.
+            matching = [Target(config, matrix.with_arch_list(cell, config.cuda_archs), cell.torch,
+                               chosen[0].python if chosen else matrix.PYTHON_LIMITED_API, os)]
+        if not matching:
+            raise TargetError(f"{config.name} has no target for CUDA", selection.cuda,
+                              f"its CUDA cells are {', '.join(sorted({t.cell.cuda for t in chosen}))}")
+        chosen = matching
+    if selection.torch:
+        if config.abi == "stable":
+            release = matrix.get_torch(selection.torch)
+            chosen = [dataclasses.replace(t, torch=release.version) for t in chosen]
+            for target in chosen:
+                matrix.validate(dataclasses.replace(target.cell, torch=target.torch))
+        else:
+            minor = matrix.minor_of(matrix.get_torch(selection.torch).version)
+            matching = [t for t in chosen if t.torch_minor == minor]
+            if not matching:
+                raise TargetError(f"{config.name} has no target for torch", selection.torch,
+                                  f"its torch releases are {', '.join(_sorted_versions(t.torch_minor for t in chosen))}"
+                                  " ([tool.cuda-ext-farm] torch adds more)")
+            chosen = matching
+    if selection.python:
+        if config.python_abi == "abi3":
+            if matrix.version_key(selection.python) < matrix.version_key(chosen[0].python):
+                raise TargetError(f"{config.name} builds abi3 wheels for CPython {chosen[0].python} and newer",
+                                  selection.python, f"pick {chosen[0].python} or newer")
+        else:
+            matching = [t for t in chosen if t.python == selection.python]
+            if not matching:
+                raise TargetError(f"{config.name} has no target for Python", selection.python,
+                                  f"its Pythons are {', '.join(_sorted_versions(t.python for t in chosen))}")
+            chosen = matching
+    if selection.arch_list:
+        chosen = [dataclasses.replace(t, cell=matrix.with_arch_list(t.cell, selection.arch_list)) for t in chosen]
+    return tuple(chosen)
+
+
+def default_target(config: ProjectConfig, os: str = "linux", prefer_python: str | None = None) -> Target:
+    """The release target: release cell of the newest CUDA major, newest torch, and (per-Python) the
+    running Python when the project covers it, else the newest."""
+    available = targets_for(config, os)
+    newest_major = max(t.cell.cuda_major for t in available)
+    candidates = [t for t in available if t.cell.cuda_major == newest_major]
+    release = [t for t in candidates if t.cell.release] or candidates
+    newest_torch = max((t.torch for t in release), key=matrix.version_key)
+    release = [t for t in release if t.torch == newest_torch]
+    preferred = [t for t in release if t.python == prefer_python]
+    return preferred[0] if preferred else max(release, key=lambda t: matrix.version_key(t.python))
+
+
+def with_arch_list(target: Target, arch_list: str | None) -> Target:
+    return dataclasses.replace(target, cell=matrix.with_arch_list(target.cell, arch_list))

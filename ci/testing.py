@@ -1,0 +1,76 @@
+"""The project's own smoke and CPU tests against a built wheel, in a clean environment.
+
+The test environment is a new venv that sees the target's torch (from its
+build environment, through a ``.pth`` file) and the installed wheel, and
+nothing of the build. ``pip check`` runs first: a classic wheel's torch pin must
+be satisfied by the torch it is tested with.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from ci import cli, envs, gpu, proc, wheelmeta
+from ci.errors import UsageError
+from ci.targets import Target
+
+
+@contextlib.contextmanager
+def clean_env(target: Target, wheel: Path, extra: str | None) -> Iterator[envs.PythonEnv]:
+    """A new venv holding the wheel (and its ``extra``, when the wheel provides it) over the target's torch."""
+    base = envs.build_env(target.python, target.torch_requirement, target.project.build_requires)
+    meta = wheelmeta.read_metadata(wheel)
+    extras = [e.strip() for e in meta.get("Provides-Extra", [])]
+    with tempfile.TemporaryDirectory(prefix="farm-test-") as tmp:
+        env = envs.test_env(base, Path(tmp) / "venv")
+        requirement = f"{wheel}[{extra}]" if extra in extras else str(wheel)
+        proc.run([env.python, "-m", "pip", "install", "--quiet", requirement], env=envs.pip_env(),
+                 what="installing the wheel into a clean environment failed")
+        proc.run([env.python, "-m", "pip", "check"], what="the wheel's requirements are not met by the "
+                 "environment it is tested in", hint="a classic wheel must be tested with the torch it pins")
+        yield env
+
+
+def _command_line(env: envs.PythonEnv, command: tuple[str, ...], out: Path, wheel: Path, root: Path) -> list[str]:
+    cmd = gpu.expand_command(command, out, wheel, root)
+    if cmd and cmd[0] == sys.executable:
+        cmd[0] = str(env.python)  # the clean environment's interpreter, not the farm's
+    return cmd
+
+
+def run_command(target: Target, wheel: Path, name: str, extra_args: list[str], out: Path | None = None) -> int:
+    """Run the project's ``name`` command (``bench``, ``test``, ...) with the wheel in a clean environment."""
+    config = target.project
+    command = config.commands.get(name)
+    if command is None:
+        raise UsageError(f"{config.name} configures no {name} command", f"[tool.cuda-ext-farm.commands] {name}",
+                         f"add {name} = \"...\" to that table in {config.source.name}")
+    with clean_env(target, wheel, "test" if name in ("test", "smoke") else name) as env:
+        results = out or cli.path_option(None, "FARM_TEST_RESULTS", config.root / "test-results")
+        results.mkdir(parents=True, exist_ok=True)
+        cmd = [*_command_line(env, command, results, wheel, config.root), *extra_args]
+        run_env = {"PATH": os.pathsep.join([str(env.bin_dir), os.environ.get("PATH", "")]), "PYTHONPATH": "",
+                   "FARM_LANE": name}
+        proc.run(cmd, env=run_env, cwd=config.root, what=f"the project's {name} command failed",
+                 hint=f"its output is above ([tool.cuda-ext-farm.commands] {name})")
+    return 0
+
+
+def run_cpu_tests(target: Target, wheel: Path) -> int:
+    """The smoke command, then the CPU test command, against ``wheel`` in one clean environment."""
+    config = target.project
+    with clean_env(target, wheel, "test") as env, tempfile.TemporaryDirectory(prefix="farm-out-") as out:
+        run_env = {"PATH": os.pathsep.join([str(env.bin_dir), os.environ.get("PATH", "")]), "PYTHONPATH": ""}
+        for name, command in (("smoke", config.commands.smoke), ("test", config.commands.test)):
+            if command is None:
+                proc.console.print(f"[yellow]{name}: not configured[/] ([tool.cuda-ext-farm.commands] {name})")
+                continue
+            proc.run(_command_line(env, command, Path(out), wheel, config.root), env={**run_env, "FARM_LANE": name},
+                     cwd=config.root, what=f"the project's {name} command failed",
+                     hint=f"its output is above ([tool.cuda-ext-farm.commands] {name})")
+    return 0
