@@ -222,7 +222,7 @@ def lint(session: nox.Session) -> None:
     """ruff and mypy (strict) over the farm's code."""
     session.install("--require-hashes", "--no-deps", "-r", str(REQUIREMENTS / "lint.txt"))
     session.run("ruff", "check", "ci", "noxfile.py", "tests", "setup.py", "package")
-    session.run("mypy", "ci")
+    session.run("mypy", "ci", "windows")
 
 
 @nox.session(venv_backend="none")

@@ -49,6 +49,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         table.add_column(col)
     for t in chosen:
         cell = t.cell
+        toolkit_src: str
         if t.os == "windows" and cell.windows is not None:
             toolkit_src = cell.windows.toolkit
             compiler = f"MSVC {cell.windows.toolset}"
@@ -302,7 +303,7 @@ def _main(argv: list[str]) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return errors.EXIT_SIGINT
-    except Exception as exc:  # noqa: BLE001 - the one place an unexpected failure becomes a line
+    except Exception as exc:
         if errors.debug_enabled():
             traceback.print_exc()
         console.print(f"[bold red]error:[/] internal error in the farm ({type(exc).__name__}: {exc}): "

@@ -199,7 +199,8 @@ def check_cuda_namespaces(path: str, needed: Sequence[str], undefined: Sequence[
 def check_symbols(path: str, resolution: symbols.Resolution, target: Target | None) -> Check:
     if resolution.missing_libraries:
         return Check(f"symbols:{path}", False,
-                     f"NEEDED libraries not found in the target's environment: {', '.join(resolution.missing_libraries)}")
+                     "NEEDED libraries not found in the target's environment: "
+                     + ", ".join(resolution.missing_libraries))
     if not resolution.unresolved:
         return Check(f"symbols:{path}", True,
                      f"every undefined symbol resolves (scope: {len(resolution.closure)} libraries)")
@@ -320,7 +321,8 @@ def audit_wheel(
         infos = {p: symbols.read_elf(p) for p in ext_files}
         libs = tuple(LibraryInfo(str(p.relative_to(root)), i.needed, i.rpaths, i.has_cuda_code)
                      for p, i in infos.items())
-        wrong_suffix = [lib.path for p, lib in zip(ext_files, libs) if not _extension_suffix_ok(p, target, python)]
+        wrong_suffix = [lib.path for p, lib in zip(ext_files, libs, strict=True)
+                        if not _extension_suffix_ok(p, target, python)]
         checks.append(Check(
             "module-suffix", bool(libs) and not wrong_suffix,
             f"{len(libs)} extension libraries" if libs else "no extension library in the wheel",
@@ -333,7 +335,7 @@ def audit_wheel(
         cpu_patterns = target.project.cpu_libraries if target else ("*",)
         cuda_patterns = target.project.cuda_libraries if target else ()
         cuda_libs: list[Path] = []
-        for path, lib in zip(ext_files, libs):
+        for path, lib in zip(ext_files, libs, strict=True):
             if cell is None or _matches(lib.path, cpu_patterns):
                 checks.append(check_cpu_only(lib))
             if cell is not None and target is not None and _matches(lib.path, cuda_patterns) \

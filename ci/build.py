@@ -151,7 +151,7 @@ def build(target: Target, outputs: publish.Outputs, *, max_jobs: int | None = No
     with fsutil.locked(outputs.lock(target), f"the build of {target.id}"):
         tk = None if cpu else toolkit.ensure_toolkit(target.cell)
         cuobjdump = None if cpu else toolkit.ensure_cuobjdump()
-        env = envs.build_env(target.python, target.torch_requirement, target.project.build_requires)
+        env = envs.target_env(target)
         found = torch_in_env(env)
         check_build_torch(target, found)
         work = outputs.work_dir(target)
@@ -159,7 +159,8 @@ def build(target: Target, outputs: publish.Outputs, *, max_jobs: int | None = No
         copied = sync_source(target.project.root, source, (outputs.build_root, outputs.wheelhouse))
         proc.console.print(f"sources in {source} ({copied} files updated)")
         with publish.staging(outputs, target) as stage:
-            cmd = [env.python, "-m", "build", "--wheel", "--no-isolation", "--outdir", stage / "dist", source]
+            cmd: list[str | Path] = [env.python, "-m", "build", "--wheel", "--no-isolation", "--outdir",
+                                     stage / "dist", source]
             build_env = compiler_env(target, tk, cpu=cpu, max_jobs=max_jobs)
             proc.run(cmd, env=build_env, cwd=source, what=f"the wheel build of {target.id} failed",
                      hint="the compiler output above shows the failing file and line; nothing was written "

@@ -56,8 +56,10 @@ def _selection_args(sp: argparse.ArgumentParser) -> None:
 
 
 def _output_args(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument("--wheelhouse", help="where finished wheels go (default: FARM_WHEELHOUSE, else <project>/wheelhouse)")
-    sp.add_argument("--build-dir", help="build and staging folders (default: FARM_BUILD_DIR, else <project>/build/farm)")
+    sp.add_argument("--wheelhouse",
+                    help="where finished wheels go (default: FARM_WHEELHOUSE, else <project>/wheelhouse)")
+    sp.add_argument("--build-dir",
+                    help="build and staging folders (default: FARM_BUILD_DIR, else <project>/build/farm)")
     sp.add_argument("--max-jobs", type=positive_int, help="parallel compile jobs (MAX_JOBS)")
 
 
@@ -217,9 +219,8 @@ def resolve(args: argparse.Namespace, *, os_name: str = "linux") -> tuple[target
     chosen = targets.select(config, sel, os_name)
     if args.command in ("build", "develop") and not getattr(args, "all", False) and len(chosen) > 1:
         current = [t for t in chosen if t.python == current_python()]
-        chosen = (current or [max(chosen, key=lambda t: (matrix.version_key(t.torch),
-                                                         matrix.version_key(t.python)))])[:1]
-        chosen = tuple(chosen)
+        newest = max(chosen, key=lambda t: (matrix.version_key(t.torch), matrix.version_key(t.python)))
+        chosen = (current[0] if current else newest,)
     return chosen
 
 

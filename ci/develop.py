@@ -89,7 +89,7 @@ def develop_arch_list(target: Target, explicit: str | None, release: bool) -> st
         return target.cell.arch_list
     gpus = visible_gpu_archs()
     if gpus:
-        return ";".join(gpus[:-1] + (gpus[-1] + "+PTX",))
+        return ";".join((*gpus[:-1], gpus[-1] + "+PTX"))
     return f"{target.cell.ptx_arch}+PTX"
 
 
@@ -111,7 +111,7 @@ def develop(
                          "use nox -s build (a wheel) for projects without a setup.py")
     cpu = target.cpu
     tk = None if cpu else toolkit.ensure_toolkit(target.cell)
-    env = envs.build_env(target.python, target.torch_requirement, config.build_requires)
+    env = envs.target_env(target)
     build.check_build_torch(target, build.torch_in_env(env))
     flavour = "debug" if debug else "release"
     archs = None if cpu else develop_arch_list(target, arch_list, release_archs)
@@ -128,7 +128,7 @@ def develop(
     launcher = find_launcher() if use_cache else None
     if launcher:
         compile_env |= launcher_env(launcher, tk, folder / "launcher", config.root)
-    cmd = [env.python, "setup.py", "build", "--build-base", folder, "build_ext", "--inplace",
+    cmd: list[str | Path] = [env.python, "setup.py", "build", "--build-base", folder, "build_ext", "--inplace",
            "--build-temp", folder / "temp"]
     compiled = 0
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ci import fsutil, proc, toolkit
 from ci.errors import MissingRequirement
+from ci.targets import Target
 
 #: The tools every build environment has (the project's own [build-system] requires come on top).
 BUILD_TOOLS = ("setuptools>=77", "wheel", "build", "ninja", "packaging")
@@ -110,11 +111,27 @@ def ensure_env(name: str, python: str, requirements: Sequence[str]) -> PythonEnv
     return env
 
 
+def build_python(target_python: str, abi3: bool) -> str:
+    """The CPython that builds a target: its own, or for abi3 wheels the running one when it is new enough
+    (an abi3 wheel does not depend on the interpreter that built it)."""
+    running = f"{sys.version_info.major}.{sys.version_info.minor}"
+    key = [int(p) for p in target_python.split(".")]
+    if abi3 and [sys.version_info.major, sys.version_info.minor] >= key:
+        return running
+    return target_python
+
+
 def build_env(python: str, torch_requirement: str | None, extra: Sequence[str] = ()) -> PythonEnv:
     """The build environment of a target: its torch, the build tools and the project's build requirements."""
     reqs = list(dict.fromkeys([*([torch_requirement] if torch_requirement else []), *BUILD_TOOLS, *extra]))
     name = "build-" + (torch_requirement.split(",")[0].replace("==", "") if torch_requirement else "notorch")
     return ensure_env(name, python, reqs)
+
+
+def target_env(target: Target) -> PythonEnv:
+    """The build environment of ``target`` (a CPU-only build takes whichever torch build pip prefers)."""
+    requirement = f"torch=={target.torch}" if target.cpu else target.torch_requirement
+    return build_env(build_python(target.python, target.abi3), requirement, target.project.build_requires)
 
 
 def test_env(base: PythonEnv, folder: Path) -> PythonEnv:

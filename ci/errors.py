@@ -112,11 +112,12 @@ def env_path(name: str, *, must_exist: bool = True, kind: str = "folder",
     if not value:
         return None
     if must_exist:
-        ok = {
-            "folder": os.path.isdir,
-            "file": os.path.isfile,
-            "executable": lambda p: os.path.isfile(p) and os.access(p, os.X_OK),
-        }[kind](value)
+        if kind == "folder":
+            ok = os.path.isdir(value)
+        elif kind == "file":
+            ok = os.path.isfile(value)
+        else:
+            ok = os.path.isfile(value) and os.access(value, os.X_OK)
         if not ok:
             raise UsageError(
                 f"{name} does not point at an existing {kind}", value,

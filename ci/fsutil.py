@@ -70,7 +70,7 @@ def writable_dir(path: Path, what: str, option: str, variable: str) -> Path:
     """Create ``path`` if needed and prove it writable, or say how to point it elsewhere."""
     try:
         path.mkdir(parents=True, exist_ok=True)
-        probe = tempfile.NamedTemporaryFile(dir=path, prefix=".farm-write-probe-", delete=True)  # noqa: SIM115
+        probe = tempfile.NamedTemporaryFile(dir=path, prefix=".farm-write-probe-", delete=True)
         probe.close()
     except OSError as exc:
         raise MissingRequirement(
@@ -110,7 +110,7 @@ def remove_tree(path: Path) -> None:
 
 def stale_staging(root: Path) -> list[Path]:
     """Staging folders of builds whose process is gone (named ``*-pid<N>``)."""
-    stale = []
+    stale: list[Path] = []
     if not root.is_dir():
         return stale
     for entry in root.iterdir():

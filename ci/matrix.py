@@ -361,7 +361,8 @@ def validate(cell: Cell) -> Cell:
         )
     family, _, version = cell.host_compiler.partition("-")
     if family != "gcc" or not version.isdigit():
-        raise MatrixError("host compiler must be written gcc-<major>", cell.host_compiler, "fix the cell in ci/matrix.py")
+        raise MatrixError("host compiler must be written gcc-<major>", cell.host_compiler,
+                          "fix the cell in ci/matrix.py")
     newest = MAX_GCC.get(cell.cuda)
     if newest is None:
         raise MatrixError("no supported host-compiler range known for this CUDA version", cell.cuda,

@@ -157,7 +157,7 @@ def spawn(
         else:
             kwargs["start_new_session"] = True
     try:
-        child: subprocess.Popen[str] = subprocess.Popen(  # noqa: S603 - argument list, logged above
+        child: subprocess.Popen[str] = subprocess.Popen(  # type: ignore[misc]
             args, env=None if env is None else {**os.environ, **env}, cwd=cwd, text=True,
             stdout=stdout, stderr=stderr, stdin=stdin, errors="replace", **kwargs,  # type: ignore[call-overload]
         )

@@ -167,7 +167,8 @@ def load(project: Path | str | None = None, config: Path | str | None = None) ->
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as fh:
-            return tomllib.load(fh)
+            data: dict[str, Any] = tomllib.load(fh)
+            return data
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError("malformed TOML", f"{path}: {exc}", "fix the syntax at that line") from None
     except OSError as exc:
@@ -239,7 +240,8 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
         root=root, source=source, name=name, import_name=import_name, abi=abi, python_abi=python_abi,
         torch=torch, torch_spec=torch_spec, python=python, python_spec=python_spec,
         requires_python=requires_python, cuda=cuda, cuda_archs=cuda_archs, build_env=build_env,
-        cpu_env=cpu_env, debug_env=debug_env, cuda_libraries=cuda_libraries, cpu_libraries=cpu_libraries, commands=commands,
+        cpu_env=cpu_env, debug_env=debug_env, cuda_libraries=cuda_libraries, cpu_libraries=cpu_libraries,
+        commands=commands,
         build_requires=_build_requires(pyproject),
     )
 
@@ -279,7 +281,8 @@ def _versions(table: Mapping[str, Any], key: str, pattern: str) -> tuple[tuple[s
         try:
             return (), SpecifierSet(value)
         except InvalidSpecifier:
-            raise ConfigError(f"{_key(key)} is not a version specifier", repr(value), 'write it like ">=2.11"') from None
+            raise ConfigError(f"{_key(key)} is not a version specifier", repr(value),
+                              'write it like ">=2.11"') from None
     items = _string_list(table, key, ())
     bad = [v for v in items if not re.fullmatch(pattern, v)]
     if bad:

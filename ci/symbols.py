@@ -107,7 +107,7 @@ def demangle(names: Iterable[str]) -> dict[str, str]:
     lines = result.stdout.splitlines()
     if result.returncode != 0 or len(lines) != len(names):
         return {n: n for n in names}
-    return dict(zip(names, lines))
+    return dict(zip(names, lines, strict=True))
 
 
 C10_CUDA = re.compile(r"^_ZN(K)?3c104cuda")
@@ -186,7 +186,8 @@ class Resolution:
     closure: tuple[str, ...]
 
 
-def closure(lib: Path, info: ElfInfo, search: LibrarySearch, local_dirs: Iterable[Path]) -> tuple[list[Path], list[str]]:
+def closure(lib: Path, info: ElfInfo, search: LibrarySearch,
+            local_dirs: Iterable[Path]) -> tuple[list[Path], list[str]]:
     """Breadth-first dependency closure of ``lib`` (what the loader searches), and the sonames not found."""
     origin = lib.parent
     extra = [origin, *[Path(r.replace("$ORIGIN", str(origin)).replace("${ORIGIN}", str(origin)))

@@ -23,7 +23,7 @@ from ci.targets import Target
 @contextlib.contextmanager
 def clean_env(target: Target, wheel: Path, extra: str | None) -> Iterator[envs.PythonEnv]:
     """A new venv holding the wheel (and its ``extra``, when the wheel provides it) over the target's torch."""
-    base = envs.build_env(target.python, target.torch_requirement, target.project.build_requires)
+    base = envs.target_env(target)
     meta = wheelmeta.read_metadata(wheel)
     extras = [e.strip() for e in meta.get("Provides-Extra", [])]
     with tempfile.TemporaryDirectory(prefix="farm-test-") as tmp:

@@ -56,7 +56,7 @@ class WheelName:
 def parse_name(path: Path) -> WheelName:
     try:
         name, version, build, tags = parse_wheel_filename(path.name)
-    except InvalidWheelFilename as exc:
+    except InvalidWheelFilename:
         raise WheelError("not a wheel file name", path.name,
                          "wheels are named <name>-<version>-<python>-<abi>-<platform>.whl") from None
     tag_strs = tuple(sorted(str(t) for t in tags))

@@ -1,5 +1,8 @@
+"""The Linux wheel audit: unit checks, and the real release wheel that `nox -s tests` built."""
+
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import sys
@@ -8,13 +11,20 @@ from pathlib import Path
 
 import pytest
 
-from ci import audit, matrix, toolkit
+from ci import audit, errors, project, symbols, targets, toolkit
+
+ROOT = Path(__file__).resolve().parent.parent
+CLASSIC = ROOT / "tests" / "fixtures" / "classic_ext"
 
 LIST_ELF = """ELF file    1: _C_cuda.abi3.1.sm_75.cubin
 ELF file    2: _C_cuda.abi3.2.sm_90.cubin
 ELF file    3: _C_cuda.abi3.3.sm_100.cubin
 """
 LIST_PTX = "PTX file    1: _C_cuda.abi3.1.sm_100.ptx\n"
+
+
+def release_target() -> targets.Target:
+    return targets.default_target(project.load(ROOT))
 
 
 def test_cuobjdump_listing_is_parsed_in_arch_order() -> None:
@@ -32,32 +42,42 @@ def test_missing_sass_and_ptx_fail() -> None:
 
 def test_cpu_library_must_not_need_cuda() -> None:
     lib = audit.LibraryInfo("fusedops/_C.abi3.so", ("libc10.so", "libcudart.so.13", "libc.so.6"), ())
-    checks = audit.check_needed([lib], 13, [])
-    assert any(c.name.startswith("cpu-only") and not c.ok for c in checks)
+    check = audit.check_cpu_only(lib)
+    assert not check.ok and "would not load under a CPU-only torch" in check.detail
 
 
-def test_cuda_library_must_link_the_cuda_runtime_of_its_major() -> None:
+def test_cuda_library_of_another_major_is_unexpected() -> None:
     lib = audit.LibraryInfo("fusedops/_C_cuda.abi3.so", ("libtorch_cuda.so", "libcudart.so.12"), ())
-    checks = {c.name.split(":")[0]: c for c in audit.check_needed([lib], 13, [])}
-    assert not checks["needed"].ok and "libcudart.so.12" in checks["needed"].detail
-    assert not checks["cuda-links"].ok
+    (check,) = audit.check_needed([lib], 13, [])
+    assert not check.ok and "libcudart.so.12" in check.detail and "CUDA 13" in check.detail
 
 
-def test_unexpected_needed_library_fails() -> None:
-    lib = audit.LibraryInfo("fusedops/_C.abi3.so", ("libc10.so", "libopenblas.so.0"), ())
-    (check,) = [c for c in audit.check_needed([lib], None, []) if c.name.startswith("needed")]
-    assert not check.ok and "libopenblas.so.0" in check.detail
+def test_library_without_cuda_code_explains_the_usual_cause() -> None:
+    target = targets.targets_for(project.load(CLASSIC))[0]
+    lib = audit.LibraryInfo("classic_ext/_C.cpython-311-x86_64-linux-gnu.so", ("libc10.so",), (), False)
+    (check,) = audit.check_cuda_code(lib, target)
+    assert not check.ok
+    assert "torch.cuda.is_available()" in check.detail and "build-env" in check.detail
+    assert "FORCE_CUDA=1" in check.detail
 
 
-def test_rpath_to_build_machine_fails() -> None:
-    libs = [audit.LibraryInfo("a.so", (), ("$ORIGIN/../fusedops.libs",)),
-            audit.LibraryInfo("b.so", (), ("/home/builder/torch/lib",))]
-    ok, bad = audit.check_rpaths(libs)
-    assert ok.ok and not bad.ok
+def test_bundled_torch_or_cuda_library_fails() -> None:
+    assert not audit.check_bundled(["libcudart-1a2b3c4d.so.13"]).ok
+    assert not audit.check_bundled(["libc10-abcd1234.so"]).ok
+    assert audit.check_bundled(["libgomp-a34b3233.so.1"]).ok
 
 
-def test_arch_names() -> None:
-    assert [audit.arch_to_sm(a) for a in ("7.5", "10.0", "12.0", "9.0a")] == ["sm_75", "sm_100", "sm_120", "sm_90a"]
+def test_rpaths_outside_origin_fail() -> None:
+    libs = [audit.LibraryInfo("a.so", (), ("$ORIGIN/../lib",)), audit.LibraryInfo("b.so", (), ("/home/me/torch",))]
+    assert [c.ok for c in audit.check_rpaths(libs)] == [True, False]
+
+
+def test_failures_raise_one_audit_error_listing_them() -> None:
+    result = audit.AuditResult(Path("x-1.0-py3-none-any.whl"), (), 0, (), (), (),
+                               (audit.Check("a", True, ""), audit.Check("rpath:x", False, "bad path")))
+    with pytest.raises(errors.AuditFailed, match=r"failed 1 checks \(x-1.0-py3-none-any.whl\)") as info:
+        audit.raise_for_failures(result)
+    assert "rpath:x: bad path" in info.value.details and info.value.exit_code == errors.EXIT_AUDIT
 
 
 # --- the wheel that was really built ------------------------------------------------
@@ -65,16 +85,27 @@ def test_arch_names() -> None:
 
 @pytest.mark.wheel
 def test_built_wheel_passes_every_audit_check(built_wheel: Path) -> None:
-    cell = matrix.get_cell("13")
-    result = audit.audit_wheel(built_wheel, cell, toolkit.ensure_cuobjdump())
+    target = release_target()
+    search = symbols.environment_search(Path(sys.executable), None)
+    result = audit.audit_wheel(built_wheel, target, toolkit.ensure_cuobjdump(), search=search)
     assert result.ok, [c for c in result.checks if not c.ok]
-    assert result.sass == tuple(audit.arch_to_sm(a) for a in cell.sass_archs)
-    assert result.ptx == (audit.arch_to_sm(cell.ptx_arch),)
+    assert result.sass == tuple(audit.arch_to_sm(a) for a in target.cell.sass_archs)
+    assert result.ptx == (audit.arch_to_sm(target.cell.ptx_arch),)
     assert all(t.startswith("cp310-abi3-manylinux") for t in result.tags)
+    names = {c.name.split(":")[0] for c in result.checks}
+    assert {"symbols", "cpu-only", "cuda-code", "cuda-runtime", "metadata", "abi3audit"} <= names
     cuda_lib = next(lib for lib in result.libraries if "_C_cuda" in lib.path)
-    assert "libcudart.so.13" in cuda_lib.needed and not cuda_lib.rpaths
+    assert "libcudart.so.13" in cuda_lib.needed and not cuda_lib.rpaths and cuda_lib.has_cuda_code
     cpu_lib = next(lib for lib in result.libraries if "_C_cuda" not in lib.path)
-    assert not any(n.startswith(audit.CUDA_LIBRARY_PREFIXES) for n in cpu_lib.needed)
+    assert not any(n.startswith(audit.CUDA_PREFIXES) for n in cpu_lib.needed)
+
+
+@pytest.mark.wheel
+def test_wheel_audited_for_a_classic_target_fails_its_tag_and_metadata(built_wheel: Path) -> None:
+    classic = dataclasses.replace(targets.targets_for(project.load(CLASSIC))[0], project=project.load(CLASSIC))
+    result = audit.audit_wheel(built_wheel, classic, None, abi3audit=False)
+    failed = {c.name.split(":")[0] for c in result.failures()}
+    assert {"wheel-tag", "metadata", "module-suffix"} <= failed
 
 
 @pytest.mark.wheel
@@ -91,8 +122,9 @@ def test_wheel_with_build_machine_rpath_is_rejected(built_wheel: Path, tmp_path:
     with zipfile.ZipFile(tampered, "w") as zf:
         for name in names:
             zf.write(unpacked / name, name)
-    result = audit.audit_wheel(tampered, matrix.get_cell("13"), None, abi3audit=False)
+    result = audit.audit_wheel(tampered, release_target(), None, abi3audit=False)
     failed = {c.name.split(":")[0] for c in result.failures()}
     assert failed == {"rpath"}
-    with pytest.raises(audit.AuditError, match="build-machine paths"):
+    with pytest.raises(errors.AuditFailed) as info:
         audit.raise_for_failures(result)
+    assert "build-machine paths" in info.value.details

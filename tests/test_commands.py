@@ -1,19 +1,28 @@
-"""Unit tests of command construction (no external tool runs here)."""
+"""Unit tests of command construction, the process runner, wheel rewriting and atomic files."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import os
 import sys
+import threading
+import time
+import zipfile
 from pathlib import Path
 
 import pytest
 
-from ci import build, develop, matrix, proc, toolkit
+from ci import build, develop, errors, fsutil, matrix, proc, project, publish, targets, toolkit, wheelmeta
+
+ROOT = Path(__file__).resolve().parent.parent
+CLASSIC = ROOT / "tests" / "fixtures" / "classic_ext"
 
 
 def test_nvcc_version_is_parsed() -> None:
     text = "Cuda compilation tools, release 13.0, V13.0.88\nBuild cuda_13.0.r13.0/compiler.36424714_0"
     assert toolkit.parse_nvcc_version(text) == "13.0.88"
-    with pytest.raises(toolkit.ToolkitError):
+    with pytest.raises(errors.FarmError, match="could not read the nvcc version"):
         toolkit.parse_nvcc_version("gcc (Debian 12.2.0-14) 12.2.0")
 
 
@@ -35,32 +44,51 @@ def test_cache_root_honours_overrides(tmp_path: Path) -> None:
     assert toolkit.cache_root({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "cuda-ext-farm"
 
 
+def test_farm_cuda_home_is_validated_where_it_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FARM_CUDA_HOME", str(tmp_path / "nowhere"))
+    with pytest.raises(errors.UsageError, match=r"FARM_CUDA_HOME does not point at an existing folder"):
+        toolkit.ensure_toolkit(matrix.get_cell("13.0"))
+    monkeypatch.setenv("FARM_CUDA_HOME", str(tmp_path))
+    with pytest.raises(errors.UsageError, match=r"FARM_CUDA_HOME holds no working nvcc"):
+        toolkit.ensure_toolkit(matrix.get_cell("13.0"))
+
+
 def test_repair_excludes_torch_and_cuda_runtime(tmp_path: Path) -> None:
-    cmd = build.repair_command(tmp_path / "x.whl", tmp_path, matrix.get_cell("13.0"))
+    cmd = build.repair_command(tmp_path / "x.whl", tmp_path, 13)
     excluded = {cmd[i + 1] for i, arg in enumerate(cmd) if arg == "--exclude"}
     assert {"libc10.so", "libc10_cuda.so", "libtorch_cuda.so", "libcudart.so.13"} <= excluded
     cpu = build.repair_command(tmp_path / "x.whl", tmp_path, None)
     assert "libcudart.so.13" not in cpu
 
 
-def test_compiler_env_sets_arch_list_and_jobs(tmp_path: Path) -> None:
-    cell = matrix.resolve("13.0", "9.0+PTX")
+def test_compiler_env_carries_the_project_build_env(tmp_path: Path) -> None:
+    target = targets.select(project.load(ROOT), targets.Selection(cuda="13.0", arch_list="9.0+PTX"))[0]
     tk = toolkit.InstalledToolkit(root=tmp_path, cuda_home=tmp_path / "cu13", nvcc_version="13.0.88")
-    env = build.compiler_env(build.BuildOptions(cell=cell, wheelhouse=tmp_path, max_jobs=3), tk)
+    env = build.compiler_env(target, tk, max_jobs=3)
     assert env["TORCH_CUDA_ARCH_LIST"] == "9.0+PTX"
     assert env["CUDA_HOME"] == str(tmp_path / "cu13")
-    assert env["MAX_JOBS"] == "3" and env["FUSEDOPS_CUDA"] == "1"
-    cpu = build.compiler_env(build.BuildOptions(cell=None, wheelhouse=tmp_path), None)
-    assert cpu == {"FUSEDOPS_CUDA": "0"}
+    assert env["MAX_JOBS"] == "3" and env["FUSEDOPS_CUDA"] == "1" and env["FUSEDOPS_NVCC_VERSION"] == "13.0.88"
+    cpu = build.compiler_env(target, None, cpu=True, max_jobs=1)
+    assert cpu == {"FUSEDOPS_CUDA": "0", "MAX_JOBS": "1"}
+    classic = targets.targets_for(project.load(CLASSIC))[0]
+    assert build.compiler_env(classic, tk)["FORCE_CUDA"] == "1"
 
 
 def test_launcher_wraps_both_compilers(tmp_path: Path) -> None:
     tk = toolkit.InstalledToolkit(root=tmp_path, cuda_home=tmp_path / "cu13", nvcc_version="13.0.88")
-    env = develop.launcher_env("/usr/bin/ccache", tk, tmp_path / "wrap")
+    env = develop.launcher_env("/usr/bin/ccache", tk, tmp_path / "wrap", tmp_path)
     assert env["PYTORCH_NVCC"] == f"/usr/bin/ccache {tmp_path / 'cu13' / 'bin' / 'nvcc'}"
     wrapper = Path(env["CXX"])
     assert wrapper.name == "g++" and "/usr/bin/ccache" in wrapper.read_text()
     assert wrapper.stat().st_mode & 0o111
+
+
+def test_develop_compiles_for_what_it_is_asked_or_the_newest_arch() -> None:
+    target = targets.default_target(project.load(ROOT))
+    assert develop.develop_arch_list(target, "8.6", release=False) == "8.6+PTX"
+    assert develop.develop_arch_list(target, None, release=True) == target.cell.arch_list
+    if not develop.visible_gpu_archs():
+        assert develop.develop_arch_list(target, None, release=False) == f"{target.cell.ptx_arch}+PTX"
 
 
 def test_logged_command_is_replayable() -> None:
@@ -68,6 +96,177 @@ def test_logged_command_is_replayable() -> None:
     assert line == "cd /tmp && FARM_X_UNSET_VAR='1 2' nvcc -o 'a b.o'"
 
 
-def test_failed_command_raises_with_status() -> None:
-    with pytest.raises(proc.CommandError, match="exit status 3"):
-        proc.run([sys.executable, "-c", "raise SystemExit(3)"])
+def test_failed_command_raises_one_line_with_status() -> None:
+    with pytest.raises(errors.CommandFailed, match=r"\(exit status 3\)") as info:
+        proc.run([sys.executable, "-c", "raise SystemExit(3)"], what="the thing failed", hint="do this")
+    assert info.value.line() == "error: the thing failed (exit status 3): do this"
+    assert info.value.exit_code == errors.EXIT_COMMAND
+
+
+def test_missing_program_is_a_missing_requirement() -> None:
+    with pytest.raises(errors.MissingRequirement, match=r"program not found \(no-such-program-x\)"):
+        proc.run(["no-such-program-x"])
+
+
+def test_children_run_in_their_own_process_group() -> None:
+    out = proc.run([sys.executable, "-c", "import os; print(os.getpgid(0), os.getpid())"], capture=True)
+    pgid, pid = out.stdout.split()
+    assert pgid == pid and int(pgid) != os.getpgid(0)
+
+
+def test_streamed_lines_reach_the_callback() -> None:
+    seen: list[str] = []
+    proc.stream([sys.executable, "-c", "print('[1/2] a'); print('[2/2] b')"], seen.append, echo=False)
+    assert [line.strip() for line in seen] == ["[1/2] a", "[2/2] b"]
+
+
+# --- wheels ------------------------------------------------------------------------------------
+
+
+def make_wheel(folder: Path, name: str = "demo_ext-1.0-cp312-cp312-manylinux_2_28_x86_64.whl",
+               requires: tuple[str, ...] = ("torch", "numpy>=1")) -> Path:
+    path = folder / name
+    dist = "demo_ext-1.0.dist-info"
+    meta = "Metadata-Version: 2.1\nName: demo-ext\nVersion: 1.0\n" + "".join(
+        f"Requires-Dist: {r}\n" for r in requires) + "\nlong description\n"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("demo_ext/__init__.py", "x = 1\n")
+        zf.writestr("demo_ext/_C.cpython-312-x86_64-linux-gnu.so", b"\x7fELF fake")
+        zf.writestr(f"{dist}/METADATA", meta)
+        zf.writestr(f"{dist}/WHEEL", "Wheel-Version: 1.0\nTag: cp312-cp312-manylinux_2_28_x86_64\n")
+        zf.writestr(f"{dist}/RECORD", "")
+    return path
+
+
+def test_classic_wheel_gets_its_torch_pin_and_local_version(tmp_path: Path) -> None:
+    out = wheelmeta.rewrite(make_wheel(tmp_path), tmp_path / "out", local_version="pt211cu130",
+                            torch_pin="torch==2.11.*")
+    assert out.name == "demo_ext-1.0+pt211cu130-cp312-cp312-manylinux_2_28_x86_64.whl"
+    meta = wheelmeta.read_metadata(out)
+    assert meta["Version"] == ["1.0+pt211cu130"]
+    assert meta["Requires-Dist"] == ["torch==2.11.*", "numpy>=1"]
+    with zipfile.ZipFile(out) as zf:
+        names = zf.namelist()
+        assert names[-1] == "demo_ext-1.0+pt211cu130.dist-info/RECORD"
+        record = zf.read(names[-1]).decode().splitlines()
+        for line in record[:-1]:
+            name, digest, size = line.split(",")
+            data = zf.read(name)
+            expected = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            assert digest == f"sha256={expected}" and int(size) == len(data)
+
+
+def test_missing_torch_requirement_is_added(tmp_path: Path) -> None:
+    out = wheelmeta.rewrite(make_wheel(tmp_path, requires=("numpy",)), tmp_path / "out", local_version="pt213cu130",
+                            torch_pin="torch==2.13.*")
+    assert "torch==2.13.*" in wheelmeta.read_metadata(out)["Requires-Dist"]
+
+
+def test_rewritten_wheels_are_byte_identical(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    first = wheelmeta.rewrite(make_wheel(tmp_path), tmp_path / "a")
+    time.sleep(1.1)
+    second = wheelmeta.rewrite(make_wheel(tmp_path), tmp_path / "b")
+    assert wheelmeta.sha256_file(first) == wheelmeta.sha256_file(second)
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "yesterday")
+    with pytest.raises(errors.UsageError, match=r"SOURCE_DATE_EPOCH is not a whole number"):
+        wheelmeta.rewrite(make_wheel(tmp_path), tmp_path / "c")
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("missing-1.0-py3-none-any.whl", None, "wheel file does not exist"),
+        ("empty-1.0-py3-none-any.whl", b"", "wheel file is empty"),
+        ("notzip-1.0-py3-none-any.whl", b"garbage", "wheel file is not a zip archive"),
+        ("not-a-wheel-name.whl", b"x", "not a wheel file name"),
+    ],
+)
+def test_bad_wheel_files_are_one_line_errors(tmp_path: Path, name: str, content: bytes | None, message: str) -> None:
+    path = tmp_path / name
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(wheelmeta.WheelError, match=message):
+        wheelmeta.open_wheel(path)
+
+
+# --- files -------------------------------------------------------------------------------------
+
+
+def test_publish_works_across_file_systems(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = tmp_path / "a.whl"
+    src.write_bytes(b"wheel")
+    real_replace = os.replace
+
+    def cross_device(a: str | Path, b: str | Path) -> None:
+        if Path(a) == src:
+            raise OSError(18, "Invalid cross-device link")
+        real_replace(a, b)
+
+    monkeypatch.setattr(os, "replace", cross_device)
+    dest = fsutil.publish_file(src, tmp_path / "out" / "a.whl")
+    assert dest.read_bytes() == b"wheel" and not src.exists()
+    assert [p.name for p in dest.parent.iterdir()] == ["a.whl"]
+
+
+def test_unwritable_folder_names_the_option_and_variable(tmp_path: Path) -> None:
+    locked = tmp_path / "ro"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):
+            pytest.skip("running as a user who can write anywhere")
+        with pytest.raises(errors.MissingRequirement, match=r"--build-dir DIR or FARM_BUILD_DIR=DIR"):
+            fsutil.writable_dir(locked / "build", "build folder", "--build-dir", "FARM_BUILD_DIR")
+    finally:
+        locked.chmod(0o700)
+
+
+def test_lock_serialises_and_says_what_it_waits_for(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    order: list[str] = []
+    lock = tmp_path / "t.lock"
+
+    def hold() -> None:
+        with fsutil.locked(lock, "the build of t"):
+            order.append("first in")
+            time.sleep(1.0)
+            order.append("first out")
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    time.sleep(0.3)
+    with fsutil.locked(lock, "the build of t"):
+        order.append("second in")
+    thread.join()
+    assert order == ["first in", "first out", "second in"]
+
+
+def test_outputs_cascade_option_then_variable_then_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FARM_WHEELHOUSE", raising=False)
+    monkeypatch.delenv("FARM_BUILD_DIR", raising=False)
+    assert publish.Outputs.resolve(tmp_path).wheelhouse == tmp_path / "wheelhouse"
+    monkeypatch.setenv("FARM_WHEELHOUSE", str(tmp_path / "env"))
+    assert publish.Outputs.resolve(tmp_path).wheelhouse == tmp_path / "env"
+    assert publish.Outputs.resolve(tmp_path, wheelhouse=str(tmp_path / "opt")).wheelhouse == tmp_path / "opt"
+
+
+def test_stale_staging_of_dead_processes_is_found(tmp_path: Path) -> None:
+    (tmp_path / "t-pid999999999").mkdir()
+    (tmp_path / f"t-pid{os.getpid()}").mkdir()
+    assert [p.name for p in fsutil.stale_staging(tmp_path)] == ["t-pid999999999"]
+
+
+def test_sources_are_synced_incrementally_without_build_outputs(tmp_path: Path) -> None:
+    src = tmp_path / "proj"
+    (src / "csrc").mkdir(parents=True)
+    (src / "csrc" / "a.cpp").write_text("int a;")
+    (src / "setup.py").write_text("")
+    (src / "build" / "farm").mkdir(parents=True)
+    (src / "build" / "farm" / "junk.o").write_text("x")
+    dest = tmp_path / "copy"
+    assert build.sync_source(src, dest, (src / "build" / "farm",)) == 2
+    assert not (dest / "build").exists()
+    assert build.sync_source(src, dest) == 0
+    (src / "csrc" / "a.cpp").unlink()
+    build.sync_source(src, dest)
+    assert not (dest / "csrc" / "a.cpp").exists()

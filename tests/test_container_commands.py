@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from ci import images, matrix, shell, wheels
+from ci import images, matrix, project, publish, shell, targets, wheels
 
 CELL = matrix.get_cell("13.0")
 BASE = f"{images.BASE_REPO}:bookworm"
+ROOT = Path(__file__).resolve().parent.parent
+CLASSIC = ROOT / "tests" / "fixtures" / "classic_ext"
 
 
 def test_tag_is_stable_and_changes_with_the_cell() -> None:
@@ -28,7 +30,7 @@ def test_each_cell_gets_its_own_debian_suite() -> None:
 
 
 def test_debian_toolkit_cell_refuses_a_manylinux_base() -> None:
-    with pytest.raises(images.ImageError, match="Debian packages"):
+    with pytest.raises(images.UsageError, match="Debian packages"):
         images.spec_for(matrix.get_cell("12.4"), matrix.MANYLINUX_2_28)
 
 
@@ -48,18 +50,57 @@ def test_build_args_pin_the_toolkit_and_compiler() -> None:
     assert args["PYTHON_TAG"] == "cp311-cp311" and args["OS_FAMILY"] == "debian"
 
 
-def test_cibuildwheel_environment(tmp_path: Path) -> None:
-    spec = images.spec_for(CELL, BASE)
-    job = wheels.ContainerBuild(cell=CELL, image=spec.tag, wheelhouse=tmp_path)
-    env = wheels.cibuildwheel_env(job, spec, tmp_path / "ca.crt")
+def job_for(target: targets.Target, tmp_path: Path) -> wheels.ContainerBuild:
+    spec = images.spec_for(target.cell, BASE)
+    outputs = publish.Outputs(wheelhouse=tmp_path / "wh", build_root=tmp_path / "build")
+    return wheels.ContainerBuild(target=target, spec=spec, image=spec.tag, outputs=outputs, job="job1")
+
+
+def test_cibuildwheel_environment_of_a_stable_target(tmp_path: Path) -> None:
+    target = targets.default_target(project.load(ROOT))
+    job = job_for(target, tmp_path)
+    python = wheels.build_python(target, job.spec)
+    assert python == "3.11"  # the Debian base's Python builds the cp310-abi3 wheel
+    volume = wheels.torch_volume(target, python)
+    env = wheels.cibuildwheel_env(job, python, volume, tmp_path / "ca.crt")
     assert env["CIBW_BUILD"] == "cp311-manylinux_x86_64"
-    assert env["CIBW_MANYLINUX_X86_64_IMAGE"] == spec.tag
+    assert env["CIBW_MANYLINUX_X86_64_IMAGE"] == job.spec.tag
     assert "--exclude libcudart.so.13" in env["CIBW_REPAIR_WHEEL_COMMAND"]
+    assert "--exclude libc10_cuda.so" in env["CIBW_REPAIR_WHEEL_COMMAND"]
     assert f"{tmp_path / 'ca.crt'}:{wheels.CONTAINER_CA}:ro" in env["CIBW_CONTAINER_ENGINE"]
+    assert f"--volume={volume}:{wheels.TORCH_MOUNT}:ro" in env["CIBW_CONTAINER_ENGINE"]
+    assert "--label=farm.job=job1" in env["CIBW_CONTAINER_ENGINE"]
     assert 'TORCH_CUDA_ARCH_LIST="7.5;8.0;8.6;8.9;9.0;10.0;12.0+PTX"' in env["CIBW_ENVIRONMENT"]
-    assert env["CIBW_BEFORE_BUILD"].startswith("pip install 'torch==2.11.0,!=2.11.0+cpu'")
-    no_ca = wheels.cibuildwheel_env(job, spec, None)
-    assert "PIP_CERT" not in no_ca["CIBW_ENVIRONMENT"] and ":ro" not in no_ca["CIBW_CONTAINER_ENGINE"]
+    # The project's own build-env reaches the build, placeholders filled from the cell.
+    assert 'FUSEDOPS_CUDA="1"' in env["CIBW_ENVIRONMENT"]
+    assert 'FUSEDOPS_NVCC_VERSION="13.0.88"' in env["CIBW_ENVIRONMENT"]
+    # torch is never installed by pip in the build or the test venv: both see the read-only volume.
+    assert "torch" not in env["CIBW_BEFORE_BUILD"].split("&&")[1]
+    assert "_farm_torch.pth" in env["CIBW_BEFORE_BUILD"] and "_farm_torch.pth" in env["CIBW_BEFORE_TEST"]
+    assert "CIBW_TEST_REQUIRES" not in env
+    assert env["CIBW_TEST_COMMAND"] == "pip check && python tests/smoke_import.py"
+    no_ca = wheels.cibuildwheel_env(job, python, volume, None)
+    assert "PIP_CERT" not in no_ca["CIBW_ENVIRONMENT"] and ":ro" not in no_ca["CIBW_CONTAINER_ENGINE"].replace(
+        f"{wheels.TORCH_MOUNT}:ro", "")
+
+
+def test_per_python_target_needs_its_python_in_the_image(tmp_path: Path) -> None:
+    config = project.load(CLASSIC)
+    ok = targets.select(config, targets.Selection(torch="2.11", python="3.11"))[0]
+    assert wheels.build_python(ok, job_for(ok, tmp_path).spec) == "3.11"
+    other = targets.select(config, targets.Selection(torch="2.11", python="3.12"))[0]
+    with pytest.raises(wheels.UsageError, match=r"has only Python 3.11, the target needs \(3.12\)"):
+        wheels.build_python(other, job_for(other, tmp_path).spec)
+    manylinux = images.spec_for(CELL, matrix.MANYLINUX_2_28)
+    assert wheels.build_python(other, manylinux) == "3.12"
+
+
+def test_torch_volume_is_keyed_by_python_and_torch_pin() -> None:
+    config = project.load(CLASSIC)
+    a, b = targets.select(config, targets.Selection(python="3.11"))
+    assert wheels.torch_volume(a, "3.11") != wheels.torch_volume(b, "3.11")
+    assert wheels.torch_volume(a, "3.11") != wheels.torch_volume(a, "3.12")
+    assert wheels.torch_volume(a, "3.11") == wheels.torch_volume(a, "3.11")
 
 
 def test_shell_runs_as_the_caller_and_adds_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -84,7 +125,7 @@ def test_host_debian_mirror_is_read_from_apt_sources(tmp_path: Path) -> None:
 
 
 def test_host_compiler_outside_the_cuda_range_is_refused() -> None:
-    with pytest.raises(matrix.MatrixError, match=r"gcc-14 is outside CUDA 12.4's supported range"):
+    with pytest.raises(matrix.MatrixError, match=r"outside CUDA 12.4's supported range gcc-6 to gcc-13 \(gcc-14\)"):
         matrix.validate(dataclasses.replace(matrix.get_cell("12.4"), host_compiler="gcc-14"))
 
 

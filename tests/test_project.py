@@ -67,10 +67,10 @@ def test_bad_configuration_names_the_key(tmp_path: Path, table: str, message: st
 def test_missing_project_folder_and_files(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="project folder does not exist"):
         project.load(tmp_path / "nope")
-    with pytest.raises(UsageError, match="no pyproject.toml or setup.py"):
+    with pytest.raises(UsageError, match=r"no pyproject\.toml or setup\.py"):
         project.load(tmp_path)
     (tmp_path / "setup.py").write_text("")
-    with pytest.raises(UsageError, match="has no pyproject.toml"):
+    with pytest.raises(UsageError, match=r"has no pyproject\.toml"):
         project.load(tmp_path)
     (tmp_path / "pyproject.toml").write_text("[tool.other]\n")
     with pytest.raises(UsageError, match="has no name"):
