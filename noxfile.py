@@ -318,19 +318,15 @@ def workflows(session: nox.Session) -> None:
 # --- GPU test lanes (ci/gpu.py) ----------------------------------------------------------------
 
 
-@nox.session(name="test-gpu")
+@nox.session(name="test-gpu", venv_backend="none")
 def test_gpu(session: nox.Session) -> None:
-    """The project's wheel on this machine's GPUs, in a fresh venv with the target's torch: lanes default,
+    """The project's wheel on this machine's GPUs, in a clean environment with the target's torch: lanes default,
     sanitizer, ptx-jit, multi-gpu, bench [-- --wheel W --lanes default,sanitizer --quick]."""
-    _validate("test-gpu", session.posargs)
-    (target,) = cli.resolve(cli.parse(["test-gpu", *session.posargs]))[:1]
-    session.install(target.torch_requirement, env={"PIP_CONSTRAINT": os.devnull})
-    session.install("--require-hashes", "--no-deps", "-r", str(REQUIREMENTS / "test.txt"))
-    _run_farm(session, "python", "test-gpu", *session.posargs)
+    _farm(session, "test-gpu")
 
 
 @nox.session(name="test-gpu-system", venv_backend="none")
 def test_gpu_system(session: nox.Session) -> None:
     """Like test-gpu, with the current interpreter and its torch (GPU boxes with torch preinstalled, no network)."""
-    _validate("test-gpu", session.posargs)
-    _run_farm(session, sys.executable, "test-gpu", *session.posargs)
+    _validate("test-gpu", [*session.posargs, "--system"])
+    _run_farm(session, sys.executable, "test-gpu", "--system", *session.posargs)

@@ -18,6 +18,7 @@ import traceback
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ci import cli, errors, matrix, proc, targets
@@ -203,16 +204,39 @@ def cmd_images(args: argparse.Namespace) -> int:
 
 
 def cmd_test_gpu(args: argparse.Namespace) -> int:
-    from ci import gpu, publish
+    import contextlib
+    import tempfile
+
+    from ci import gpu, publish, testing, wheelmeta
 
     (target,) = cli.resolve(args)[:1]
     lanes = gpu.parse_lanes(args.lanes)
     outputs = _outputs(args, target.project.root)
-    wheel = Path(args.wheel) if args.wheel else (None if args.inplace else publish.find_wheel(outputs, target))
     out = cli.path_option(args.out, "FARM_TEST_RESULTS", target.project.root / "test-results")
-    return gpu.run_gpu_lanes(target, wheel=wheel, inplace=args.inplace,
-                             ptx_wheel=Path(args.ptx_wheel) if args.ptx_wheel else None,
-                             lanes=lanes, quick=args.quick, out=out)
+    wheel = Path(args.wheel) if args.wheel else (None if args.inplace else publish.find_wheel(outputs, target))
+    for given in (wheel, Path(args.ptx_wheel) if args.ptx_wheel else None):
+        if given is not None:
+            with wheelmeta.open_wheel(given):
+                pass
+    if wheel is None and not args.inplace:
+        raise errors.UsageError(f"no built wheel of {target.id}", outputs.target_dir(target),
+                                "build it first (nox -s build) or pass --wheel PATH")
+    with contextlib.ExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="farm-gpu-")))
+
+        def subject_for(path: Path | None, name: str) -> gpu.Subject:
+            if path is None:  # the in-place build, with this interpreter's torch
+                return gpu.Subject(Path(sys.executable), gpu.inplace_paths(target.project.root),
+                                   f"in-place build in {target.project.root}")
+            if args.system:
+                site = gpu.install_wheel(path, tmp / name)
+                return gpu.Subject(Path(sys.executable), (str(site),), f"{path} on {sys.executable}", path)
+            env = stack.enter_context(testing.clean_env(target, path, "test"))
+            return gpu.Subject(env.python, (), f"{path} in a clean environment", path)
+
+        subject = subject_for(wheel, "site")
+        ptx = subject_for(Path(args.ptx_wheel), "ptx-site") if args.ptx_wheel else None
+        return gpu.run_gpu_lanes(target, subject, ptx=ptx, lanes=lanes, quick=args.quick, out=out)
 
 
 def cmd_test(args: argparse.Namespace) -> int:
@@ -231,13 +255,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ci import publish, testing
 
     (target,) = cli.resolve(args)[:1]
+    testing.configured(target, args.name)
     outputs = _outputs(args, target.project.root)
     wheel = Path(args.wheel) if args.wheel else publish.find_wheel(outputs, target)
     if wheel is None:
         raise errors.UsageError(f"no built wheel of {target.id}", outputs.target_dir(target),
                                 "build it first (nox -s build) or pass --wheel PATH")
-    extra = args.extra[1:] if args.extra[:1] == ["--"] else args.extra
-    return testing.run_command(target, wheel, args.name, extra)
+    return testing.run_command(target, wheel, args.name, list(args.extra))
 
 
 def cmd_build_win(args: argparse.Namespace) -> int:
@@ -289,13 +313,15 @@ def _main(argv: list[str]) -> int:
     proc.install_signal_handlers()
     try:
         args = cli.parse(argv)
-        return int(COMMANDS[args.command](args))
+        cli.validate(args)
+        return int(COMMANDS[args.subcommand](args))
     except errors.FarmError as exc:
         if errors.debug_enabled():
             traceback.print_exc()
         if exc.details:
             console.print(exc.details, markup=False, highlight=False, soft_wrap=True)
-        console.print(f"[bold red]error:[/] {exc.line().removeprefix('error: ')}", highlight=False, soft_wrap=True)
+        console.print(f"[bold red]error:[/] {escape(exc.line().removeprefix('error: '))}", highlight=False,
+                      soft_wrap=True)
         return exc.exit_code
     except errors.Interrupted as exc:
         console.print(f"[bold red]interrupted[/] (signal {exc.signum}): child processes stopped, partial outputs "
@@ -306,7 +332,7 @@ def _main(argv: list[str]) -> int:
     except Exception as exc:
         if errors.debug_enabled():
             traceback.print_exc()
-        console.print(f"[bold red]error:[/] internal error in the farm ({type(exc).__name__}: {exc}): "
+        console.print(f"[bold red]error:[/] internal error in the farm ({type(exc).__name__}: {escape(str(exc))}): "
                       "rerun with --traceback (or FARM_DEBUG=1) and report it", highlight=False, soft_wrap=True)
         return 70
 

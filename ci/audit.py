@@ -376,7 +376,7 @@ def raise_for_failures(result: AuditResult) -> None:
     failures = result.failures()
     lines = [f"  - {c.name}: {c.detail}" for c in failures]
     raise AuditFailed(
-        f"the wheel audit failed {len(failures)} checks", result.wheel.name,
-        "fix the build as each failed check above says; nothing was written to the wheelhouse",
+        f"the wheel audit failed {len(failures)} check{'s' if len(failures) != 1 else ''}", result.wheel.name,
+        "fix the build as each failed check above says (a build publishes nothing until every check passes)",
         details="wheel audit failures:\n" + "\n".join(lines),
     )

@@ -66,7 +66,7 @@ def _output_args(sp: argparse.ArgumentParser) -> None:
 def build_parser() -> Parser:
     p = Parser(prog="python -m ci", description="The CUDA extension build farm.")
     p.add_argument("--traceback", action="store_true", help="show Python tracebacks (also FARM_DEBUG=1)")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
+    sub = p.add_subparsers(dest="subcommand", required=True, parser_class=Parser)
 
     m = sub.add_parser("matrix", help="the project's targets (torch x Python x CUDA)")
     _selection_args(m)
@@ -123,7 +123,9 @@ def build_parser() -> Parser:
     tg.add_argument("--ptx-wheel", help="a wheel with PTX only for an older architecture (ptx-jit lane)")
     tg.add_argument("--lanes", default="default,sanitizer,ptx-jit,multi-gpu,bench")
     tg.add_argument("--quick", action="store_true")
-    tg.add_argument("--out", help="results folder (default: <project>/test-results)")
+    tg.add_argument("--out", help="results folder (default: FARM_TEST_RESULTS, else <project>/test-results)")
+    tg.add_argument("--system", action="store_true",
+                    help="test with the running interpreter and its torch (GPU boxes without network)")
 
     t = sub.add_parser("test", help="run the project's configured smoke and CPU test commands against its wheel")
     _selection_args(t)
@@ -136,7 +138,7 @@ def build_parser() -> Parser:
     _selection_args(r)
     r.add_argument("--wheel")
     r.add_argument("--wheelhouse")
-    r.add_argument("extra", nargs=argparse.REMAINDER, help="arguments appended to the command (after --)")
+    r.set_defaults(extra=[])  # everything after `--` is appended to the command (see parse)
 
     from windows import cli as windows_cli
 
@@ -180,7 +182,14 @@ def build_parser() -> Parser:
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     """Parse ``argv`` (``[command, *args]``); raises UsageError with one line on bad input."""
-    args = build_parser().parse_args(list(argv))
+    argv = list(argv)
+    extra: list[str] = []
+    if argv[:1] == ["run"] and "--" in argv:
+        at = argv.index("--")
+        argv, extra = argv[:at], argv[at + 1:]
+    args = build_parser().parse_args(argv)
+    if args.subcommand == "run":
+        args.extra = extra
     if getattr(args, "traceback", False):
         os.environ["FARM_DEBUG"] = "1"
     if getattr(args, "cell", None):
@@ -208,16 +217,16 @@ def resolve(args: argparse.Namespace, *, os_name: str = "linux") -> tuple[target
     """The targets a command acts on; validates project, configuration and selection."""
     config = load_project(args)
     sel = selection(args)
-    if sel.empty and args.command in ("build", "develop", "test-gpu", "test", "audit", "run") \
+    if sel.empty and args.subcommand in ("build", "develop", "test-gpu", "test", "audit", "run") \
             and not getattr(args, "all", False):
         default = targets.default_target(config, os_name, prefer_python=current_python())
         if sel.arch_list:
             default = targets.with_arch_list(default, sel.arch_list)
         return (default,)
-    if sel.empty and args.command in ("build-cuda",):
+    if sel.empty and args.subcommand in ("build-cuda",):
         sel = targets.Selection(cuda="13", arch_list=sel.arch_list)
     chosen = targets.select(config, sel, os_name)
-    if args.command in ("build", "develop") and not getattr(args, "all", False) and len(chosen) > 1:
+    if args.subcommand in ("build", "develop") and not getattr(args, "all", False) and len(chosen) > 1:
         current = [t for t in chosen if t.python == current_python()]
         newest = max(chosen, key=lambda t: (matrix.version_key(t.torch), matrix.version_key(t.python)))
         chosen = (current[0] if current else newest,)
@@ -228,13 +237,48 @@ def current_python() -> str:
     return f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
-def session_args(command: str, posargs: Sequence[str]) -> argparse.Namespace:
-    """For noxfile.py: parse and resolve a session's arguments; raise UsageError on bad input."""
-    args = parse([command, *posargs])
+LANES = ("default", "sanitizer", "ptx-jit", "multi-gpu", "bench")
+
+
+def parse_lanes(value: str) -> list[str]:
+    lanes = [lane.strip() for lane in value.split(",") if lane.strip()]
+    unknown = sorted(set(lanes) - set(LANES))
+    if unknown or not lanes:
+        raise UsageError("unknown GPU test lane", ", ".join(unknown) or "none given",
+                         f"choose from {', '.join(LANES)}")
+    return lanes
+
+
+def validate(args: argparse.Namespace) -> None:
+    """Everything about the arguments that can be checked without installing or building anything."""
+    command = args.subcommand
+    if command == "build-win":
+        from windows import cli as windows_cli
+
+        windows_cli.check_host()
     if hasattr(args, "target"):
-        resolve(args)
+        resolve(args, os_name="windows" if command == "build-win" else "linux")
     elif hasattr(args, "project"):
         load_project(args)
+    if command in ("shell", "toolkit", "jit"):
+        matrix.resolve(args.cuda)
+    if command == "images":
+        matrix.cells(args.cells or None)
+    if command == "test-gpu":
+        parse_lanes(args.lanes)
+    for option in ("wheel", "ptx_wheel"):
+        value = getattr(args, option, None)
+        if value and command in ("audit", "test-gpu", "test", "run"):
+            from ci import wheelmeta
+
+            with wheelmeta.open_wheel(Path(value)):
+                pass
+
+
+def session_args(command: str, posargs: Sequence[str]) -> argparse.Namespace:
+    """For noxfile.py: parse and validate a session's arguments; raise UsageError on bad input."""
+    args = parse([command, *posargs])
+    validate(args)
     return args
 
 

@@ -74,8 +74,8 @@ def writable_dir(path: Path, what: str, option: str, variable: str) -> Path:
         probe.close()
     except OSError as exc:
         raise MissingRequirement(
-            f"the {what} is not writable ({exc.strerror})", path,
-            f"point it at a writable folder with {option} DIR or {variable}=DIR",
+            f"the {what} is not writable", path,
+            f"{exc.strerror}; point it at a writable folder with {option} DIR or {variable}=DIR",
         ) from None
     return path
 

@@ -27,19 +27,18 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from ci import fsutil, proc, project
-from ci.errors import MissingRequirement, UsageError
+from ci import cli, fsutil, proc, project
+from ci.errors import CommandFailed, MissingRequirement, UsageError
 from ci.targets import Target
 
 SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
-LANES = ("default", "sanitizer", "ptx-jit", "multi-gpu", "bench")
+LANES = cli.LANES
 
 console = Console() if sys.stdout.isatty() else Console(width=200)
 
@@ -55,12 +54,20 @@ class LaneResult:
 
 
 def parse_lanes(value: str) -> list[str]:
-    lanes = [lane.strip() for lane in value.split(",") if lane.strip()]
-    unknown = sorted(set(lanes) - set(LANES))
-    if unknown or not lanes:
-        raise UsageError("unknown GPU test lane", ", ".join(unknown) or "none given",
-                         f"choose from {', '.join(LANES)}")
-    return lanes
+    return cli.parse_lanes(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Subject:
+    """What is under test: the interpreter (with its torch) and where the package comes from."""
+
+    python: Path
+    pythonpath: tuple[str, ...]
+    description: str
+    wheel: Path | None = None
+
+    def env(self) -> dict[str, str]:
+        return {"PYTHONPATH": os.pathsep.join(self.pythonpath), "PYTHONUNBUFFERED": "1"}
 
 
 def install_wheel(wheel: Path, target: Path) -> Path:
@@ -71,7 +78,15 @@ def install_wheel(wheel: Path, target: Path) -> Path:
     return target
 
 
-def environment_report() -> dict[str, object]:
+def inplace_paths(root: Path) -> tuple[str, ...]:
+    """Where an in-place build (``setup.py build_ext --inplace``) leaves the package: src/, package/ or the root."""
+    for folder in (root / "src", root / "package"):
+        if folder.is_dir():
+            return (str(folder),)
+    return (str(root),)
+
+
+def environment_report(subject: Subject) -> dict[str, object]:
     code = (
         "import json, torch;"
         "n = torch.cuda.device_count() if torch.cuda.is_available() else 0;"
@@ -79,9 +94,9 @@ def environment_report() -> dict[str, object]:
         "[dict(name=torch.cuda.get_device_name(i), capability='.'.join(map(str, torch.cuda.get_device_capability(i))),"
         " memory_gib=round(torch.cuda.get_device_properties(i).total_memory / 2**30, 1)) for i in range(n)]}))"
     )
-    out = proc.run([sys.executable, "-c", code], capture=True, check=False, log=False)
+    out = proc.run([subject.python, "-c", code], env=subject.env(), capture=True, check=False, log=False)
     if out.returncode != 0:
-        raise MissingRequirement("torch does not import in the test interpreter", sys.executable,
+        raise MissingRequirement("torch does not import in the test interpreter", subject.python,
                                  "install a CUDA build of torch into it (nox -s test-gpu does)")
     info: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
     smi = proc.which("nvidia-smi")
@@ -101,23 +116,25 @@ def junit_counts(path: Path) -> tuple[int, int, int]:
     return tests - failed - skipped, failed, skipped
 
 
-def expand_command(command: tuple[str, ...], out: Path, wheel: Path | None, root: Path) -> list[str]:
-    values = {"out": str(out), "wheel": str(wheel or ""), "python": sys.executable, "project": str(root)}
+def expand_command(command: tuple[str, ...], out: Path, wheel: Path | None, root: Path,
+                   python: Path | str = sys.executable) -> list[str]:
+    """A configured command as an argument list: placeholders filled, ``python``/``pytest`` = the interpreter
+    under test (whose torch and package are being tested)."""
+    values = {"out": str(out), "wheel": str(wheel or ""), "python": str(python), "project": str(root)}
     parts = [project.expand(p, values) for p in command]
     if parts and parts[0] in ("python", "python3"):
-        parts[0] = sys.executable  # the interpreter whose torch is under test
+        parts[0] = str(python)
     elif parts and parts[0] == "pytest":
-        parts = [sys.executable, "-m", "pytest", *parts[1:]]
+        parts = [str(python), "-m", "pytest", *parts[1:]]
     return parts
 
 
-def run_lane(lane: str, command: tuple[str, ...], env: dict[str, str], out: Path, root: Path,
-             wheel: Path | None) -> LaneResult:
+def run_lane(lane: str, command: tuple[str, ...], subject: Subject, out: Path, root: Path) -> LaneResult:
     xml = out / f"junit-{lane}.xml"
     xml.unlink(missing_ok=True)
-    lane_env = {**env, "FARM_LANE": lane,
+    lane_env = {**subject.env(), "FARM_LANE": lane,
                 "PYTEST_ADDOPTS": f"{os.environ.get('PYTEST_ADDOPTS', '')} --junitxml={xml} -p no:cacheprovider"}
-    cmd = expand_command(command, out, wheel, root)
+    cmd = expand_command(command, out, subject.wheel, root, subject.python)
     result = LaneResult(lane)
     code = proc.run(cmd, env=lane_env, cwd=root, check=False).returncode
     if xml.exists():
@@ -135,7 +152,7 @@ def not_configured(lane: str, key: str) -> LaneResult:
     return LaneResult(lane, status="skipped", detail=f"not configured: [tool.cuda-ext-farm.commands] {key}")
 
 
-def run_sanitizer(command: tuple[str, ...], env: dict[str, str], out: Path, root: Path) -> LaneResult:
+def run_sanitizer(command: tuple[str, ...], subject: Subject, out: Path, root: Path) -> LaneResult:
     result = LaneResult("sanitizer")
     tool = proc.which("compute-sanitizer") or shutil.which("compute-sanitizer")
     if tool is None:
@@ -143,8 +160,9 @@ def run_sanitizer(command: tuple[str, ...], env: dict[str, str], out: Path, root
         return result
     details = []
     for check in SANITIZER_TOOLS:
-        cmd = [tool, "--tool", check, "--error-exitcode", "1", *expand_command(command, out, None, root)]
-        ran = proc.run(cmd, env={**env, "FARM_LANE": "sanitizer"}, cwd=root, capture=True, check=False)
+        cmd = [tool, "--tool", check, "--error-exitcode", "1",
+               *expand_command(command, out, subject.wheel, root, subject.python)]
+        ran = proc.run(cmd, env={**subject.env(), "FARM_LANE": "sanitizer"}, cwd=root, capture=True, check=False)
         text = ran.stdout + ran.stderr
         fsutil.atomic_write_text(out / f"sanitizer-{check}.log", text)
         # memcheck/initcheck/synccheck: "ERROR SUMMARY: N errors"; racecheck: "... (N errors, M warnings)".
@@ -161,64 +179,52 @@ def run_sanitizer(command: tuple[str, ...], env: dict[str, str], out: Path, root
     return result
 
 
-def run_gpu_lanes(target: Target, *, wheel: Path | None, inplace: bool, ptx_wheel: Path | None,
-                  lanes: list[str], quick: bool, out: Path) -> int:
+def run_gpu_lanes(target: Target, subject: Subject, *, ptx: Subject | None, lanes: list[str], quick: bool,
+                  out: Path) -> int:
     config = target.project
     commands = config.commands
     fsutil.writable_dir(out, "results folder", "--out", "FARM_TEST_RESULTS")
-    with tempfile.TemporaryDirectory(prefix="farm-gpu-") as tmp:
-        if inplace:
-            site = config.root
-            source = "in-place build in " + str(config.root)
+    if quick:
+        os.environ["FARM_QUICK"] = "1"
+    info = environment_report(subject)
+    gpus = info["gpus"]
+    assert isinstance(gpus, list)
+    console.print(f"[bold]GPUs[/]: {gpus}\n[bold]driver[/]: {info.get('driver', '?')}  [bold]torch[/]: "
+                  f"{info['torch']}  [bold]CUDA[/]: {info['cuda']}\n[bold]under test[/]: {subject.description}",
+                  highlight=False)
+    if not gpus:
+        raise MissingRequirement("no CUDA GPU is visible", f"torch {info['torch']}",
+                                 "run test-gpu on a machine with a GPU; on CPU-only machines run nox -s tests")
+    results: list[LaneResult] = []
+    root = config.root
+    if "default" in lanes:
+        smoke = run_lane("smoke", commands.smoke, subject, out, root)
+        results.append(smoke)
+        if commands.gpu_test is None:
+            results.append(not_configured("default", "gpu-test"))
+        elif smoke.status == "passed":
+            results.append(run_lane("default", commands.gpu_test, subject, out, root))
+    if "sanitizer" in lanes:
+        results.append(run_sanitizer(commands.sanitizer, subject, out, root) if commands.sanitizer
+                       else not_configured("sanitizer", "sanitizer"))
+    if "ptx-jit" in lanes:
+        if ptx is None:
+            results.append(LaneResult("ptx-jit", status="skipped",
+                                      detail="pass --ptx-wheel (build one: nox -s build -- --arch-list 8.0+PTX)"))
+        elif commands.gpu_test is None:
+            results.append(not_configured("ptx-jit", "gpu-test"))
         else:
-            if wheel is None:
-                raise UsageError(f"no built wheel of {target.id}", "wheelhouse",
-                                 "build it first (nox -s build) or pass --wheel PATH")
-            site = install_wheel(wheel, Path(tmp) / "site")
-            source = str(wheel)
-        env = {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-               "PYTHONUNBUFFERED": "1", **({"FARM_QUICK": "1"} if quick else {})}
-        os.environ.update(env)
-        info = environment_report()
-        gpus = info["gpus"]
-        assert isinstance(gpus, list)
-        console.print(f"[bold]GPUs[/]: {gpus}\n[bold]driver[/]: {info.get('driver', '?')}  [bold]torch[/]: "
-                      f"{info['torch']}  [bold]CUDA[/]: {info['cuda']}\n[bold]under test[/]: {source}",
-                      highlight=False)
-        if not gpus:
-            raise MissingRequirement("no CUDA GPU is visible", info["torch"],
-                                     "run test-gpu on a machine with a GPU; on CPU-only machines run nox -s tests")
-        results: list[LaneResult] = []
-        if "default" in lanes:
-            smoke = run_lane("smoke", commands.smoke, env, out, config.root, wheel)
-            results.append(smoke)
-            if commands.gpu_test is None:
-                results.append(not_configured("default", "gpu-test"))
-            elif smoke.status == "passed":
-                results.append(run_lane("default", commands.gpu_test, env, out, config.root, wheel))
-        if "sanitizer" in lanes:
-            results.append(run_sanitizer(commands.sanitizer, env, out, config.root) if commands.sanitizer
-                           else not_configured("sanitizer", "sanitizer"))
-        if "ptx-jit" in lanes:
-            if ptx_wheel is None:
-                results.append(LaneResult("ptx-jit", status="skipped",
-                                          detail="pass --ptx-wheel (build one: nox -s build -- --arch-list 8.0+PTX)"))
-            elif commands.gpu_test is None:
-                results.append(not_configured("ptx-jit", "gpu-test"))
-            else:
-                ptx_site = install_wheel(ptx_wheel, Path(tmp) / "ptx-site")
-                ptx_env = {**env, "PYTHONPATH": str(ptx_site)}
-                results.append(run_lane("ptx-jit", commands.gpu_test, ptx_env, out, config.root, ptx_wheel))
-        if "multi-gpu" in lanes:
-            if len(gpus) < 2:
-                results.append(LaneResult("multi-gpu", status="skipped", detail=f"{len(gpus)} GPU visible"))
-            elif commands.multi_gpu is None:
-                results.append(not_configured("multi-gpu", "multi-gpu"))
-            else:
-                results.append(run_lane("multi-gpu", commands.multi_gpu, env, out, config.root, wheel))
-        if "bench" in lanes:
-            results.append(run_lane("bench", commands.bench, env, out, config.root, wheel) if commands.bench
-                           else not_configured("bench", "bench"))
+            results.append(run_lane("ptx-jit", commands.gpu_test, ptx, out, root))
+    if "multi-gpu" in lanes:
+        if len(gpus) < 2:
+            results.append(LaneResult("multi-gpu", status="skipped", detail=f"{len(gpus)} GPU visible"))
+        elif commands.multi_gpu is None:
+            results.append(not_configured("multi-gpu", "multi-gpu"))
+        else:
+            results.append(run_lane("multi-gpu", commands.multi_gpu, subject, out, root))
+    if "bench" in lanes:
+        results.append(run_lane("bench", commands.bench, subject, out, root) if commands.bench
+                       else not_configured("bench", "bench"))
     table = Table(title=f"test-gpu: {target.id} on {', '.join(str(g['name']) for g in gpus)}")
     for col in ("lane", "passed", "failed", "skipped", "status", "detail"):
         table.add_column(col)
@@ -228,4 +234,8 @@ def run_gpu_lanes(target: Target, *, wheel: Path | None, inplace: bool, ptx_whee
     console.print(table)
     fsutil.atomic_write_json(out / "summary.json", {"target": target.id, "environment": info,
                                                     "lanes": [dataclasses.asdict(r) for r in results]})
-    return 1 if any(r.status == "failed" for r in results) else 0
+    failed = [r.lane for r in results if r.status == "failed"]
+    if failed:
+        raise CommandFailed(f"{len(failed)} GPU test lanes failed", ", ".join(failed),
+                            f"their output is above; JUnit XML and logs are in {out}")
+    return 0

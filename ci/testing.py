@@ -43,13 +43,19 @@ def _command_line(env: envs.PythonEnv, command: tuple[str, ...], out: Path, whee
     return cmd
 
 
+def configured(target: Target, name: str) -> tuple[str, ...]:
+    command = target.project.commands.get(name)
+    if command is None:
+        raise UsageError(f"{target.project.name} configures no {name} command",
+                         f"[tool.cuda-ext-farm.commands] {name}",
+                         f"add {name} = \"...\" to that table in {target.project.source.name}")
+    return command
+
+
 def run_command(target: Target, wheel: Path, name: str, extra_args: list[str], out: Path | None = None) -> int:
     """Run the project's ``name`` command (``bench``, ``test``, ...) with the wheel in a clean environment."""
     config = target.project
-    command = config.commands.get(name)
-    if command is None:
-        raise UsageError(f"{config.name} configures no {name} command", f"[tool.cuda-ext-farm.commands] {name}",
-                         f"add {name} = \"...\" to that table in {config.source.name}")
+    command = configured(target, name)
     with clean_env(target, wheel, "test" if name in ("test", "smoke") else name) as env:
         results = out or cli.path_option(None, "FARM_TEST_RESULTS", config.root / "test-results")
         results.mkdir(parents=True, exist_ok=True)

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from ci import images, matrix, wheels
+from ci import images, matrix
 
 ROOT = Path(__file__).resolve().parent.parent
+CLASSIC = ROOT / "tests" / "fixtures" / "classic_ext"
 
 
 def _engine_reason() -> str | None:
@@ -39,7 +40,7 @@ CELL = matrix.get_cell("13.0")
 
 def run_ci(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "ci", *args], cwd=ROOT, text=True,
-                          env={**os.environ, "COLUMNS": "200", **(env or {})},
+                          env={**os.environ, "COLUMNS": "200", "PYTHONPATH": str(ROOT), **(env or {})},
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
@@ -107,33 +108,53 @@ def test_shell_runs_one_command_as_the_caller(image: str) -> None:
 
 def test_cibuildwheel_builds_an_audited_wheel_in_the_image(image: str, tmp_path: Path) -> None:
     wheelhouse = tmp_path / "wheelhouse"
-    result = run_ci("build-cuda", "--cuda", CELL.cuda, "--arch-list", "9.0+PTX", "--wheelhouse", str(wheelhouse),
-                    env={"FARM_BASE_IMAGE": images.BASE_REPO})
+    result = run_ci("build-cuda", CELL.cuda, "--arch-list", "9.0+PTX", "--wheelhouse", str(wheelhouse),
+                    "--build-dir", str(tmp_path / "build"), env={"FARM_BASE_IMAGE": images.BASE_REPO})
     assert result.returncode == 0, result.stdout[-5000:]
-    assert "import test ok" in result.stdout
-    built = list((wheelhouse / "cu13").glob("fusedops-*-cp310-abi3-manylinux_*.whl"))
+    assert "import test ok" in result.stdout and "No broken requirements found" in result.stdout
+    folder = wheelhouse / "fusedops-stable-cu130-cp310abi3-linux_x86_64"
+    built = list(folder.glob("fusedops-*-cp310-abi3-manylinux_*.whl"))
     assert len(built) == 1
-    report = json.loads((wheelhouse / "cu13" / "report-cu130-container.json").read_text())
-    assert report["sass"] == ["sm_90"] and report["ptx"] == ["sm_90"]
+    report = json.loads((folder / "report.json").read_text())
+    assert report["sass"] == ["sm_90"] and report["ptx"] == ["sm_90"] and report["mode"] == "container"
     assert report["image"] == image and all(c["ok"] for c in report["checks"])
+    assert any(c["name"].startswith("symbols:") for c in report["checks"])
+
+
+def test_classic_project_builds_per_torch_in_the_container(image: str, tmp_path: Path) -> None:
+    """The classic fixture, configured only in its own pyproject.toml, for two torch releases in the CUDA 13
+    release cell; torch comes from a read-only volume per torch pin, installed once."""
+    wheelhouse = tmp_path / "wheelhouse"
+    for torch in ("2.11", "2.13"):
+        result = run_ci("build-cuda", "13", "--project", str(CLASSIC), "--torch", torch, "--python", "3.11",
+                        "--arch-list", "9.0", "--wheelhouse", str(wheelhouse), "--build-dir", str(tmp_path / "build"),
+                        env={"FARM_BASE_IMAGE": images.BASE_REPO})
+        assert result.returncode == 0, result.stdout[-5000:]
+        tag = torch.replace(".", "")
+        folder = wheelhouse / f"classic_ext-torch{torch}-cu130-cp311-linux_x86_64"
+        assert len(list(folder.glob(f"classic_ext-0.3.0+pt{tag}cu130-cp311-cp311-manylinux_*.whl"))) == 1
+        report = json.loads((folder / "report.json").read_text())
+        checks = {c["name"].split(":")[0]: c for c in report["checks"]}
+        assert all(c["ok"] for c in report["checks"]), [c for c in report["checks"] if not c["ok"]]
+        assert {"symbols", "c10_cuda", "cuda-code", "metadata"} <= set(checks)
+        assert f"'torch': '{torch}.0'" in result.stdout  # the smoke command ran in the clean test venv
+    volumes = subprocess.run([images.docker_cli(), "volume", "ls", "-q"], capture_output=True, text=True).stdout
+    assert "cuda-ext-farm-torch-py3.11-torch2.13.0-cu13-" in volumes
 
 
 def test_failed_compile_in_container_reaches_the_user_and_leaves_no_wheel(image: str, tmp_path: Path) -> None:
     project = tmp_path / "project"
-    wheels.export_source(ROOT, project)
+    shutil.copytree(ROOT, project, ignore=shutil.ignore_patterns(".git", ".nox", "build", "wheelhouse", "fixtures",
+                                                                  "*.so", "__pycache__"))
     kernel = project / "csrc" / "cuda" / "round_ste.cu"
     kernel.write_text(kernel.read_text() + "\nstatic int broken = container_undefined_symbol;\n")
     wheelhouse = tmp_path / "wheelhouse"
-    job = wheels.ContainerBuild(cell=matrix.resolve(CELL.cuda, "9.0+PTX"), image=image, wheelhouse=wheelhouse,
-                                project=project)
-    proc = subprocess.run(
-        [sys.executable, "-c",
-         "import sys; from ci import wheels, images, matrix; from pathlib import Path;"
-         f"job = wheels.ContainerBuild(cell=matrix.resolve('{CELL.cuda}', '9.0+PTX'), image='{image}',"
-         f" wheelhouse=Path('{wheelhouse}'), project=Path('{project}'));"
-         f"wheels.build_in_container(job, images.spec_for(job.cell, '{images.BASE_REPO}'))"],
-        cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    assert job.project == project
-    assert proc.returncode != 0
-    assert "container_undefined_symbol" in proc.stdout and "round_ste.cu" in proc.stdout
+    result = run_ci("build-cuda", CELL.cuda, "--project", str(project), "--arch-list", "9.0+PTX", "--wheelhouse",
+                    str(wheelhouse), env={"FARM_BASE_IMAGE": images.BASE_REPO})
+    assert result.returncode == 1
+    assert "container_undefined_symbol" in result.stdout and "round_ste.cu" in result.stdout
+    assert result.stdout.strip().splitlines()[-1].startswith("error: the container build of fusedops-stable-cu130")
     assert not list(wheelhouse.rglob("*.whl"))
+    leftover = subprocess.run([images.docker_cli(), "ps", "-aq", "--filter", "label=farm.job"], capture_output=True,
+                              text=True).stdout.split()
+    assert leftover == []

@@ -21,10 +21,15 @@ def add_jit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the command to run (after --)")
 
 
-def cmd_build_win(args: argparse.Namespace) -> int:
+def check_host() -> None:
+    """Windows builds run on Windows only: say so at once, before anything is installed."""
     if sys.platform != "win32":
         raise MissingRequirement("Windows builds need a Windows host with Visual Studio", sys.platform,
                                  "run this on Windows (or in the GitHub Actions release workflow)")
+
+
+def cmd_build_win(args: argparse.Namespace) -> int:
+    check_host()
     raise MissingRequirement("not implemented yet", "build-win", "see windows/README.md")
 
 
