@@ -93,7 +93,7 @@ def environment_option(variables: Mapping[str, str]) -> str:
 
 
 def cibuildwheel_env(target: Target, python: str, torch_site: PurePath, variables: Mapping[str, str]) -> dict[str, str]:
-    requires = " ".join(cmd_quote(r) for r in (*BUILD_TOOLS, *target.project.build_requires))
+    requires = " ".join(cmd_quote(r) for r in dict.fromkeys((*BUILD_TOOLS, *target.project.build_requires)))
     before_build = f"{pth_command(torch_site)} && python -m pip install {requires}"
     if len(before_build) > CMD_LINE_LIMIT:
         raise UsageError("the before-build command is longer than cmd.exe accepts", f"{len(before_build)} characters",

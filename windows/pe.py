@@ -87,7 +87,8 @@ def read(path: Path, *, exports: bool = True) -> PeInfo:
     import pefile
 
     try:
-        pe = pefile.PE(str(path), fast_load=True)
+        # From bytes, not a memory map: extension modules are small, and closing a map costs a gc.collect().
+        pe = pefile.PE(data=path.read_bytes(), fast_load=True)
     except pefile.PEFormatError as exc:
         raise NotPe("not a Windows PE file", path, f"{exc.value}; is it really a .pyd/.dll?") from None
     except OSError as exc:
@@ -108,10 +109,10 @@ def read(path: Path, *, exports: bool = True) -> PeInfo:
         exported: tuple[str, ...] = ()
         if exports and hasattr(pe, "DIRECTORY_ENTRY_EXPORT"):
             exported = tuple(_text(s.name) for s in pe.DIRECTORY_ENTRY_EXPORT.symbols if s.name)
-        sections = tuple(_text(s.Name).rstrip("\x00") for s in pe.sections)
-        return PeInfo(str(path), int(pe.FILE_HEADER.Machine), tables[0], tables[1], sections, exported)
-    finally:
-        pe.close()
+    except pefile.PEFormatError as exc:
+        raise NotPe("a damaged PE file", path, f"{exc.value}; rebuild it") from None
+    sections = tuple(_text(s.Name).rstrip("\x00") for s in pe.sections)
+    return PeInfo(str(path), int(pe.FILE_HEADER.Machine), tables[0], tables[1], sections, exported)
 
 
 def read_exports(path: Path) -> frozenset[str]:
