@@ -56,7 +56,7 @@ def smoke_check(target: Target, wheel: Path, torch_site: Path, python: str) -> C
     """Install the final wheel into a new venv that sees only the target's torch, run the smoke command."""
     with tempfile.TemporaryDirectory(prefix="farm-win-smoke-") as tmp:
         venv = envs.PythonEnv(Path(tmp) / "venv")
-        proc.run([envs.find_interpreter(python), "-m", "venv", venv.root], what="creating the test venv failed")
+        proc.run([torchenv.interpreter(python), "-m", "venv", venv.root], what="creating the test venv failed")
         (venv.site_packages() / "_farm_torch.pth").write_text(f"{torch_site}\n", encoding="utf-8")
         proc.run([venv.python, "-m", "pip", "install", "--no-deps", "--quiet", wheel], env=envs.pip_env(),
                  what="installing the wheel into the test venv failed")

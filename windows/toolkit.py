@@ -53,8 +53,9 @@ def toolkit_env(cuda_home: PurePath) -> dict[str, str]:
 
 
 def path_entries(cuda_home: PurePath) -> list[str]:
-    """Folders the build needs on PATH: nvcc and its tools."""
-    return [str(cuda_home / "bin")]
+    """Folders the build needs on PATH: nvcc and its tools, and ``bin\\x86_64`` where CUDA 13's wheels keep
+    their DLLs (nvvm64_40_0.dll); Python itself never looks for an extension's DLLs on PATH."""
+    return [str(cuda_home / "bin"), str(cuda_home / "bin" / "x86_64")]
 
 
 def requirements(cell: matrix.Cell) -> tuple[str, ...]:

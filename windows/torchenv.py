@@ -63,6 +63,19 @@ def check_torch(version: str, cuda: str | None, target: Target) -> None:
                          f"check the index ({index_url(target)}) or FARM_TORCH_INDEX_URL")
 
 
+def interpreter(python: str, env: Mapping[str, str] | None = None) -> Path:
+    """CPython ``python``: ``FARM_PYTHON_3_12`` (CI sets it from actions/setup-python's ``python-path``), else
+    the running one, ``py -3.12`` or ``python312`` (``ci.envs.find_interpreter``)."""
+    env = os.environ if env is None else env
+    value = env.get("FARM_PYTHON_" + python.replace(".", "_"), "").strip()
+    if value:
+        if not Path(value).is_file():
+            raise UsageError(f"FARM_PYTHON_{python.replace('.', '_')} is not a file", value,
+                             f"point it at a CPython {python} python.exe or unset it")
+        return Path(value)
+    return envs.find_interpreter(python)
+
+
 def folder_for(target: Target, python: str, index: str, root: Path) -> Path:
     key = hashlib.sha256(json.dumps([python, target.torch_requirement, index]).encode()).hexdigest()[:10]
     return root / "torch-win" / f"torch{target.torch}-py{python}-cu{target.cell.cuda_major}-{key}"
@@ -83,7 +96,7 @@ def ensure_torch(target: Target, python: str) -> Path:  # pragma: no cover - ins
         tmp = folder.with_name(folder.name + f".tmp-pid{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         try:
-            proc.run(install_command(envs.find_interpreter(python), tmp, target.torch_requirement, index),
+            proc.run(install_command(interpreter(python), tmp, target.torch_requirement, index),
                      env=envs.pip_env(), what=f"installing torch {target.torch} (CUDA build) failed",
                      hint=f"check the network or the index ({index}; FARM_TORCH_INDEX_URL sets a mirror)")
             version, cuda = parse_version_py((tmp / "torch" / "version.py").read_text(encoding="utf-8"))

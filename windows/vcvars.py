@@ -30,6 +30,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path, PureWindowsPath
@@ -46,7 +47,7 @@ VCVARS_PATH_RESERVE = 2500
 LIST_VARIABLES = ("PATH", "INCLUDE", "LIB", "LIBPATH", "EXTERNAL_INCLUDE")
 #: Bumped when the cached format or what is kept changes.
 CACHE_FORMAT = 1
-_IGNORED = {"PROMPT", "FARM_VCVARS_EXIT", "VSCMD_SKIP_SENDTELEMETRY"}
+_IGNORED = {"PROMPT", "VSCMD_SKIP_SENDTELEMETRY"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,20 +87,28 @@ def vcvarsall_arguments(arch: str, toolset: str | None) -> list[str]:
     return [arch, *([f"-vcvars_ver={toolset}"] if toolset else [])]
 
 
-def capture_script(vcvarsall: str, arguments: list[str], env_file: str, log_file: str) -> str:
-    """The batch file that runs vcvarsall and dumps the resulting environment (CRLF line ends)."""
-    for value in (vcvarsall, env_file, log_file, *arguments):
-        if any(c in value for c in '"%\r\n'):
-            raise UsageError("a path for vcvarsall.bat holds a character cmd.exe cannot quote", value,
-                             'move it (or FARM_CACHE_DIR / TEMP) to a path without ", % or line breaks')
+def capture_script(arguments: list[str]) -> str:
+    """The batch file that runs vcvarsall and dumps the resulting environment (ASCII, CRLF line ends).
+
+    The paths come in as environment variables: cmd.exe reads a batch file in the console's code page, but
+    expands variables in UTF-16, so a user folder named outside that code page still works.
+    """
+    for value in arguments:
+        if not re.fullmatch(r"[A-Za-z0-9_.=-]+", value):
+            raise UsageError("not a vcvarsall.bat argument", value, "use an architecture (x64) and -vcvars_ver=14.xx")
     lines = [
         "@echo off",
-        f'call "{vcvarsall}" {" ".join(arguments)} > "{log_file}" 2>&1',
+        f'call "%FARM_VCVARSALL%" {" ".join(arguments)} > "%FARM_VCVARS_LOG%" 2>&1',
         "set FARM_VCVARS_EXIT=%ERRORLEVEL%",
-        f'set > "{env_file}"',
+        'set > "%FARM_VCVARS_ENV%"',
         "exit /b %FARM_VCVARS_EXIT%",
     ]
     return "\r\n".join(lines) + "\r\n"
+
+
+def capture_variables(vcvarsall: str, env_file: str, log_file: str) -> dict[str, str]:
+    """What the capture script reads its paths from (never part of the captured result)."""
+    return {"FARM_VCVARSALL": vcvarsall, "FARM_VCVARS_ENV": env_file, "FARM_VCVARS_LOG": log_file}
 
 
 def capture_command(script: str) -> list[str]:
@@ -169,8 +178,8 @@ def upper_env(env: Mapping[str, str]) -> dict[str, str]:
 def diff(before: Mapping[str, str], after: Mapping[str, str]) -> tuple[dict[str, str], tuple[str, ...]]:
     """What vcvarsall changed: variables other than PATH (internal ``__VSCMD_*`` ones dropped) and new PATH entries."""
     old, new = upper_env(before), upper_env(after)
-    variables = {k: v for k, v in new.items()
-                 if k != "PATH" and not k.startswith("__") and k not in _IGNORED and old.get(k) != v}
+    variables = {k: v for k, v in new.items() if k != "PATH" and not k.startswith(("__", "FARM_VCVARS"))
+                 and k not in _IGNORED and old.get(k) != v}
     known = {_norm(e) for e in split_list(old.get("PATH", ""))}
     prepend = tuple(e for e in dedupe(split_list(new.get("PATH", ""))) if _norm(e) not in known)
     return variables, prepend
@@ -266,9 +275,9 @@ def activate(installed: InstalledToolset, arch: str = "x64", *,
     args = vcvarsall_arguments(arch, installed.version)
     with tempfile.TemporaryDirectory(prefix="farm-vcvars-") as tmp:
         env_file, log_file, script = Path(tmp, "env.txt"), Path(tmp, "vcvarsall.log"), Path(tmp, "capture.cmd")
-        script.write_bytes(capture_script(str(installed.instance.vcvarsall), args, str(env_file),
-                                          str(log_file)).encode("ascii", errors="strict"))
-        result = proc.run(capture_command(str(script)), env=base_env, capture=True, check=False)
+        script.write_bytes(capture_script(args).encode("ascii"))
+        paths = capture_variables(str(installed.instance.vcvarsall), str(env_file), str(log_file))
+        result = proc.run(capture_command(str(script)), env={**base_env, **paths}, capture=True, check=False)
         log = decode_log(log_file.read_bytes()) if log_file.is_file() else ""
         errors = errors_in(log)
         if result.returncode != 0 or errors or not env_file.is_file():

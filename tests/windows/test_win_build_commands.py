@@ -46,7 +46,7 @@ def test_required_files_and_missing_ones() -> None:
 
 def test_toolkit_environment() -> None:
     assert toolkit.toolkit_env(HOME) == {"CUDA_HOME": str(HOME), "CUDA_PATH": str(HOME)}
-    assert toolkit.path_entries(HOME) == [str(HOME / "bin")]
+    assert toolkit.path_entries(HOME) == [str(HOME / "bin"), str(HOME / "bin" / "x86_64")]
 
 
 def test_cuda12_installer() -> None:
@@ -80,6 +80,16 @@ def test_torch_index_and_install_command(fusedops_targets: tuple[Target, ...]) -
     folder = torchenv.folder_for(cu130, "3.10", "https://download.pytorch.org/whl/cu130", Path("/c"))
     assert folder.parent == Path("/c/torch-win") and folder.name.startswith("torch2.11.0-py3.10-cu13-")
     assert folder != torchenv.folder_for(cu130, "3.11", "https://download.pytorch.org/whl/cu130", Path("/c"))
+
+
+def test_interpreter_override(tmp_path: Path) -> None:
+    python = tmp_path / "python.exe"
+    python.write_text("")
+    assert torchenv.interpreter("3.12", {"FARM_PYTHON_3_12": str(python)}) == python
+    with pytest.raises(UsageError, match="FARM_PYTHON_3_12 is not a file"):
+        torchenv.interpreter("3.12", {"FARM_PYTHON_3_12": str(tmp_path / "nope.exe")})
+    running = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert torchenv.interpreter(running, {}).name.startswith("python")
 
 
 def test_torch_version_file(fusedops_targets: tuple[Target, ...]) -> None:
