@@ -308,7 +308,8 @@ def audit_wheel(
         binaries = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in (".pyd", ".dll"))
         vendored = [p for p in binaries if any(part.endswith(".libs") for part in p.relative_to(root).parts)]
         modules = [p for p in binaries if p not in vendored]
-        bundled = [p.name for p in vendored]
+        # Every DLL the wheel carries counts: Python loads an extension with its own folder on the DLL search path.
+        bundled = [p.name for p in binaries if p.suffix.lower() == ".dll"]
         checks.append(_suffix_check(modules, root, target, python))
         checks.append(check_bundled(bundled))
         infos = {p: pe.read(p, exports=False) for p in modules}

@@ -190,6 +190,17 @@ def test_bundled_torch_or_cuda_dll_fails(tmp_path: Path, pe_files: dict[str, Pat
     assert "torch/CUDA DLLs must come from the user's torch" in failed["bundled"]
 
 
+def test_a_dll_shipped_next_to_the_module_counts(tmp_path: Path, pe_files: dict[str, Path],
+                                                  fusedops_targets: tuple[Target, ...]) -> None:
+    wheel = _fusedops_wheel(tmp_path, pe_files, cuda_module="uses_helper",
+                            extra={"fusedops/helper.dll": pe_files["helper.dll"].read_bytes()})
+    result = audit.audit_wheel(wheel, _stable_target(fusedops_targets))
+    assert result.ok, _failed(result)
+    copy = {"fusedops/c10_cuda.dll": pe_files["helper.dll"].read_bytes()}
+    torch_copy = _fusedops_wheel(tmp_path / "t", pe_files, extra=copy)
+    assert "c10_cuda.dll" in _failed(audit.audit_wheel(torch_copy, _stable_target(fusedops_targets)))["bundled"]
+
+
 def test_dll_classification() -> None:
     assert audit.classify("KERNEL32.dll", 13, None, []) == "system"
     assert audit.classify("api-ms-win-crt-heap-l1-1-0.dll", 13, None, []) == "system"
