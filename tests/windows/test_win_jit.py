@@ -163,3 +163,40 @@ def test_linux_jit_load_of_a_cuda_extension(tmp_path: Path) -> None:
     info = symbols.read_elf(out / "farm_jit_probe.so")
     assert "libc10_cuda.so" in info.needed
     assert info.has_cuda_code
+
+
+def test_windows_jit_environment_and_command(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                             data: Path, tmp_path: Path) -> None:
+    """What the Windows runner hands the command: vcvars64 of the chosen toolset, the toolkit, DISTUTILS_USE_SDK."""
+    from pathlib import PureWindowsPath
+
+    from windows import environment, vcvars
+
+    def dump(name: str) -> dict[str, str]:
+        return vcvars.parse_set(vcvars.decode_set_output((data / name).read_bytes()))
+
+    variables, prepend = vcvars.diff(dump("vcvars-before.set.utf16le"), dump("vcvars-14.44-after.set.utf16le"))
+    vc = vcvars.VcvarsEnv("a1b2c3d4", "14.44.35207", "x64", variables, prepend)
+    home = PureWindowsPath(r"C:\farm\tools\cuda-win-13.0-0123456789ab\nvidia\cu13")
+    seen: list[tuple[str, str | None, bool]] = []
+
+    def fake_windows_env(cell: matrix.Cell, toolset: str | None, refresh: bool) -> dict[str, str]:
+        seen.append((cell.name, toolset, refresh))
+        return environment.compose(os.environ, vc, home)
+
+    monkeypatch.setattr(jit, "windows_env", fake_windows_env)
+    assert jit.main("13", [], toolset="14.44", print_env=True, refresh=True, platform="win32") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert seen == [("cu130", "14.44", True)]
+    for expected in (f'set "CUDA_HOME={home}"', 'set "DISTUTILS_USE_SDK=1"', 'set "VSCMD_ARG_TGT_ARCH=x64"',
+                     'set "VCTOOLSVERSION=14.44.35207"'):
+        assert expected in lines
+    path_line = next(line for line in lines if line.startswith('set "PATH='))
+    assert path_line.startswith(f'set "PATH={home}\\bin;{home}\\bin\\x86_64;C:\\Program Files\\Microsoft Visual '
+                                r'Studio\2022\Enterprise\VC\Tools\MSVC\14.44.35207\bin\HostX64\x64;')
+    # Running a command: the program is looked up on the new PATH (CreateProcess would use the farm's own).
+    tool = tmp_path / "probe"
+    tool.write_text("#!/bin/sh\nexit 5\n")
+    tool.chmod(0o755)
+    monkeypatch.setattr(jit, "windows_env", lambda cell, toolset, refresh: {"PATH": str(tmp_path)})
+    assert jit.main("13", ["--", "probe"], platform="win32") == 5
