@@ -121,6 +121,19 @@ def stale_staging(root: Path) -> list[Path]:
 
 
 def _alive(pid: int) -> bool:
+    if os.name == "nt":  # pragma: no cover - os.kill(pid, 0) would TerminateProcess it on Windows
+        import ctypes
+
+        kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined]
+        handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
+        if not handle:
+            return bool(ctypes.get_last_error() == 5)  # access denied: it exists  # type: ignore[attr-defined]
+        try:
+            code = ctypes.c_ulong()
+            kernel32.GetExitCodeProcess(handle, ctypes.byref(code))
+            return code.value == 259  # STILL_ACTIVE
+        finally:
+            kernel32.CloseHandle(handle)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -55,15 +55,20 @@ class WindowsFacts:
     """What a cell needs on Windows: the MSVC versions its nvcc accepts and where its toolkit comes from.
 
     ``msc_ver`` is the half-open ``_MSC_VER`` range of the toolkit's
-    ``crt/host_config.h``; ``toolset`` the MSVC toolset the farm pins
-    (``vcvarsall.bat x64 -vcvars_ver=<toolset>``).
+    ``crt/host_config.h`` (its ``#if _MSC_VER < LOW || _MSC_VER >= HIGH`` line;
+    windows/hostconfig.py checks an installed toolkit against it); ``toolset``
+    the MSVC toolset the farm prefers (``vcvarsall.bat x64 -vcvars_ver=<toolset>``;
+    the STL gate STL1002 of newer toolsets is in windows/msvc.py).
     """
 
     msc_ver: tuple[int, int]
     toolset: str
     toolkit: WindowsToolkitKind
-    #: PyPI pins (pypi) or NVIDIA installer sub-packages (nvidia-installer).
+    #: PyPI pins (pypi; empty: the cell's Linux pins, whose win_amd64 wheels exist) or NVIDIA installer
+    #: sub-packages (nvidia-installer).
     packages: tuple[str, ...] = ()
+    #: NVIDIA's network installer (nvidia-installer cells).
+    installer: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,8 +207,14 @@ CUDA13_LIBRARY_HEADERS = (
 
 MANYLINUX_2_28 = "quay.io/pypa/manylinux_2_28_x86_64"
 
-#: VS 2017 (1910) up to, not including, VS 2026 (1950): CUDA 12.4-13.1's host_config.h.
-_MSC_2017_2022 = (1910, 1950)
+#: crt/host_config.h of NVIDIA's win_amd64 wheels (windows/README.md): CUDA 12.4 accepts VS 2017-2022
+#: (_MSC_VER 1910-1949), 13.0 VS 2019-2022 (1920-1949), 13.2 and 13.5 VS 2019-2026 (1920-1959).
+_MSC_CUDA_12_4 = (1910, 1950)
+_MSC_CUDA_13_0 = (1920, 1950)
+_MSC_CUDA_13_2 = (1920, 1960)
+#: The VS 2022 17.14 toolset: every CUDA cell accepts it, GitHub's windows-2022 image has it as default and
+#: windows-2025 (VS 2026) side by side, and a wheel built with it needs no newer VC++ runtime than torch's.
+_TOOLSET = "14.44"
 
 CELLS: tuple[Cell, ...] = (
     Cell(
@@ -216,7 +227,7 @@ CELLS: tuple[Cell, ...] = (
         base_image=MANYLINUX_2_28,
         host_compiler="gcc-12",
         release=True,
-        windows=WindowsFacts(msc_ver=_MSC_2017_2022, toolset="14.44", toolkit="pypi"),
+        windows=WindowsFacts(msc_ver=_MSC_CUDA_13_0, toolset=_TOOLSET, toolkit="pypi"),
     ),
     Cell(
         cuda="13.2",
@@ -227,7 +238,7 @@ CELLS: tuple[Cell, ...] = (
         python="3.12",
         base_image=MANYLINUX_2_28,
         host_compiler="gcc-12",
-        windows=WindowsFacts(msc_ver=(1910, 1960), toolset="14.50", toolkit="pypi"),
+        windows=WindowsFacts(msc_ver=_MSC_CUDA_13_2, toolset=_TOOLSET, toolkit="pypi"),
     ),
     Cell(
         cuda="13.5",
@@ -238,7 +249,7 @@ CELLS: tuple[Cell, ...] = (
         python="3.12",
         base_image=MANYLINUX_2_28,
         host_compiler="gcc-12",
-        windows=WindowsFacts(msc_ver=(1910, 1960), toolset="14.50", toolkit="pypi"),
+        windows=WindowsFacts(msc_ver=_MSC_CUDA_13_2, toolset=_TOOLSET, toolkit="pypi"),
     ),
     # CUDA 12: Debian's toolkit in the tested path (no NVIDIA download site is
     # reachable here); docker/README.md describes the production path on a
@@ -255,10 +266,14 @@ CELLS: tuple[Cell, ...] = (
         host_compiler="gcc-13",
         debian_suite="trixie",
         release=True,
+        # CUDA 12's Windows wheels have no nvcc: NVIDIA's installer, only nvcc, the runtime, CCCL (thrust_)
+        # and the headers ATen/cuda/CUDAContext.h includes.
         windows=WindowsFacts(
-            msc_ver=_MSC_2017_2022, toolset="14.38", toolkit="nvidia-installer",
-            packages=("nvcc_12.4", "cudart_12.4", "cccl_12.4", "cublas_dev_12.4", "cusparse_dev_12.4",
-                      "cusolver_dev_12.4", "nvrtc_dev_12.4", "visual_studio_integration_12.4"),
+            msc_ver=_MSC_CUDA_12_4, toolset=_TOOLSET, toolkit="nvidia-installer",
+            packages=("nvcc_12.4", "cudart_12.4", "thrust_12.4", "cublas_dev_12.4", "cusparse_dev_12.4",
+                      "cusolver_dev_12.4"),
+            installer="https://developer.download.nvidia.com/compute/cuda/12.4.1/network_installers/"
+                      "cuda_12.4.1_windows_network.exe",
         ),
     ),
 )

@@ -1,0 +1,113 @@
+"""A Windows build of one target: toolset, toolkit, vcvars64, torch, cibuildwheel, then the shared publish tail.
+
+1. the MSVC toolset is chosen first (``windows/msvc.py``): a cell without an
+   acceptable toolset stops here, naming the component to install, not after
+   twenty screens of nvcc output;
+2. the cell's CUDA toolkit (``windows/toolkit.py``), checked against the cell's
+   ``_MSC_VER`` range (``windows/hostconfig.py``);
+3. the vcvars64 environment of the chosen toolset (``windows/vcvars.py``, cached);
+4. the CUDA build of the target's torch for the build's CPython (``windows/torchenv.py``);
+5. cibuildwheel builds the wheel from a copy of the project's sources;
+6. ``ci.publish.publish`` with delvewheel as the repair step (``windows/repair.py``)
+   and the PE audit (``windows/audit.py``) plus an import test of the final
+   wheel in a fresh venv that sees only the target's torch, as the audit step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ci import build as host_build
+from ci import envs, fsutil, proc, project, publish, report
+from ci.audit import AuditResult, Check
+from ci.targets import Target
+from windows import audit, cibw, environment, hostconfig, msvc, repair, toolkit, torchenv, vcvars
+from windows.vswhere import Discovery, InstalledToolset
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """``python -m ci build-win`` options beyond target selection, resolved once."""
+
+    toolset: str | None = None
+    dll_paths: tuple[Path, ...] = ()
+    refresh_vcvars: bool = False
+    max_jobs: int | None = None
+    smoke: bool = True
+
+
+def smoke_command(command: tuple[str, ...], python: Path, wheel: Path, root: Path, out: Path) -> list[str]:
+    """The project's smoke command for the test venv's interpreter (``python``/``pytest`` become it)."""
+    values = {"out": str(out), "wheel": str(wheel), "python": str(python), "project": str(root)}
+    parts = [project.expand(p, values) for p in command]
+    if parts and parts[0] in ("python", "python3", "python.exe", sys.executable):
+        parts[0] = str(python)
+    elif parts and parts[0] == "pytest":
+        parts = [str(python), "-m", "pytest", *parts[1:]]
+    return parts
+
+
+def smoke_check(target: Target, wheel: Path, torch_site: Path, python: str) -> Check:  # pragma: no cover - Windows
+    """Install the final wheel into a new venv that sees only the target's torch, run the smoke command."""
+    with tempfile.TemporaryDirectory(prefix="farm-win-smoke-") as tmp:
+        venv = envs.PythonEnv(Path(tmp) / "venv")
+        proc.run([torchenv.interpreter(python), "-m", "venv", venv.root], what="creating the test venv failed")
+        (venv.site_packages() / "_farm_torch.pth").write_text(f"{torch_site}\n", encoding="utf-8")
+        proc.run([venv.python, "-m", "pip", "install", "--no-deps", "--quiet", wheel], env=envs.pip_env(),
+                 what="installing the wheel into the test venv failed")
+        cmd = smoke_command(target.project.commands.smoke, venv.python, wheel, target.project.root, Path(tmp))
+        path = ";".join([str(venv.bin_dir), os.environ.get("PATH", "")])
+        result = proc.run(cmd, env={"PATH": path, "PYTHONPATH": ""}, cwd=target.project.root, capture=True,
+                          check=False)
+    text = (result.stdout + result.stderr).strip()
+    last = text.splitlines()[-1] if text else f"exit status {result.returncode}"
+    if result.returncode != 0:
+        proc.console.print(text[-4000:], markup=False)
+    return Check("smoke", result.returncode == 0,
+                 f"imports next to torch {target.torch} ({last})" if result.returncode == 0 else
+                 f"the smoke command failed in a clean venv with torch {target.torch}: {last}")
+
+
+def build_target(target: Target, outputs: publish.Outputs, found: Discovery,
+                 options: Options) -> report.BuildReport:  # pragma: no cover - a Windows host with Visual Studio
+    started = time.monotonic()
+    cell = target.cell
+    choice = msvc.choose(cell, found.toolsets, options.toolset, skipped=found.skipped)
+    proc.console.print(f"[bold]{target.id}[/]: MSVC {choice.toolset} of {choice.instance.label}")
+    if choice.note:
+        proc.console.print(f"[yellow]{choice.note}[/]")
+    outputs.check_writable()
+    with fsutil.locked(outputs.lock(target), f"the build of {target.id}"):
+        tk = toolkit.ensure(cell)
+        hostconfig.check_cell(cell, hostconfig.read(Path(tk.cuda_home)))
+        vc = vcvars.activate(InstalledToolset(choice.instance, str(choice.toolset)), refresh=options.refresh_vcvars)
+        python = cibw.build_python(target)
+        site = torchenv.ensure_torch(target, python)
+        cuobjdump = toolkit.ensure_cuobjdump()
+        torch_dlls = audit.TorchDlls.scan(site)
+        with publish.staging(outputs, target) as stage:
+            source = stage / "source"
+            host_build.sync_source(target.project.root, source, (outputs.build_root, outputs.wheelhouse))
+            variables = cibw.build_variables(target, tk.cuda_home, tk.nvcc_version, options.max_jobs,
+                                             os.cpu_count() or 1)
+            env = environment.compose(os.environ, vc, tk.cuda_home)
+            env.update(cibw.cibuildwheel_env(target, python, site, variables))
+            proc.run(cibw.cibuildwheel_command(source, stage / "out"), env=env, cwd=source,
+                     what=f"the Windows build of {target.id} failed",
+                     hint="the compiler's output is above; nothing was written to the wheelhouse")
+            built = publish.one_wheel(stage / "out", "cibuildwheel")
+
+            def run_audit(wheel: Path) -> AuditResult:
+                result = audit.audit_wheel(wheel, target, torch=torch_dlls, cuobjdump=cuobjdump)
+                if options.smoke and result.ok:
+                    result = dataclasses.replace(result, checks=(*result.checks,
+                                                                 smoke_check(target, wheel, site, python)))
+                return result
+
+            return publish.publish(target, built, stage, outputs, repair=repair.delvewheel_repair(options.dll_paths),
+                                   audit=run_audit, mode="windows", nvcc=tk.nvcc_version, started=started)

@@ -1,0 +1,117 @@
+"""cibuildwheel on a Windows host: one build identifier per target, the farm's environment passed in.
+
+cibuildwheel runs each step in a throw-away ``cmd.exe`` that inherits its own
+process environment, so the farm starts it with the captured vcvars64
+environment and the toolkit on PATH already applied (``windows/environment.py``),
+and adds the build's own variables (``CUDA_HOME``, ``DISTUTILS_USE_SDK=1``,
+an explicit ``TORCH_CUDA_ARCH_LIST`` so nothing probes for a GPU, ``MAX_JOBS``
+and the project's ``build-env``) through ``CIBW_ENVIRONMENT``, where its log
+shows them. ``CIBW_ENVIRONMENT`` is parsed as bash: values are single-quoted
+(double quotes would eat the backslashes of Windows paths).
+
+The build venv sees the target's torch through a ``.pth`` file
+(``windows/torchenv.py``) and gets only the build tools from PyPI. Repair
+(delvewheel), the audit and the import test are the farm's, on the built
+wheel (``windows/build.py``), so cibuildwheel's own repair and test steps are off.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path, PurePath, PureWindowsPath
+
+from ci import build as host_build
+from ci import matrix, project
+from ci.errors import UsageError
+from ci.targets import Target
+
+#: What the build venv installs besides the project's own [build-system] requires (torch comes from the .pth).
+BUILD_TOOLS = ("setuptools>=77", "wheel", "ninja")
+CMD_LINE_LIMIT = 8191
+_CMD_PLAIN = re.compile(r"[A-Za-z0-9_.\-+:/\\=,@]+")
+
+
+def build_python(target: Target) -> str:
+    """The CPython that builds ``target``: its own; for abi3 the oldest >= the target's that torch has wheels for."""
+    if not target.abi3:
+        return target.python
+    pythons = [p for p in matrix.get_torch(target.torch).pythons
+               if matrix.version_key(p) >= matrix.version_key(target.python)]
+    if not pythons:
+        raise UsageError(f"torch {target.torch} has no wheel for CPython {target.python} or newer", target.id,
+                         "pick another torch (--torch)")
+    return min(pythons, key=matrix.version_key)
+
+
+def build_identifier(python: str) -> str:
+    return f"cp{python.replace('.', '')}-win_amd64"
+
+
+def cmd_quote(arg: str) -> str:
+    """One argument for a cmd.exe line (cibuildwheel runs its steps with shell=True)."""
+    if _CMD_PLAIN.fullmatch(arg):
+        return arg
+    if '"' in arg or "%" in arg:
+        raise UsageError("an argument holds a character cmd.exe cannot quote", arg, 'remove " and % from it')
+    return f'"{arg}"'
+
+
+def pth_command(site: PurePath) -> str:
+    """A one-liner that makes the running interpreter see ``site`` (the torch folder) through a .pth file."""
+    posix = PureWindowsPath(site).as_posix()
+    if "'" in posix:
+        raise UsageError("the torch folder's path holds a quote", posix, "move FARM_CACHE_DIR to a plainer path")
+    code = (f"import sysconfig, pathlib; pathlib.Path(sysconfig.get_paths()['purelib'], '_farm_torch.pth')"
+            f".write_text('{posix}\\n')")
+    return f"python -c {cmd_quote(code)}"
+
+
+def bash_single_quote(value: str) -> str:
+    if "'" in value:
+        raise UsageError("a build variable holds a single quote, which CIBW_ENVIRONMENT cannot carry", value,
+                         "remove it from [tool.cuda-ext-farm] build-env")
+    return f"'{value}'"
+
+
+def build_variables(target: Target, cuda_home: PurePath, nvcc_version: str, max_jobs: int | None,
+                    cpu_count: int) -> dict[str, str]:
+    values = host_build.build_values(target, nvcc_version)
+    return {
+        "CUDA_HOME": str(cuda_home),
+        "CUDA_PATH": str(cuda_home),
+        "DISTUTILS_USE_SDK": "1",
+        "TORCH_CUDA_ARCH_LIST": target.cell.arch_list,
+        "MAX_JOBS": str(max_jobs or cpu_count or 1),
+        **{k: project.expand(v, values) for k, v in target.project.build_env.items()},
+    }
+
+
+def environment_option(variables: Mapping[str, str]) -> str:
+    return " ".join(f"{name}={bash_single_quote(value)}" for name, value in variables.items())
+
+
+def cibuildwheel_env(target: Target, python: str, torch_site: PurePath, variables: Mapping[str, str]) -> dict[str, str]:
+    requires = " ".join(cmd_quote(r) for r in dict.fromkeys((*BUILD_TOOLS, *target.project.build_requires)))
+    before_build = f"{pth_command(torch_site)} && python -m pip install {requires}"
+    if len(before_build) > CMD_LINE_LIMIT:
+        raise UsageError("the before-build command is longer than cmd.exe accepts", f"{len(before_build)} characters",
+                         "shorten FARM_CACHE_DIR or the project's [build-system] requires")
+    return {
+        "CIBW_PLATFORM": "windows",
+        "CIBW_ARCHS": "AMD64",
+        "CIBW_BUILD": build_identifier(python),
+        "CIBW_BUILD_FRONTEND": "build; args: --no-isolation",
+        "CIBW_BEFORE_BUILD": before_build,
+        "CIBW_ENVIRONMENT": environment_option(variables),
+        "CIBW_REPAIR_WHEEL_COMMAND": "",
+        "CIBW_TEST_COMMAND": "",
+        "CIBW_BUILD_VERBOSITY": "1",
+        # cibuildwheel's own abi3audit step downloads virtualenv; the farm audits the wheel itself.
+        "CIBW_AUDIT_COMMAND": "",
+    }
+
+
+def cibuildwheel_command(project_dir: Path, outdir: Path, python: str = sys.executable) -> list[str]:
+    return [python, "-m", "cibuildwheel", "--output-dir", str(outdir), str(project_dir)]
