@@ -127,7 +127,8 @@ def _alive(pid: int) -> bool:
         kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined]
         handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
         if not handle:
-            return bool(ctypes.get_last_error() == 5)  # access denied: it exists  # type: ignore[attr-defined]
+            # Access denied: the process exists.
+            return bool(ctypes.get_last_error() == 5)  # type: ignore[attr-defined]
         try:
             code = ctypes.c_ulong()
             kernel32.GetExitCodeProcess(handle, ctypes.byref(code))
