@@ -100,7 +100,10 @@ def extensions() -> list:
         f"-DTORCH_TARGET_VERSION={TORCH_TARGET_VERSION}",
         f"-DPy_LIMITED_API={PY_LIMITED_API}",
     ]
-    cxx = ["-std=c++17", *common, *(["-O0", "-g"] if debug else ["-O3", "-g0"])]
+    if os.name == "nt":  # cl.exe spells its flags differently (and ignores GCC's with D9002 warnings)
+        cxx = ["/std:c++17", *common, *(["/Od", "/Zi"] if debug else ["/O2"])]
+    else:
+        cxx = ["-std=c++17", *common, *(["-O0", "-g"] if debug else ["-O3", "-g0"])]
     rel = lambda paths: sorted(str(p.relative_to(ROOT)) for p in paths)  # noqa: E731
     exts = [
         CppExtension(
