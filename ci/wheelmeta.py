@@ -139,12 +139,14 @@ def _set_requirements(metadata: str, torch_pin: str | None, version: str) -> str
     return "\n".join(out) + (sep + body if sep else "\n")
 
 
-def rewrite(wheel: Path, outdir: Path, *, local_version: str = "", torch_pin: str | None = None) -> Path:
-    """Write ``wheel`` again into ``outdir``: new local version / torch pin, deterministic archive."""
+def rewrite(wheel: Path, outdir: Path, *, local_version: str = "", torch_pin: str | None = None,
+            epoch: int | None = None) -> Path:
+    """Write ``wheel`` again into ``outdir``: new local version / torch pin, deterministic archive
+    (entry times from ``epoch``, else SOURCE_DATE_EPOCH, else 1980)."""
     parsed = parse_name(wheel)
     base = str(parsed.version).split("+")[0]
     version = f"{base}+{local_version}" if local_version else str(parsed.version)
-    epoch = source_date_epoch()
+    epoch = max(epoch, ZIP_EPOCH) if epoch is not None else source_date_epoch()
     date_time = time.gmtime(epoch)[:6]
     with open_wheel(wheel) as zf:
         old_info = dist_info_dir(zf, wheel)

@@ -25,7 +25,7 @@ import time
 import uuid
 from pathlib import Path
 
-from ci import audit, build, fsutil, images, matrix, proc, project, publish, report, symbols, toolkit
+from ci import audit, build, envs, fsutil, images, matrix, pins, proc, project, publish, report, symbols, toolkit
 from ci.errors import UsageError
 from ci.targets import Target
 
@@ -35,8 +35,6 @@ CONTAINER_HOME = "/home/build"
 CONTAINER_CA = "/run/farm/ca-bundle.crt"
 TORCH_MOUNT = "/opt/farm-torch"
 FARM_MOUNT = "/opt/farm"
-#: What the in-container build needs on top of the torch volume and the image's tools.
-CONTAINER_BUILD_TOOLS = ("setuptools>=77", "wheel", "ninja")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,7 +159,10 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
                    f"--volume={CCACHE_VOLUME}:{CONTAINER_HOME}/.cache/ccache",
                    f"--volume={volume}:{TORCH_MOUNT}:ro", *mounts]
     site = f"{TORCH_MOUNT}/site"
-    requires = " ".join(shlex.quote(r) for r in (*CONTAINER_BUILD_TOOLS, *target.project.build_requires))
+    # The image has the hash-pinned build tools; only the project's own extra build requirements are installed.
+    in_image = set(pins.pinned_in(pins.lock_path(images.IMAGE_TOOLS_LOCK)))
+    extra = [r for r in target.project.build_requires if envs.requirement_name(r) not in in_image]
+    before_build = _pth_command(site) + (f" && pip install {' '.join(shlex.quote(r) for r in extra)}" if extra else "")
     smoke = container_command(target.project.commands.smoke)
     return {
         "CIBW_PLATFORM": "linux",
@@ -171,7 +172,7 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
         "CIBW_CONTAINER_ENGINE": f"docker; create_args: {' '.join(create_args)}; disable_host_mount: true",
         "CIBW_BUILD_FRONTEND": "build; args: --no-isolation",
         # torch comes from the read-only volume: one install per torch pin, not one per build.
-        "CIBW_BEFORE_BUILD": f"{_pth_command(site)} && pip install {requires}",
+        "CIBW_BEFORE_BUILD": before_build,
         "CIBW_ENVIRONMENT": " ".join(f'{k}="{v}"' for k, v in build_env.items()),
         "CIBW_REPAIR_WHEEL_COMMAND": f"auditwheel repair {excludes} -w {{dest_dir}} {{wheel}}",
         # The test venv is new and empty but for the same read-only torch and the wheel.

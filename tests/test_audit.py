@@ -75,7 +75,7 @@ def test_rpaths_outside_origin_fail() -> None:
 def test_failures_raise_one_audit_error_listing_them() -> None:
     result = audit.AuditResult(Path("x-1.0-py3-none-any.whl"), (), 0, (), (), (),
                                (audit.Check("a", True, ""), audit.Check("rpath:x", False, "bad path")))
-    with pytest.raises(errors.AuditFailed, match=r"failed 1 checks \(x-1.0-py3-none-any.whl\)") as info:
+    with pytest.raises(errors.AuditFailed, match=r"failed 1 check \(x-1.0-py3-none-any.whl\)") as info:
         audit.raise_for_failures(result)
     assert "rpath:x: bad path" in info.value.details and info.value.exit_code == errors.EXIT_AUDIT
 

@@ -32,11 +32,12 @@ def test_install_key_depends_only_on_the_set_of_pins() -> None:
     assert a != toolkit.install_key(("a==1", "b==3"))
 
 
-def test_pip_target_install_is_pinned_binary_only(tmp_path: Path) -> None:
-    cmd = toolkit.pip_install_target(("nvidia-cuda-nvcc==13.0.88",), tmp_path)
+def test_pip_target_install_is_hash_pinned_binary_only(tmp_path: Path) -> None:
+    cmd = toolkit.pip_install_target("toolkit-cu130", tmp_path)
     assert cmd[:4] == [sys.executable, "-m", "pip", "install"]
-    assert "--only-binary=:all:" in cmd and "--no-deps" in cmd
+    assert "--only-binary=:all:" in cmd and "--no-deps" in cmd and "--require-hashes" in cmd
     assert cmd[cmd.index("--target") + 1] == str(tmp_path)
+    assert cmd[cmd.index("-r") + 1].endswith("ci/requirements/toolkit-cu130.txt")
 
 
 def test_cache_root_honours_overrides(tmp_path: Path) -> None:

@@ -82,7 +82,8 @@ def test_ca_bundle_never_lands_in_the_image(tmp_path: Path, base: str) -> None:
     bundle.write_text((host_ca.read_text() if host_ca else "") + f"\n# {marker}\n")
     spec = images.spec_for(CELL, base)
     tag = spec.tag + "-catest"
-    cmd = images.build_command(spec, bundle)
+    context = images.write_context(spec, tmp_path)
+    cmd = images.build_command(spec, bundle, context)
     cmd[cmd.index("--tag") + 1] = tag
     subprocess.run([*cmd[:2], "--no-cache", *cmd[2:]], check=True, env={**os.environ, "DOCKER_BUILDKIT": "1"},
                    capture_output=True)

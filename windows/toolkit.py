@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path, PurePath, PureWindowsPath
 
 from ci import matrix, proc
+from ci import pins as ci_pins
 from ci import toolkit as linux_toolkit
 from ci.errors import MissingRequirement, UsageError, env_path
 
@@ -148,7 +149,7 @@ def ensure(cell: matrix.Cell) -> WindowsToolkit:  # pragma: no cover - installs/
         if not (folder / "bin" / "nvcc.exe").is_file():
             raise MissingRequirement(f"CUDA {cell.cuda} is not installed", folder, installer_hint(cell))
         return _checked(cell, folder, "nvidia-installer")
-    pins = requirements(cell)
+    requirements(cell)  # validates that the cell takes its Windows toolkit from PyPI, pinned
     subdir = cell.toolkit.home_subdir or "nvidia/cu13"
 
     def finish(root: Path) -> None:
@@ -157,8 +158,10 @@ def ensure(cell: matrix.Cell) -> WindowsToolkit:  # pragma: no cover - installs/
     def verify(root: Path) -> bool:
         return not missing_files(root / subdir, cell, os.path.exists) and _nvcc_version(root / subdir) is not None
 
-    root = linux_toolkit._install_once(f"cuda-win-{cell.cuda}", pins, finish, verify,
-                                       also_keyed_by=cell.toolkit.library_headers)
+    # The universal locks of ci/requirements/ hold the win_amd64 wheels' hashes too.
+    headers = (ci_pins.headers_lock(cell),) if cell.toolkit.library_headers else ()
+    root = linux_toolkit._install_once(f"cuda-win-{cell.cuda}", ci_pins.toolkit_lock(cell), finish, verify,
+                                       also_keyed_by=headers)
     return _checked(cell, root / subdir, "pypi")
 
 
@@ -167,6 +170,6 @@ def ensure_cuobjdump() -> Path | None:  # pragma: no cover - Windows host
     def verify(root: Path) -> bool:
         return any(p.is_file() for p in root.glob("nvidia/cu*/bin/cuobjdump.exe"))
 
-    root = linux_toolkit._install_once("cuobjdump-win", (matrix.CUOBJDUMP_REQUIREMENT,), verify=verify)
+    root = linux_toolkit._install_once("cuobjdump-win", "cuobjdump", verify=verify)
     found = sorted(root.glob("nvidia/cu*/bin/cuobjdump.exe"))
     return found[0] if found else None

@@ -92,10 +92,7 @@ def test_linux_jit_for_a_container_only_cell_says_where_to_run(monkeypatch: pyte
 
 
 def _cached_toolkit() -> Path | None:
-    cell = matrix.get_cell("13.0")
-    key = toolkit.install_key(cell.toolkit.packages + cell.toolkit.library_headers)
-    root = toolkit.cache_root() / "tools" / f"cuda-{cell.cuda}-{key}"
-    return root if (root / ".complete").is_file() else None
+    return toolkit.cached_toolkit(matrix.get_cell("13.0"))
 
 
 def test_linux_jit_with_the_hermetic_toolkit() -> None:
