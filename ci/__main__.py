@@ -21,15 +21,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ci import cli, errors, matrix, proc, targets
+from ci import cli, errors, matrix, proc, project, targets
 
 console = Console() if sys.stdout.isatty() else Console(width=200)
 
 
-def _outputs(args: argparse.Namespace, config_root: Path):  # type: ignore[no-untyped-def]
+def _outputs(args: argparse.Namespace, config: project.ProjectConfig):  # type: ignore[no-untyped-def]
     from ci import publish
 
-    return publish.Outputs.resolve(config_root, getattr(args, "wheelhouse", None), getattr(args, "build_dir", None))
+    return publish.Outputs.resolve(config.root, getattr(args, "wheelhouse", None), getattr(args, "build_dir", None),
+                                   config.normalized_name)
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
@@ -70,7 +71,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     chosen = cli.resolve(args)
     if args.all:
         chosen = tuple(t for t in chosen if t.cell.toolkit.kind == "pypi")
-    outputs = _outputs(args, chosen[0].project.root)
+    outputs = _outputs(args, chosen[0].project)
     for target in chosen:
         if args.cpu:
             target = dataclasses.replace(target, cpu=True)
@@ -87,7 +88,7 @@ def cmd_develop(args: argparse.Namespace) -> int:
     if args.cpu:
         target = dataclasses.replace(target, cpu=True)
     result = develop.develop(
-        target, _outputs(args, target.project.root), debug=args.debug, max_jobs=args.max_jobs,
+        target, _outputs(args, target.project), debug=args.debug, max_jobs=args.max_jobs,
         use_cache=not args.no_cache, clean=args.clean, arch_list=args.arch_list, release_archs=args.release_archs,
     )
     console.print(
@@ -142,7 +143,7 @@ def cmd_toolkit(args: argparse.Namespace) -> int:
 def _container_build(args: argparse.Namespace, chosen: tuple[targets.Target, ...]) -> int:
     from ci import images, report, wheels
 
-    outputs = _outputs(args, chosen[0].project.root)
+    outputs = _outputs(args, chosen[0].project)
     for target in chosen:
         spec = images.spec_for(target.cell, args.base_image)
         started = time.monotonic()
@@ -164,7 +165,7 @@ def cmd_build_all(args: argparse.Namespace) -> int:
     config = cli.load_project(args)
     sel = cli.selection(args)
     chosen = targets.select(config, sel) if not sel.empty else targets.targets_for(config)
-    return buildall.build_all(chosen, _outputs(args, config.root), jobs=args.jobs, base_image=args.base_image,
+    return buildall.build_all(chosen, _outputs(args, config), jobs=args.jobs, base_image=args.base_image,
                               max_jobs=args.max_jobs, console=console)
 
 
@@ -211,7 +212,7 @@ def cmd_test_gpu(args: argparse.Namespace) -> int:
 
     (target,) = cli.resolve(args)[:1]
     lanes = gpu.parse_lanes(args.lanes)
-    outputs = _outputs(args, target.project.root)
+    outputs = _outputs(args, target.project)
     out = cli.path_option(args.out, "FARM_TEST_RESULTS", target.project.root / "test-results")
     wheel = Path(args.wheel) if args.wheel else (None if args.inplace else publish.find_wheel(outputs, target))
     for given in (wheel, Path(args.ptx_wheel) if args.ptx_wheel else None):
@@ -243,7 +244,7 @@ def cmd_test(args: argparse.Namespace) -> int:
     from ci import publish, testing
 
     (target,) = cli.resolve(args)[:1]
-    outputs = _outputs(args, target.project.root)
+    outputs = _outputs(args, target.project)
     wheel = Path(args.wheel) if args.wheel else publish.find_wheel(outputs, target)
     if wheel is None:
         raise errors.UsageError(f"no built wheel of {target.id}", outputs.target_dir(target),
@@ -256,7 +257,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     (target,) = cli.resolve(args)[:1]
     testing.configured(target, args.name)
-    outputs = _outputs(args, target.project.root)
+    outputs = _outputs(args, target.project)
     wheel = Path(args.wheel) if args.wheel else publish.find_wheel(outputs, target)
     if wheel is None:
         raise errors.UsageError(f"no built wheel of {target.id}", outputs.target_dir(target),

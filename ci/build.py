@@ -51,7 +51,11 @@ def _listed_files(root: Path) -> list[str]:
 
 
 def sync_source(root: Path, dest: Path, exclude: tuple[Path, ...] = ()) -> int:
-    """Copy ``root``'s source files to ``dest``, rewriting only what changed; returns files copied."""
+    """Copy ``root``'s source files to ``dest``, rewriting only what changed in content; returns files copied.
+
+    A changed file gets the current time, not its source's: another checkout's older file with other
+    content must still be newer than the objects ninja built from the previous one.
+    """
     dest.mkdir(parents=True, exist_ok=True)
     manifest = dest / ".farm-sources.json"
     before: set[str] = set(json.loads(manifest.read_text())) if manifest.is_file() else set()
@@ -59,15 +63,15 @@ def sync_source(root: Path, dest: Path, exclude: tuple[Path, ...] = ()) -> int:
     copied = 0
     for name in files:
         src, dst = root / name, dest / name
-        s = src.stat()
+        data = src.read_bytes()
         try:
-            d = dst.stat()
-            if d.st_size == s.st_size and int(d.st_mtime) == int(s.st_mtime):
+            if dst.stat().st_size == len(data) and dst.read_bytes() == data:
                 continue
         except FileNotFoundError:
             pass
         dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dst)
+        dst.write_bytes(data)
+        shutil.copymode(src, dst)
         copied += 1
     for gone in sorted(before - set(files)):
         (dest / gone).unlink(missing_ok=True)
@@ -97,10 +101,13 @@ def source_date_epoch(root: Path) -> str | None:
 def reproducible_env(source: Path, epoch: str | None) -> dict[str, str]:
     """Path-independent compiler output: the source folder is written as ``.`` into debug info and
     ``__FILE__`` (gcc, and nvcc's host compiler), and archives take the commit's time."""
-    mapping = f"-ffile-prefix-map={source}=."
+    # Quoted: setuptools splits CFLAGS like a shell, and nvcc its *_FLAGS variables (a path may hold spaces).
+    mapping = f'"-ffile-prefix-map={source}=."'
+    # -objtemp: nvcc's intermediate files are named after the object, not tmpxft_<pid>_..., whose names
+    # would otherwise land in the library.
     env = {"CFLAGS": f"{os.environ.get('CFLAGS', '')} {mapping}".strip(),
            "CXXFLAGS": f"{os.environ.get('CXXFLAGS', '')} {mapping}".strip(),
-           "NVCC_APPEND_FLAGS": f"{os.environ.get('NVCC_APPEND_FLAGS', '')} -Xcompiler={mapping}".strip()}
+           "NVCC_APPEND_FLAGS": f"{os.environ.get('NVCC_APPEND_FLAGS', '')} -objtemp -Xcompiler={mapping}".strip()}
     if epoch:
         env["SOURCE_DATE_EPOCH"] = epoch
     return env
@@ -121,14 +128,6 @@ def compiler_env(target: Target, tk: toolkit.InstalledToolkit | None, *, cpu: bo
         env |= {k: project.expand(v, values) for k, v in config.cpu_env.items()}
     env["MAX_JOBS"] = str(max_jobs or os.cpu_count() or 1)
     return env
-
-
-def torch_in_env(env: envs.PythonEnv) -> dict[str, str | None]:
-    code = ("import json, torch; print(json.dumps({'version': torch.__version__, 'cuda': torch.version.cuda}))")
-    out = proc.run([env.python, "-c", code], capture=True, log=False, what="torch does not import in the build "
-                   "environment", hint="remove the environment folder from the cache and build again")
-    data: dict[str, str | None] = json.loads(out.stdout.strip().splitlines()[-1])
-    return data
 
 
 def check_build_torch(target: Target, found: Mapping[str, str | None]) -> None:
@@ -177,8 +176,7 @@ def build(target: Target, outputs: publish.Outputs, *, max_jobs: int | None = No
         tk = None if cpu else toolkit.ensure_toolkit(target.cell)
         cuobjdump = None if cpu else toolkit.ensure_cuobjdump()
         env = envs.target_env(target)
-        found = torch_in_env(env)
-        check_build_torch(target, found)
+        check_build_torch(target, envs.torch_metadata(env))
         work = outputs.work_dir(target)
         source = work / "src"
         copied = sync_source(target.project.root, source, (outputs.build_root, outputs.wheelhouse))

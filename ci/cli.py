@@ -59,7 +59,7 @@ def _output_args(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--wheelhouse",
                     help="where finished wheels go (default: FARM_WHEELHOUSE, else <project>/wheelhouse)")
     sp.add_argument("--build-dir",
-                    help="build and staging folders (default: FARM_BUILD_DIR, else <project>/build/farm)")
+                    help="build and staging folders (default: FARM_BUILD_DIR, else <cache>/build/<project>)")
     sp.add_argument("--max-jobs", type=positive_int, help="parallel compile jobs (MAX_JOBS)")
 
 

@@ -12,12 +12,14 @@ through it.
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import re
 import shutil
 import time
 from pathlib import Path
 
-from ci import build, envs, matrix, proc, project, publish, toolkit
+from ci import build, envs, fsutil, matrix, proc, project, publish, toolkit
 from ci.errors import UsageError
 from ci.targets import Target
 
@@ -33,12 +35,12 @@ class DevResult:
 
 
 def find_launcher() -> str | None:
-    """The compiler cache to use: ccache, else sccache, else none."""
+    """The compiler cache to use: ccache, else sccache on PATH, else the pinned ccache from PyPI."""
     for name in ("ccache", "sccache"):
         found = proc.which(name)
         if found:
             return found
-    return None
+    return str(toolkit.ensure_ccache())
 
 
 def write_cxx_wrapper(folder: Path, launcher: str) -> Path:
@@ -112,7 +114,7 @@ def develop(
     cpu = target.cpu
     tk = None if cpu else toolkit.ensure_toolkit(target.cell)
     env = envs.target_env(target)
-    build.check_build_torch(target, build.torch_in_env(env))
+    build.check_build_torch(target, envs.torch_metadata(env))
     flavour = "debug" if debug else "release"
     archs = None if cpu else develop_arch_list(target, arch_list, release_archs)
     folder = outputs.build_root / "develop" / f"{target.id}-{flavour}"
@@ -128,8 +130,17 @@ def develop(
     launcher = find_launcher() if use_cache else None
     if launcher:
         compile_env |= launcher_env(launcher, tk, folder / "launcher", config.root)
+    compile_env |= remote_cache_env()
     cmd: list[str | Path] = [env.python, "setup.py", "build", "--build-base", folder, "build_ext", "--inplace",
-           "--build-temp", folder / "temp"]
+                             "--build-temp", folder / "temp"]
+    # Nothing changed since the last successful build (sources, command, environment, outputs): skip
+    # setuptools, which would relink every library (seconds) to find that out.
+    stamp = folder / ".farm-develop.json"
+    state = _state(config.root, cmd, compile_env, outputs)
+    if not clean and stamp.is_file() and stamp.read_text() == state:
+        proc.console.print("[green]up to date[/]: nothing changed since the last in-place build")
+        return DevResult(seconds=time.monotonic() - started, compiled=0, launcher=launcher, arch_list=archs)
+    stamp.unlink(missing_ok=True)
     compiled = 0
 
     def count(line: str) -> None:
@@ -139,4 +150,36 @@ def develop(
 
     proc.stream(cmd, count, env=compile_env, cwd=config.root, what="the in-place build failed",
                 hint="the compiler output above shows the failing file and line")
+    fsutil.atomic_write_text(stamp, _state(config.root, cmd, compile_env, outputs))
     return DevResult(seconds=time.monotonic() - started, compiled=compiled, launcher=launcher, arch_list=archs)
+
+
+def _state(root: Path, cmd: list[str | Path], env: dict[str, str], outputs: publish.Outputs) -> str:
+    """What an in-place build depends on and produces: source files (size, time), the command, the
+    environment, and the libraries it left in the tree."""
+    files = build.project_files(root, (outputs.build_root, outputs.wheelhouse))
+    sources = {}
+    for name in files:
+        try:
+            stat = (root / name).stat()
+        except FileNotFoundError:
+            continue
+        sources[name] = [stat.st_size, stat.st_mtime_ns]
+    built = {}
+    # In-place libraries land next to the package's sources (git ignores them, so look beside each file).
+    for folder in sorted({(root / name).parent for name in files}):
+        for lib in sorted([*folder.glob("*.so"), *folder.glob("*.pyd")]):
+            built[str(lib.relative_to(root))] = lib.stat().st_mtime_ns
+    return json.dumps({"sources": sources, "cmd": [str(c) for c in cmd], "env": env, "built": built},
+                      sort_keys=True)
+
+
+def remote_cache_env() -> dict[str, str]:
+    """FARM_CCACHE_REMOTE (ccache's remote storage URL: http://, redis://, file://) for every compile."""
+    remote = os.environ.get("FARM_CCACHE_REMOTE", "").strip()
+    if not remote:
+        return {}
+    if not re.match(r"^(https?|redis|rediss|file)://", remote):
+        raise UsageError("FARM_CCACHE_REMOTE is not a ccache remote storage URL", remote,
+                         "use http://host:port/path, redis://host:port or file:///path (ccache's remote_storage)")
+    return {"CCACHE_REMOTE_STORAGE": remote}

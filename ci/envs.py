@@ -144,6 +144,23 @@ def requirement_name(requirement: str) -> str:
     return re.sub(r"[-_.]+", "-", re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0]).lower()
 
 
+def torch_metadata(env: PythonEnv) -> dict[str, str | None]:
+    """torch's version and CUDA version in ``env``, read from its files (no interpreter start: importing
+    torch takes seconds)."""
+    version = cuda = None
+    for site in [*sorted(env.root.glob("lib*/python*/site-packages")), env.root / "Lib" / "site-packages"]:
+        for info in site.glob("torch-*.dist-info"):
+            version = info.name[len("torch-"):-len(".dist-info")]
+        text = (site / "torch" / "version.py").read_text() if (site / "torch" / "version.py").is_file() else ""
+        m = re.search(r"^cuda: Optional\[str\] = ['\"]([^'\"]+)['\"]|^cuda = ['\"]([^'\"]+)['\"]", text, re.M)
+        if m:
+            cuda = m.group(1) or m.group(2)
+    if version is None:
+        raise MissingRequirement("torch is not installed in the build environment", env.root,
+                                 "remove that folder; the next build makes it again")
+    return {"version": version, "cuda": cuda}
+
+
 def target_env(target: Target) -> PythonEnv:
     """The build environment of ``target`` (a CPU-only build takes whichever torch build pip prefers)."""
     requirement = f"torch=={target.torch}" if target.cpu else target.torch_requirement

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ci import cli, fsutil, proc, report, wheelmeta
+from ci import cli, fsutil, proc, report, toolkit, wheelmeta
 from ci.audit import AuditResult, raise_for_failures
 from ci.errors import CommandFailed
 from ci.targets import Target
@@ -33,10 +33,16 @@ class Outputs:
     build_root: Path
 
     @classmethod
-    def resolve(cls, project_root: Path, wheelhouse: str | None = None, build_dir: str | None = None) -> Outputs:
+    def resolve(cls, project_root: Path, wheelhouse: str | None = None, build_dir: str | None = None,
+                name: str | None = None) -> Outputs:
+        """Wheels go to the project (``<project>/wheelhouse``); builds happen in the farm's cache
+        (``<cache>/build/<project>``), not the checkout: a read-only checkout builds, and every checkout of a
+        project compiles in the same place, so its objects (and the wheel's bytes) do not depend on where
+        the checkout lives."""
+        default_build = toolkit.cache_root() / "build" / (name or project_root.name)
         return cls(
             wheelhouse=cli.path_option(wheelhouse, "FARM_WHEELHOUSE", project_root / "wheelhouse"),
-            build_root=cli.path_option(build_dir, "FARM_BUILD_DIR", project_root / "build" / "farm"),
+            build_root=cli.path_option(build_dir, "FARM_BUILD_DIR", default_build),
         )
 
     def check_writable(self) -> None:

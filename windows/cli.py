@@ -50,7 +50,8 @@ def cmd_build_win(args: argparse.Namespace) -> int:
     from windows import build, vswhere
 
     chosen = cli.resolve(args, os_name="windows")
-    outputs = publish.Outputs.resolve(chosen[0].project.root, args.wheelhouse, args.build_dir)
+    outputs = publish.Outputs.resolve(chosen[0].project.root, args.wheelhouse, args.build_dir,
+                                      chosen[0].project.normalized_name)
     options = build.Options(toolset=args.toolset, dll_paths=tuple(Path(p).resolve() for p in args.dll_path),
                             refresh_vcvars=args.refresh_vcvars, max_jobs=args.max_jobs, smoke=not args.no_smoke)
     found = vswhere.discover()
