@@ -323,6 +323,12 @@ def workflows(session: nox.Session) -> None:
     _farm(session, "workflows")
 
 
+@nox.session(venv_backend="none")
+def reproduce(session: nox.Session) -> None:
+    """Build a target twice from two clean clones and compare the bytes [-- --container --cuda 12 ...]."""
+    _farm(session, "reproduce")
+
+
 # --- GPU test lanes (ci/gpu.py) ----------------------------------------------------------------
 
 

@@ -289,6 +289,15 @@ def cmd_workflows(args: argparse.Namespace) -> int:
     return workflows.cmd_workflows(args)
 
 
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from ci import reproduce
+
+    (target,) = cli.resolve(args)[:1]
+    container = args.container or target.cell.toolkit.kind != "pypi"
+    reproduce.reproduce(target, container=container, base_image=args.base_image, keep=args.keep)
+    return 0
+
+
 def cmd_lock(args: argparse.Namespace) -> int:
     from ci import pins
 
@@ -303,7 +312,7 @@ COMMANDS = {
     "build-cuda": cmd_build_cuda, "build-all": cmd_build_all, "shell": cmd_shell, "base-image": cmd_base_image,
     "images": cmd_images, "test-gpu": cmd_test_gpu, "test": cmd_test, "run": cmd_run,
     "build-win": cmd_build_win, "jit": cmd_jit, "release": cmd_release, "workflows": cmd_workflows,
-    "lock": cmd_lock,
+    "lock": cmd_lock, "reproduce": cmd_reproduce,
 }
 
 

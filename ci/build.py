@@ -82,7 +82,8 @@ def sync_source(root: Path, dest: Path, exclude: tuple[Path, ...] = ()) -> int:
 def build_values(target: Target, nvcc_version: str | None) -> dict[str, str]:
     """Values for the placeholders of the project's build-env."""
     return {"cuda": target.cell.cuda, "cuda_major": str(target.cell.cuda_major), "nvcc_version": nvcc_version or "",
-            "torch": target.torch, "arch_list": target.cell.arch_list, "python": target.python}
+            "torch": target.torch, "arch_list": target.cell.arch_list, "python": target.python,
+            "git_commit": git_commit(target.project.root)}
 
 
 def source_date_epoch(root: Path) -> str | None:
@@ -98,19 +99,31 @@ def source_date_epoch(root: Path) -> str | None:
     return stamp if out.returncode == 0 and stamp.isdigit() else None
 
 
-def reproducible_env(source: Path, epoch: str | None) -> dict[str, str]:
-    """Path-independent compiler output: the source folder is written as ``.`` into debug info and
-    ``__FILE__`` (gcc, and nvcc's host compiler), and archives take the commit's time."""
+def deterministic_nvcc_flags(seed: str) -> str:
+    """nvcc flags for byte-identical objects. ``-objtemp``: intermediate files are named after the object,
+    not ``tmpxft_<pid>_...`` (those names land in the library); ``-frandom-seed``: the names cudafe++ gives
+    anonymous namespaces end in a random number otherwise. One seed for every file of a target is safe:
+    those names also carry the file's name and a hash of its path."""
+    return f"-objtemp -frandom-seed={seed}"
+
+
+def reproducible_env(source: Path, epoch: str | None, seed: str) -> dict[str, str]:
+    """Path-independent, deterministic compiler output: the source folder is written as ``.`` into debug
+    info and ``__FILE__`` (gcc, and nvcc's host compiler), and archives take the commit's time."""
     # Quoted: setuptools splits CFLAGS like a shell, and nvcc its *_FLAGS variables (a path may hold spaces).
     mapping = f'"-ffile-prefix-map={source}=."'
-    # -objtemp: nvcc's intermediate files are named after the object, not tmpxft_<pid>_..., whose names
-    # would otherwise land in the library.
+    nvcc = f"{deterministic_nvcc_flags(seed)} -Xcompiler={mapping}"
     env = {"CFLAGS": f"{os.environ.get('CFLAGS', '')} {mapping}".strip(),
            "CXXFLAGS": f"{os.environ.get('CXXFLAGS', '')} {mapping}".strip(),
-           "NVCC_APPEND_FLAGS": f"{os.environ.get('NVCC_APPEND_FLAGS', '')} -objtemp -Xcompiler={mapping}".strip()}
+           "NVCC_APPEND_FLAGS": f"{os.environ.get('NVCC_APPEND_FLAGS', '')} {nvcc}".strip()}
     if epoch:
         env["SOURCE_DATE_EPOCH"] = epoch
     return env
+
+
+def git_commit(root: Path) -> str:
+    out = proc.run(["git", "rev-parse", "HEAD"], cwd=root, capture=True, check=False, log=False)
+    return out.stdout.strip() if out.returncode == 0 else "unknown"
 
 
 def compiler_env(target: Target, tk: toolkit.InstalledToolkit | None, *, cpu: bool = False,
@@ -185,7 +198,8 @@ def build(target: Target, outputs: publish.Outputs, *, max_jobs: int | None = No
             cmd: list[str | Path] = [env.python, "-m", "build", "--wheel", "--no-isolation", "--outdir",
                                      stage / "dist", source]
             epoch = source_date_epoch(target.project.root)
-            build_env = compiler_env(target, tk, cpu=cpu, max_jobs=max_jobs) | reproducible_env(source, epoch)
+            build_env = compiler_env(target, tk, cpu=cpu, max_jobs=max_jobs)
+            build_env |= reproducible_env(source, epoch, target.id)
             proc.run(cmd, env=build_env, cwd=source, what=f"the wheel build of {target.id} failed",
                      hint="the compiler output above shows the failing file and line; nothing was written "
                      "to the wheelhouse")

@@ -164,6 +164,12 @@ def build_parser() -> Parser:
     _project_args(wf)
     workflows.add_arguments(wf)
 
+    rp = sub.add_parser("reproduce", help="build one target twice from two clean clones and compare the bytes")
+    _selection_args(rp)
+    rp.add_argument("--container", action="store_true", help="build in the cell's container (build-cuda)")
+    rp.add_argument("--base-image")
+    rp.add_argument("--keep", action="store_true", help="keep the clones and wheels")
+
     sub.add_parser("lock", help="compile every ci/requirements/*.in into a hash-pinned .txt (needs uv)")
 
     bi = sub.add_parser("base-image", help="bootstrap a Debian base image (no registry needed)")
@@ -219,7 +225,7 @@ def resolve(args: argparse.Namespace, *, os_name: str = "linux") -> tuple[target
     """The targets a command acts on; validates project, configuration and selection."""
     config = load_project(args)
     sel = selection(args)
-    if sel.empty and args.subcommand in ("build", "develop", "test-gpu", "test", "audit", "run") \
+    if sel.empty and args.subcommand in ("build", "develop", "test-gpu", "test", "audit", "run", "reproduce") \
             and not getattr(args, "all", False):
         default = targets.default_target(config, os_name, prefer_python=current_python())
         if sel.arch_list:

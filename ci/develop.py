@@ -127,7 +127,7 @@ def develop(
     if debug:
         values = build.build_values(target, tk.nvcc_version if tk else None)
         compile_env |= {k: project.expand(v, values) for k, v in config.debug_env.items()}
-    launcher = find_launcher() if use_cache else None
+    launcher = find_launcher() if use_cache and cache_enabled() else None
     if launcher:
         compile_env |= launcher_env(launcher, tk, folder / "launcher", config.root)
     compile_env |= remote_cache_env()
@@ -183,3 +183,16 @@ def remote_cache_env() -> dict[str, str]:
         raise UsageError("FARM_CCACHE_REMOTE is not a ccache remote storage URL", remote,
                          "use http://host:port/path, redis://host:port or file:///path (ccache's remote_storage)")
     return {"CCACHE_REMOTE_STORAGE": remote}
+
+
+def cache_enabled() -> bool:
+    """FARM_CCACHE=off turns the compiler cache off everywhere (reproducibility checks, cold timings)."""
+    value = os.environ.get("FARM_CCACHE", "on").strip().lower()
+    if value not in ("on", "off", "1", "0", "true", "false", "yes", "no"):
+        raise UsageError("FARM_CCACHE must be on or off", value, "set FARM_CCACHE=on or FARM_CCACHE=off")
+    return value in ("on", "1", "true", "yes")
+
+
+def cache_settings() -> dict[str, str]:
+    """ccache settings every build passes on: on/off, and the remote storage."""
+    return {**remote_cache_env(), **({} if cache_enabled() else {"CCACHE_DISABLE": "1"})}

@@ -60,7 +60,7 @@ PythonAbi = Literal["per-python", "abi3"]
 COMMAND_NAMES = ("smoke", "test", "gpu-test", "sanitizer", "multi-gpu", "bench")
 DEFAULT_BUILD_ENV: Mapping[str, str] = {"FORCE_CUDA": "1"}
 #: Placeholders a build-env value or a command may use.
-BUILD_PLACEHOLDERS = ("cuda", "cuda_major", "nvcc_version", "torch", "arch_list", "python")
+BUILD_PLACEHOLDERS = ("cuda", "cuda_major", "nvcc_version", "torch", "arch_list", "python", "git_commit")
 COMMAND_PLACEHOLDERS = ("out", "wheel", "python", "project")
 
 

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from ci import images, proc, wheels
+from ci import develop, images, proc, wheels
 
 IMAGE_BUILD_UID = 1000
 
@@ -33,7 +33,8 @@ def user_spec(uid: int, gid: int) -> str:
 
 
 def ccache_volume(uid: int) -> str:
-    return wheels.CCACHE_VOLUME if uid == IMAGE_BUILD_UID else f"{wheels.CCACHE_VOLUME}-uid{uid}"
+    name = wheels.volume_name(wheels.CCACHE_VOLUME)
+    return name if uid == IMAGE_BUILD_UID else f"{name}-uid{uid}"
 
 
 def home_for(uid: int) -> str:
@@ -72,6 +73,8 @@ def shell_command(
         "--env", f"PIP_CACHE_DIR={wheels.CONTAINER_HOME}/.cache/pip",
         "--env", f"CCACHE_DIR={wheels.CONTAINER_HOME}/.cache/ccache",
     ]
+    for key, value in develop.cache_settings().items():  # FARM_CCACHE_REMOTE, FARM_CCACHE=off
+        cmd += ["--env", f"{key}={value}"]
     if ca_bundle is not None:
         cmd += ["--volume", f"{ca_bundle}:{wheels.CONTAINER_CA}:ro",
                 "--env", f"PIP_CERT={wheels.CONTAINER_CA}", "--env", f"SSL_CERT_FILE={wheels.CONTAINER_CA}"]

@@ -286,11 +286,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--site", type=Path, action="append", required=True, help="site-packages holding torch")
     p.add_argument("--extra-lib-dir", type=Path, action="append", default=[])
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--cache", type=Path, help="a folder that keeps the exports of libraries between runs")
     args = p.parse_args(argv)
     import sys
     import sysconfig
 
-    search = search_for(args.site, Path(sys.executable), None,
+    search = search_for(args.site, Path(sys.executable), args.cache,
                         [*args.extra_lib_dir, Path(str(sysconfig.get_config_var("LIBDIR")))])
     with tempfile.TemporaryDirectory() as tmp:
         with zipfile.ZipFile(args.wheel) as zf:

@@ -25,12 +25,39 @@ import time
 import uuid
 from pathlib import Path
 
-from ci import audit, build, envs, fsutil, images, matrix, pins, proc, project, publish, report, symbols, toolkit
+from ci import (
+    audit,
+    build,
+    develop,
+    envs,
+    fsutil,
+    images,
+    matrix,
+    pins,
+    proc,
+    project,
+    publish,
+    report,
+    symbols,
+    toolkit,
+)
 from ci.errors import UsageError
 from ci.targets import Target
 
 PIP_CACHE_VOLUME = "cuda-ext-farm-pip-cache"
 CCACHE_VOLUME = "cuda-ext-farm-ccache"
+SYMBOLS_VOLUME = "cuda-ext-farm-symbols"
+
+
+def volume_name(name: str) -> str:
+    """A cache volume's name; FARM_VOLUME_NAMESPACE gives a separate set (cold-build timings, experiments).
+    The pip cache is shared by every namespace: downloads are not what a build's time is about."""
+    namespace = os.environ.get("FARM_VOLUME_NAMESPACE", "").strip()
+    if namespace and not namespace.replace("-", "").isalnum():
+        raise UsageError("FARM_VOLUME_NAMESPACE may hold letters, digits and -", namespace, "pick another name")
+    if not namespace or name == PIP_CACHE_VOLUME:
+        return name
+    return name.replace("cuda-ext-farm", f"cuda-ext-farm-{namespace}", 1)
 CONTAINER_HOME = "/home/build"
 CONTAINER_CA = "/run/farm/ca-bundle.crt"
 TORCH_MOUNT = "/opt/farm-torch"
@@ -90,7 +117,7 @@ def build_identifier(python: str) -> str:
 
 def torch_volume(target: Target, python: str) -> str:
     key = hashlib.sha256(f"{python}\n{target.torch_requirement}".encode()).hexdigest()[:10]
-    return f"cuda-ext-farm-torch-py{python}-torch{target.torch}-cu{target.cell.cuda_major}-{key}"
+    return volume_name(f"cuda-ext-farm-torch-py{python}-torch{target.torch}-cu{target.cell.cuda_major}-{key}")
 
 
 def _pth_command(site: str) -> str:
@@ -150,13 +177,14 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
         "CCACHE_DIR": f"{CONTAINER_HOME}/.cache/ccache",
         "CCACHE_BASEDIR": "/project",
         "CCACHE_NOHASHDIR": "1",
+        **develop.cache_settings(),
         **{k: project.expand(v, values) for k, v in target.project.build_env.items()},
     }
     mounts, ca_env = ca_mount(ca_bundle)
     build_env |= ca_env
     create_args = [f"--label=farm.job={job.job}",
                    f"--volume={PIP_CACHE_VOLUME}:{CONTAINER_HOME}/.cache/pip",
-                   f"--volume={CCACHE_VOLUME}:{CONTAINER_HOME}/.cache/ccache",
+                   f"--volume={volume_name(CCACHE_VOLUME)}:{CONTAINER_HOME}/.cache/ccache",
                    f"--volume={volume}:{TORCH_MOUNT}:ro", *mounts]
     site = f"{TORCH_MOUNT}/site"
     # The image has the hash-pinned build tools; only the project's own extra build requirements are installed.
@@ -205,16 +233,19 @@ def remove_containers(job: str) -> None:
         proc.run([docker, "rm", "-f", *ids], capture=True, check=False)
 
 
-def resolve_in_container(job: ContainerBuild, volume: str, wheel: Path, out: Path) -> dict[str, symbols.Resolution]:
+def resolve_in_container(job: ContainerBuild, torch_volume_name: str, wheel: Path,
+                         out: Path) -> dict[str, symbols.Resolution]:
     """Run the symbol resolution of ``wheel`` inside the image, against the target's torch volume."""
     farm = Path(__file__).resolve().parent
     name = f"farm-symbols-{job.job}"
+    # The exports of torch's libraries are cached in a volume: reading libtorch_cpu's 100k symbols takes long.
     cmd = [images.docker_cli(), "run", "--rm", "--init", f"--name={name}", f"--label=farm.job={job.job}",
-           f"--volume={volume}:{TORCH_MOUNT}:ro", f"--volume={farm}:{FARM_MOUNT}/ci:ro",
-           f"--volume={wheel.parent}:/wheel:ro", f"--volume={out.parent}:/out", "--env", f"PYTHONPATH={FARM_MOUNT}",
-           "--user", f"{os.getuid()}:{os.getgid()}", job.image,
-           "python", "-m", "ci.symbols", f"/wheel/{wheel.name}", "--site", f"{TORCH_MOUNT}/site",
-           "--extra-lib-dir", "/usr/local/cuda/lib64", "--out", f"/out/{out.name}"]
+           f"--volume={torch_volume_name}:{TORCH_MOUNT}:ro", f"--volume={farm}:{FARM_MOUNT}/ci:ro",
+           f"--volume={volume_name(SYMBOLS_VOLUME)}:/opt/farm-symbols", f"--volume={wheel.parent}:/wheel:ro",
+           f"--volume={out.parent}:/out", "--env", f"PYTHONPATH={FARM_MOUNT}", "--user", "0", job.image,
+           "sh", "-c", 'python -m ci.symbols "$0" --site "$1" --extra-lib-dir /usr/local/cuda/lib64 '
+           '--cache /opt/farm-symbols --out "$2" && chown "$3" "$2"',
+           f"/wheel/{wheel.name}", f"{TORCH_MOUNT}/site", f"/out/{out.name}", f"{os.getuid()}:{os.getgid()}"]
     with proc.on_interrupt(lambda: remove_containers(job.job)):
         proc.run(cmd, what="the symbol check in the builder image failed")
     return symbols.load_resolutions(out)
