@@ -127,14 +127,15 @@ def reproduce(target: Target, *, container: bool, base_image: str | None, keep: 
                                      wheelhouse=folder / f"wheelhouse-{label}", base_image=base_image))
         first, second = builds
         for built in builds:
-            proc.console.print(f"{built.label}: {built.wheel.name} sha256 {built.sha256} ({built.seconds:.0f} s)")
+            proc.console.print(f"{built.label}: {built.wheel.name} sha256 {built.sha256} ({built.seconds:.0f} s)",
+                               soft_wrap=True)
         if first.sha256 != second.sha256:
             details = explain(first.wheel, second.wheel, folder / "diff")
             keep = True
             raise CommandFailed("the two builds of one commit differ", f"{first.sha256[:12]} != {second.sha256[:12]}",
                                 f"see what differs above; the builds are kept in {folder}",
                                 details="\n".join(details))
-        proc.console.print(f"[green]reproducible[/]: both builds of {commit[:12]} give {first.sha256}")
+        proc.console.print(f"[green]reproducible[/]: both builds of {commit[:12]} give {first.sha256}", soft_wrap=True)
         return builds
     finally:
         if not keep:
