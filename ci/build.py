@@ -99,12 +99,15 @@ def source_date_epoch(root: Path) -> str | None:
     return stamp if out.returncode == 0 and stamp.isdigit() else None
 
 
-def deterministic_nvcc_flags(seed: str) -> str:
+def deterministic_nvcc_flags(seed: str, nvcc_version: str = "13") -> str:
     """nvcc flags for byte-identical objects. ``-objtemp``: intermediate files are named after the object,
-    not ``tmpxft_<pid>_...`` (those names land in the library); ``-frandom-seed``: the names cudafe++ gives
-    anonymous namespaces end in a random number otherwise. One seed for every file of a target is safe:
-    those names also carry the file's name and a hash of its path."""
-    return f"-objtemp -frandom-seed={seed}"
+    not ``tmpxft_<pid>_...`` (those names land in the library); ``-frandom-seed`` (nvcc 12.8 and newer):
+    cudafe++ otherwise ends the names it gives anonymous namespaces with the compiling process's id. One
+    seed for every file of a target is safe: those names also carry the file's name and a hash of its
+    path."""
+    parts = [int(p) for p in nvcc_version.split(".")[:2] if p.isdigit()]
+    seeded = (parts + [0, 0])[:2] >= [12, 8]
+    return "-objtemp" + (f" -frandom-seed={seed}" if seeded else "")
 
 
 def reproducible_env(source: Path, epoch: str | None, seed: str) -> dict[str, str]:
@@ -112,7 +115,7 @@ def reproducible_env(source: Path, epoch: str | None, seed: str) -> dict[str, st
     info and ``__FILE__`` (gcc, and nvcc's host compiler), and archives take the commit's time."""
     # Quoted: setuptools splits CFLAGS like a shell, and nvcc its *_FLAGS variables (a path may hold spaces).
     mapping = f'"-ffile-prefix-map={source}=."'
-    nvcc = f"{deterministic_nvcc_flags(seed)} -Xcompiler={mapping}"
+    nvcc = f"{deterministic_nvcc_flags(seed)} -Xcompiler={mapping}"  # host builds use PyPI's CUDA 13
     env = {"CFLAGS": f"{os.environ.get('CFLAGS', '')} {mapping}".strip(),
            "CXXFLAGS": f"{os.environ.get('CXXFLAGS', '')} {mapping}".strip(),
            "NVCC_APPEND_FLAGS": f"{os.environ.get('NVCC_APPEND_FLAGS', '')} {nvcc}".strip()}

@@ -174,6 +174,8 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
         "CXX": f"/usr/lib/ccache/g++-{gcc_major(cell)}",
         "CC": f"gcc-{gcc_major(cell)}",
         "PYTORCH_NVCC": "ccache /usr/local/cuda/bin/nvcc",
+        # Deterministic objects (see ci/build.py); toolkits older than 12.8 lack -frandom-seed.
+        "NVCC_APPEND_FLAGS": build.deterministic_nvcc_flags(target.id, nvcc_version(cell) or ""),
         "CCACHE_DIR": f"{CONTAINER_HOME}/.cache/ccache",
         "CCACHE_BASEDIR": "/project",
         "CCACHE_NOHASHDIR": "1",
@@ -206,7 +208,8 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
         # The test venv is new and empty but for the same read-only torch and the wheel.
         "CIBW_BEFORE_TEST": _pth_command(site),
         "CIBW_TEST_ENVIRONMENT": " ".join(f'{k}="{v}"' for k, v in ca_env.items()),
-        "CIBW_TEST_COMMAND": f"pip check && {smoke}",
+        # Like every configured command, the smoke test runs in the project's folder.
+        "CIBW_TEST_COMMAND": f"pip check && cd {{project}} && {smoke}",
         "CIBW_BUILD_VERBOSITY": "1",
         # cibuildwheel's own abi3audit step fetches virtualenv from GitHub; the
         # farm runs abi3audit itself in the host-side audit.
