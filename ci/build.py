@@ -106,7 +106,7 @@ def deterministic_nvcc_flags(seed: str, nvcc_version: str = "13") -> str:
     seed for every file of a target is safe: those names also carry the file's name and a hash of its
     path."""
     parts = [int(p) for p in nvcc_version.split(".")[:2] if p.isdigit()]
-    seeded = (parts + [0, 0])[:2] >= [12, 8]
+    seeded = [*parts, 0, 0][:2] >= [12, 8]
     return "-objtemp" + (f" -frandom-seed={seed}" if seeded else "")
 
 

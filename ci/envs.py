@@ -22,11 +22,11 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ci import fsutil, pins, proc, toolkit
-from ci.errors import MissingRequirement
+from ci import fsutil, matrix, pins, proc, toolkit
+from ci.errors import MissingRequirement, UsageError
 from ci.targets import Target
 
 #: The tools every build environment has, hash-pinned in ci/requirements/build.txt (the project's own
@@ -57,25 +57,39 @@ class PythonEnv:
         return out.strip()
 
 
-def find_interpreter(version: str) -> Path:
-    """A CPython ``version`` on this machine: the running one, ``pythonX.Y`` on PATH, or ``py -X.Y`` on Windows."""
+def find_interpreter(version: str, env: Mapping[str, str] | None = None) -> Path:
+    """A working CPython ``version``: ``FARM_PYTHON_3_12`` (a path), the running interpreter, ``python3.12`` on
+    PATH, a pyenv installation, or ``py -3.12`` on Windows. Each candidate is run once: a pyenv shim of a
+    version that is installed but not selected fails, and the next candidate is tried."""
+    env = os.environ if env is None else env
+    variable = "FARM_PYTHON_" + version.replace(".", "_")
+    explicit = env.get(variable, "").strip()
+    if explicit:
+        if not Path(explicit).is_file():
+            raise UsageError(f"{variable} is not a file", explicit, f"point it at a CPython {version} or unset it")
+        return Path(explicit)
     if f"{sys.version_info.major}.{sys.version_info.minor}" == version:
-        base = getattr(sys, "_base_executable", None) or sys.executable
-        return Path(base)
-    names = [f"python{version}"] if os.name != "nt" else [f"python{version.replace('.', '')}", "py"]
-    for name in names:
-        found = shutil.which(name)
-        if found and name != "py":
-            return Path(found)
-        if found and name == "py":  # pragma: no cover - Windows launcher
-            out = proc.run([found, f"-{version}", "-c", "import sys; print(sys.executable)"], capture=True,
-                           check=False, log=False)
-            if out.returncode == 0:
-                return Path(out.stdout.strip())
+        return Path(getattr(sys, "_base_executable", None) or sys.executable)
+    candidates: list[list[str]] = []
+    if os.name == "nt":  # pragma: no cover - Windows launcher
+        candidates.append(["py", f"-{version}"])
+    candidates.append([f"python{version}"])
+    pyenv = Path(env.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    for folder in sorted(pyenv.glob(f"versions/{version}.*"), key=lambda p: matrix.version_key(p.name), reverse=True):
+        candidates.append([str(folder / "bin" / f"python{version}")])
+    for cmd in candidates:
+        exe = shutil.which(cmd[0]) or (cmd[0] if Path(cmd[0]).is_file() else None)
+        if exe is None:
+            continue
+        probe = "import sys; print('%d.%d' % sys.version_info[:2]); print(sys.executable)"
+        out = proc.run([exe, *cmd[1:], "-c", probe], capture=True, check=False, log=False)
+        lines = out.stdout.split()
+        if out.returncode == 0 and lines[:1] == [version]:
+            return Path(lines[1])
     raise MissingRequirement(
         "no CPython interpreter of this version on the machine", version,
-        "install it (pyenv install, python.org, or apt), pick another target with --python, "
-        "or build in the target's container (nox -s build-cuda)",
+        f"install it (pyenv install, python.org, apt), set {variable}=/path/to/python{version}, pick another "
+        "target with --python, or build in the target's container (nox -s build-cuda)",
     )
 
 

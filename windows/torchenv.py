@@ -66,14 +66,7 @@ def check_torch(version: str, cuda: str | None, target: Target) -> None:
 def interpreter(python: str, env: Mapping[str, str] | None = None) -> Path:
     """CPython ``python``: ``FARM_PYTHON_3_12`` (CI sets it from actions/setup-python's ``python-path``), else
     the running one, ``py -3.12`` or ``python312`` (``ci.envs.find_interpreter``)."""
-    env = os.environ if env is None else env
-    value = env.get("FARM_PYTHON_" + python.replace(".", "_"), "").strip()
-    if value:
-        if not Path(value).is_file():
-            raise UsageError(f"FARM_PYTHON_{python.replace('.', '_')} is not a file", value,
-                             f"point it at a CPython {python} python.exe or unset it")
-        return Path(value)
-    return envs.find_interpreter(python)
+    return envs.find_interpreter(python, env)
 
 
 def folder_for(target: Target, python: str, index: str, root: Path) -> Path:
