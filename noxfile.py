@@ -323,6 +323,12 @@ def workflows(session: nox.Session) -> None:
     _farm(session, "workflows")
 
 
+@nox.session(name="bench-builds", venv_backend="none")
+def bench_builds(session: nox.Session) -> None:
+    """Cold, warm-no-change and warm-one-file times of the host build and the CUDA 13 and 12 container builds."""
+    _farm(session, "bench-builds")
+
+
 @nox.session(venv_backend="none")
 def reproduce(session: nox.Session) -> None:
     """Build a target twice from two clean clones and compare the bytes [-- --container --cuda 12 ...]."""

@@ -298,6 +298,19 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_builds(args: argparse.Namespace) -> int:
+    from ci import buildbench
+
+    config = cli.load_project(args)
+    kinds = args.kind or ["host", "13", "12"]
+    for kind in kinds:
+        if kind != "host":
+            matrix.get_cell(kind)
+    out = cli.path_option(args.out, "FARM_BENCH_RESULTS", config.root / "bench-results")
+    buildbench.bench(config, kinds, args.touch, out, console)
+    return 0
+
+
 def cmd_lock(args: argparse.Namespace) -> int:
     from ci import pins
 
@@ -312,7 +325,7 @@ COMMANDS = {
     "build-cuda": cmd_build_cuda, "build-all": cmd_build_all, "shell": cmd_shell, "base-image": cmd_base_image,
     "images": cmd_images, "test-gpu": cmd_test_gpu, "test": cmd_test, "run": cmd_run,
     "build-win": cmd_build_win, "jit": cmd_jit, "release": cmd_release, "workflows": cmd_workflows,
-    "lock": cmd_lock, "reproduce": cmd_reproduce,
+    "lock": cmd_lock, "reproduce": cmd_reproduce, "bench-builds": cmd_bench_builds,
 }
 
 

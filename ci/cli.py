@@ -170,6 +170,14 @@ def build_parser() -> Parser:
     rp.add_argument("--base-image")
     rp.add_argument("--keep", action="store_true", help="keep the clones and wheels")
 
+    bb = sub.add_parser("bench-builds", help="cold, warm and one-file build times of the host and container builds")
+    _project_args(bb)
+    bb.add_argument("--kind", action="append", default=[],
+                    help="host, or a CUDA cell for its container build (13, 12, 13.2); repeatable "
+                    "(default: host, 13, 12)")
+    bb.add_argument("--touch", help="the file the one-file rebuild changes (default: the smallest .cu)")
+    bb.add_argument("--out", help="results folder (default: <project>/bench-results)")
+
     sub.add_parser("lock", help="compile every ci/requirements/*.in into a hash-pinned .txt (needs uv)")
 
     bi = sub.add_parser("base-image", help="bootstrap a Debian base image (no registry needed)")
