@@ -58,16 +58,18 @@ def test_compile_error_is_shown_and_leaves_no_wheel(project: Path) -> None:
     wheelhouse = project / "wheelhouse"
     wheelhouse.mkdir()
     (wheelhouse / "keep.txt").write_text("untouched")
-    result = run_ci("build", "--project", str(project), "--arch-list", "9.0+PTX", "--wheelhouse", str(wheelhouse))
+    build_dir = project.parent / "build-dir"
+    result = run_ci("build", "--project", str(project), "--arch-list", "9.0+PTX", "--wheelhouse", str(wheelhouse),
+                    "--build-dir", str(build_dir))
     assert result.returncode == 1, result.stdout[-3000:]
     assert re.search(r"round_ste\.cu.*error", result.stdout), result.stdout[-3000:]
     assert "undefined_symbol_for_test" in result.stdout
     assert result.stdout.strip().splitlines()[-1].startswith("error: the wheel build of fusedops-stable-cu130")
     assert "Traceback" not in result.stdout
     assert sorted(p.name for p in wheelhouse.rglob("*") if p.is_file()) == ["keep.txt"]
-    assert not any((project / "build" / "farm" / "staging").iterdir())
+    assert not any((build_dir / "staging").iterdir())
     # The checkout was never written to: the build ran in the target's work folder.
-    assert not list((project / "package" / "fusedops").glob("*.so"))
+    assert not list((project / "package" / "fusedops").glob("*.so")) and not (project / "build").exists()
 
 
 def test_dev_loop_recompiles_only_the_touched_file(project: Path) -> None:
