@@ -30,7 +30,7 @@ class Store(http.server.BaseHTTPRequestHandler):
     gets_found = 0
     puts = 0
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:
         data = self.objects.get(self.path)
         if data is None:
             self.send_response(404)
@@ -42,11 +42,11 @@ class Store(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def do_HEAD(self) -> None:  # noqa: N802
+    def do_HEAD(self) -> None:
         self.send_response(200 if self.path in self.objects else 404)
         self.end_headers()
 
-    def do_PUT(self) -> None:  # noqa: N802
+    def do_PUT(self) -> None:
         length = int(self.headers.get("Content-Length", "0"))
         self.objects[self.path] = self.rfile.read(length)
         type(self).puts += 1
