@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from typing import ClassVar
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.slow
 
 
 class Store(http.server.BaseHTTPRequestHandler):
-    objects: dict[str, bytes] = {}
+    objects: ClassVar[dict[str, bytes]] = {}
     gets_found = 0
     puts = 0
 
