@@ -13,8 +13,8 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from typing import ClassVar
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
