@@ -113,11 +113,12 @@ def deterministic_nvcc_flags(seed: str, nvcc_version: str = "13") -> str:
 def reproducible_env(source: Path, epoch: str | None, seed: str) -> dict[str, str]:
     """Path-independent, deterministic compiler output: the source folder is written as ``.`` into debug
     info and ``__FILE__`` (gcc, and nvcc's host compiler), and archives take the commit's time."""
-    # Quoted: setuptools splits CFLAGS like a shell, and nvcc its *_FLAGS variables (a path may hold spaces).
+    # Quoted: setuptools splits these like a shell, and nvcc its *_FLAGS variables (a path may hold spaces).
+    # CPPFLAGS, not CFLAGS: setuptools *adds* CPPFLAGS to Python's compile flags, where CFLAGS would replace
+    # them (and drop -DNDEBUG and the optimisation level the project expects).
     mapping = f'"-ffile-prefix-map={source}=."'
     nvcc = f"{deterministic_nvcc_flags(seed)} -Xcompiler={mapping}"  # host builds use PyPI's CUDA 13
-    env = {"CFLAGS": f"{os.environ.get('CFLAGS', '')} {mapping}".strip(),
-           "CXXFLAGS": f"{os.environ.get('CXXFLAGS', '')} {mapping}".strip(),
+    env = {"CPPFLAGS": f"{os.environ.get('CPPFLAGS', '')} {mapping}".strip(),
            "NVCC_APPEND_FLAGS": f"{os.environ.get('NVCC_APPEND_FLAGS', '')} {nvcc}".strip()}
     if epoch:
         env["SOURCE_DATE_EPOCH"] = epoch
