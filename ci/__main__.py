@@ -362,6 +362,13 @@ def _main(argv: list[str]) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         return errors.EXIT_SIGINT
+    except ModuleNotFoundError as exc:
+        if errors.debug_enabled():
+            traceback.print_exc()
+        console.print(f"[bold red]error:[/] a tool the farm needs is not installed ({exc.name}): run the farm "
+                      "through nox, or pip install --require-hashes -r ci/requirements/farm.txt", highlight=False,
+                      soft_wrap=True)
+        return errors.EXIT_MISSING
     except Exception as exc:
         if errors.debug_enabled():
             traceback.print_exc()

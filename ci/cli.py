@@ -229,10 +229,34 @@ def selection(args: argparse.Namespace) -> targets.Selection:
     )
 
 
+def selection_from_wheel(name: str, arch_list: str | None) -> targets.Selection:
+    """The target a wheel was built for, read from its name: ``+pt211cu130`` (torch and cell), ``+cu124``
+    (cell), and the interpreter tag of a per-Python wheel."""
+    import re
+
+    from ci import wheelmeta
+
+    parsed = wheelmeta.parse_name(Path(name))
+    local = parsed.version.local or ""
+    torch = cuda = python = None
+    m = re.fullmatch(r"pt(\d)(\d+)(cu\d+|cpu)", local)
+    if m:
+        torch, cuda = f"{m.group(1)}.{m.group(2)}", (m.group(3) if m.group(3) != "cpu" else None)
+    elif re.fullmatch(r"cu\d+", local):
+        cuda = local
+    interpreter, abi = parsed.tags[0].split("-")[:2]
+    if abi != "abi3" and interpreter.startswith("cp"):
+        python = f"{interpreter[2]}.{interpreter[3:]}"
+    return targets.Selection(cuda=cuda, torch=torch, python=python, arch_list=arch_list)
+
+
 def resolve(args: argparse.Namespace, *, os_name: str = "linux") -> tuple[targets.Target, ...]:
     """The targets a command acts on; validates project, configuration and selection."""
     config = load_project(args)
     sel = selection(args)
+    wheel = getattr(args, "wheel", None)
+    if sel.empty and wheel and args.subcommand in ("test-gpu", "test", "run", "audit"):
+        sel = selection_from_wheel(wheel, sel.arch_list)
     if sel.empty and args.subcommand in ("build", "develop", "test-gpu", "test", "audit", "run", "reproduce") \
             and not getattr(args, "all", False):
         default = targets.default_target(config, os_name, prefer_python=current_python())
