@@ -296,6 +296,13 @@ def validate(args: argparse.Namespace) -> None:
         from windows import cli as windows_cli
 
         windows_cli.check_host()
+    for option in ("wheel", "ptx_wheel"):
+        value = getattr(args, option, None)
+        if value and command in ("audit", "test-gpu", "test", "run"):
+            from ci import wheelmeta
+
+            with wheelmeta.open_wheel(Path(value)):
+                pass
     if hasattr(args, "target"):
         resolve(args, os_name="windows" if command == "build-win" else "linux")
     elif hasattr(args, "project"):
@@ -306,13 +313,6 @@ def validate(args: argparse.Namespace) -> None:
         matrix.cells(args.cells or None)
     if command == "test-gpu":
         parse_lanes(args.lanes)
-    for option in ("wheel", "ptx_wheel"):
-        value = getattr(args, option, None)
-        if value and command in ("audit", "test-gpu", "test", "run"):
-            from ci import wheelmeta
-
-            with wheelmeta.open_wheel(Path(value)):
-                pass
 
 
 def session_args(command: str, posargs: Sequence[str]) -> argparse.Namespace:
