@@ -151,7 +151,7 @@ def ensure_torch_volume(job: ContainerBuild, python: str) -> str:
         name = f"farm-torch-{job.job}"
         cmd = [docker, "run", "--rm", "--init", f"--name={name}", f"--label=farm.job={job.job}",
                f"--volume={volume}:{TORCH_MOUNT}", f"--volume={PIP_CACHE_VOLUME}:{CONTAINER_HOME}/.cache/pip",
-               *mounts, *[f"--env={k}={v}" for k, v in ca_env.items()], "--user=0", job.image, "sh", "-c",
+               *mounts, *[f"--env={k}={v}" for k, v in ca_env.items()], job.image, "sh", "-c",
                f"set -e; rm -rf {TORCH_MOUNT}/site; "
                f"/opt/python/{images.python_tag(python)}/bin/python -m pip install --quiet --target "
                f"{TORCH_MOUNT}/site --cache-dir {CONTAINER_HOME}/.cache/pip "
