@@ -14,6 +14,8 @@
 
 #include "../bias_act_common.h"
 #include "../common.h"
+#include "../lltm_impl.h"
+#include "../upfirdn2d_impl.h"
 #include "isa.h"
 
 #if FUSEDOPS_HAVE_AVX2_KERNELS
@@ -25,7 +27,9 @@
 #define FUSEDOPS_CPU_ISA avx2
 
 #include "bias_act_kernels.h"
+#include "lltm_kernels.h"
 #include "round_ste_kernels.h"
+#include "upfirdn2d_kernels.h"
 
 namespace fusedops {
 namespace cpu {
@@ -40,9 +44,27 @@ void round_ste_run_avx2(const scalar_t* src, scalar_t* dst, int64_t n) {
   avx2::round_ste_run(src, dst, n);
 }
 
+template <typename scalar_t>
+void lltm_forward_run_avx2(const LltmForwardJob<scalar_t>& j) {
+  avx2::lltm_forward_run(j);
+}
+
+template <typename scalar_t>
+void lltm_backward_run_avx2(const LltmBackwardJob<scalar_t>& j) {
+  avx2::lltm_backward_run(j);
+}
+
+template <typename scalar_t>
+void upfirdn2d_run_avx2(const Upfirdn2dJob<scalar_t>& j) {
+  avx2::upfirdn2d_run(j);
+}
+
 #define FUSEDOPS_INSTANTIATE(T)                                                      \
   template void bias_act_run_avx2<T>(const BiasActJob<T>&, int, int64_t);           \
-  template void round_ste_run_avx2<T>(const T*, T*, int64_t);
+  template void round_ste_run_avx2<T>(const T*, T*, int64_t);                     \
+  template void lltm_forward_run_avx2<T>(const LltmForwardJob<T>&);                \
+  template void lltm_backward_run_avx2<T>(const LltmBackwardJob<T>&);              \
+  template void upfirdn2d_run_avx2<T>(const Upfirdn2dJob<T>&);
 
 FUSEDOPS_INSTANTIATE(float)
 FUSEDOPS_INSTANTIATE(double)
