@@ -402,8 +402,10 @@ def reference_upfirdn2d(
 ) -> torch.Tensor:
     """Plain-PyTorch upfirdn2d: zero insertion by reshape/pad, F.pad (crop for
     negative pads), a depthwise ``conv2d`` (cuDNN on CUDA) with the filter
-    flipped unless ``flip_filter``, then slicing. Differentiable by autograd."""
+    flipped unless ``flip_filter``, then slicing. Differentiable by autograd in
+    ``x``; ``f`` is a constant."""
     f, upx, upy, downx, downy, padx0, padx1, pady0, pady1 = _validate(x, f, up, down, padding)
+    f = f.detach()  # a constant, as for the kernel (the original asserts that f needs no gradient)
     n, c, h, w = x.shape
     if n * c == 0:
         oh = _out_size(h, upy, pady0, pady1, f.shape[0], downy)
