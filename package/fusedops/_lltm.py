@@ -26,6 +26,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.autograd.function import once_differentiable
 
 from ._common import FLOATING, has_kernel
 
@@ -107,7 +108,9 @@ class _LLTMFunction(torch.autograd.Function):
         old_cell: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         X = torch.cat((old_h, input), 1)
-        gates = torch.addmm(bias, X, weights.t())
+        # A 1-D bias lets cuBLASLt add it in the GEMM's epilogue (a (1, 3S) bias
+        # would be broadcast into the output by a copy kernel first).
+        gates = torch.addmm(bias.reshape(-1), X, weights.t())
         with _below_autograd():
             new_h, new_cell = _cell(gates, old_cell)
         ctx.save_for_backward(X, weights, gates, new_cell)
@@ -116,6 +119,7 @@ class _LLTMFunction(torch.autograd.Function):
         return new_h, new_cell
 
     @staticmethod
+    @once_differentiable  # first-order, like the tutorial's extension: double backward raises
     def backward(ctx: Any, grad_h: torch.Tensor | None, grad_cell: torch.Tensor | None) -> tuple[Any, ...]:
         if grad_h is None and grad_cell is None:
             return None, None, None, None, None
@@ -254,7 +258,7 @@ def lltm(
         new_h, new_cell = _step_apply(input, weights, bias, old_h, old_cell)
         return new_h, new_cell
     with _below_autograd():
-        gates = torch.addmm(bias, torch.cat((old_h, input), 1), weights.t())
+        gates = torch.addmm(bias.reshape(-1), torch.cat((old_h, input), 1), weights.t())
         new_h, new_cell = _cell(gates, old_cell)
     return new_h, new_cell
 

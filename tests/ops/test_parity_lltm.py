@@ -196,3 +196,14 @@ def test_module_forward_backward_like_the_tutorial(device: str) -> None:
         torch.testing.assert_close(p.grad, q.grad)
     # The state may be a list, as `*state` unpacking allows.
     torch.testing.assert_close(cell(x, [h, c])[0], new_h)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_lltm_is_first_order_and_says_so(device: str) -> None:
+    # Like the tutorial's extension, the step differentiates once; a second
+    # derivative is an error, never a silently wrong number.
+    args = [a.requires_grad_() for a in make_args(3, 4, 5, device)]
+    h, _ = fusedops.lltm(*args)
+    (g,) = torch.autograd.grad(h.sum(), args[0], create_graph=True)
+    with pytest.raises(RuntimeError):
+        g.sum().backward()
