@@ -16,7 +16,8 @@ How it measures, so that numbers taken on a busy machine still compare:
   keeps every round, so a round disturbed by other work shows up as an outlier
   instead of moving the result;
 * CPU runs use torch's intra-op threads (``torch.get_num_threads()``, or
-  ``--threads``), the same for all three.
+  ``--threads``), the same for all three (torch.utils.benchmark's Timer would
+  otherwise run everything on one thread).
 
 Timings never appear in test asserts; this is the place for them. The script
 imports only torch, fusedops, rich, numpy and (for the picture) matplotlib, and
@@ -105,6 +106,11 @@ def _round(value: float | None, digits: int = 3) -> float | None:
 
 
 def _compile(fn: Callable[..., Any]) -> Callable[..., Any]:
+    # One compiled graph per case (shapes and keyword arguments differ), more
+    # than dynamo's default limit per function allows before falling back to eager.
+    for name in ("recompile_limit", "cache_size_limit"):
+        if hasattr(torch._dynamo.config, name):
+            setattr(torch._dynamo.config, name, max(64, getattr(torch._dynamo.config, name)))
     compiled: Callable[..., Any] = torch.compile(fn, dynamic=False)
     return compiled
 
@@ -245,7 +251,8 @@ def measure_case(case: Case, device: torch.device, rounds: int, min_run_time: fl
     order = list(case.fns)
     for r in range(rounds):
         for impl in order[r % len(order):] + order[: r % len(order)]:
-            timer = tbench.Timer(stmt="fn()", globals={"fn": case.fns[impl]})
+            # Timer defaults to one thread; measure with torch's intra-op threads, as they are set.
+            timer = tbench.Timer(stmt="fn()", globals={"fn": case.fns[impl]}, num_threads=torch.get_num_threads())
             m = timer.blocked_autorange(min_run_time=min_run_time)
             samples[impl].append(m.median * 1e3)
     return Result(case.op, case.name, case.size, samples, case.bytes_moved)
@@ -323,22 +330,41 @@ def plot(results: list[Result], title: str, path: Path) -> bool:
             ys = [r.median(impl) or float("nan") for r in rows]
             ax.bar(xs, ys, width, label=impl, color=colors[impl])
         for i, r in enumerate(rows):
-            s = r.speedup("eager")
-            if s is not None and r.median("fused") is not None:
-                ax.annotate(f"{s:.1f}x", (i - width, r.median("fused") or 0), ha="center", va="bottom",
-                            fontsize=7)
+            se, sc = r.speedup("eager"), r.speedup("compiled")
+            if se is not None and r.median("fused") is not None:
+                label = f"{se:.2f}x" + (f"\n{sc:.2f}x" if sc is not None else "")
+                ax.annotate(label, (i - width, r.median("fused") or 0), ha="center", va="bottom", fontsize=7)
         ax.set_yscale("log")
+        values = [v for r in rows for impl in IMPLS if (v := r.median(impl)) is not None]
+        if values:  # bars start well below the smallest, so their heights compare on the log scale
+            ax.set_ylim(bottom=min(values) / 4, top=max(values) * 2)
         ax.set_xticks(range(len(rows)))
         ax.set_xticklabels([r.size for r in rows], rotation=30, ha="right", fontsize=8)
         ax.set_title(op)
         ax.set_ylabel("median ms (log)")
         ax.grid(axis="y", which="both", alpha=0.3)
     axes[0][0].legend(fontsize=8)
-    fig.suptitle(title + "  (label: speed-up of fused over eager)", fontsize=10)
+    fig.suptitle(title + "  (labels: speed-up of fused over eager, over compiled)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
+
+
+def replot(path: Path) -> int:
+    data = json.loads(path.read_text())
+    env = data["environment"]
+    results = [Result(r["op"], r["case"], r["size"], r["rounds_ms"], r.get("bytes_moved")) for r in data["results"]]
+    where = env.get("gpu") or env.get("cpu")
+    title = f"fusedops on {where} (torch {env['torch']}, {env['threads']} threads)"
+    if env.get("label"):
+        title += f" {env['label']}"
+    png = path.with_suffix(".png")
+    if not plot(results, title, png):
+        print("matplotlib is not installed: no plot", file=sys.stderr)
+        return 1
+    print(f"plot written to {png}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -354,7 +380,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--label", default="", help="free text stored in the JSON (e.g. 'before')")
     p.add_argument("--impls", default=",".join(IMPLS),
                    help="comma-separated implementations to measure (default: fused,eager,compiled)")
+    p.add_argument("--replot", metavar="JSON", default=None,
+                   help="only redraw the picture of an earlier run's bench-<device>.json (next to it)")
     args = p.parse_args(argv)
+    if args.replot:
+        return replot(Path(args.replot))
     args.rounds = args.rounds or (3 if args.quick else 5)
     args.min_run_time = args.min_run_time or (0.1 if args.quick else 0.2)
     if args.threads:
