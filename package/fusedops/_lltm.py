@@ -108,8 +108,9 @@ class _LLTMFunction(torch.autograd.Function):
         old_cell: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         X = torch.cat((old_h, input), 1)
-        # A 1-D bias lets cuBLASLt add it in the GEMM's epilogue (a (1, 3S) bias
-        # would be broadcast into the output by a copy kernel first).
+        # The bias as 1-D (a view): addmm can then use cuBLASLt's bias epilogue
+        # where its conditions hold instead of first broadcasting the bias into
+        # the output; the result is the same either way.
         gates = torch.addmm(bias.reshape(-1), X, weights.t())
         with _below_autograd():
             new_h, new_cell = _cell(gates, old_cell)
