@@ -18,25 +18,85 @@ import torch
 from ._common import FLOATING, has_kernel, like_kernel_output
 
 
+def _linear(x: torch.Tensor, **_: Any) -> torch.Tensor:
+    return x
+
+
+def _relu(x: torch.Tensor, **_: Any) -> torch.Tensor:
+    return torch.nn.functional.relu(x)
+
+
+def _lrelu(x: torch.Tensor, alpha: float, **_: Any) -> torch.Tensor:
+    return torch.nn.functional.leaky_relu(x, alpha)
+
+
+def _tanh(x: torch.Tensor, **_: Any) -> torch.Tensor:
+    return torch.tanh(x)
+
+
+def _sigmoid(x: torch.Tensor, **_: Any) -> torch.Tensor:
+    return torch.sigmoid(x)
+
+
+def _elu(x: torch.Tensor, **_: Any) -> torch.Tensor:
+    return torch.nn.functional.elu(x)
+
+
+def _selu(x: torch.Tensor, **_: Any) -> torch.Tensor:
+    return torch.nn.functional.selu(x)
+
+
+def _softplus(x: torch.Tensor, **_: Any) -> torch.Tensor:
+    return torch.nn.functional.softplus(x)
+
+
+def _swish(x: torch.Tensor, **_: Any) -> torch.Tensor:
+    return torch.sigmoid(x) * x
+
+
 @dataclasses.dataclass(frozen=True)
 class Activation:
-    code: int
+    """One entry of :data:`activation_funcs`, with the fields StyleGAN2-ADA's entries have.
+
+    ``func(x, alpha=...)`` is the plain-PyTorch activation (the reference);
+    ``def_alpha`` and ``def_gain`` are the defaults ``bias_act`` uses for
+    ``alpha=None`` and ``gain=None``; ``has_2nd_grad`` says whether the second
+    derivative is non-zero; ``cuda_idx`` and ``ref`` are kept for code that reads
+    them. ``code`` is the kernel's activation code (csrc/bias_act_impl.h) and
+    ``takes_alpha`` whether ``alpha`` changes anything (only ``lrelu``).
+    """
+
+    func: Any
     def_alpha: float
     def_gain: float
+    cuda_idx: int
+    ref: str
+    has_2nd_grad: bool
+    code: int
+    takes_alpha: bool = False
+
+    def __getitem__(self, key: str) -> Any:  # dnnlib.EasyDict-style access: spec["def_gain"]
+        return getattr(self, key)
 
 
-#: name -> (kernel code, default alpha, default gain); codes match csrc/bias_act_impl.h.
+_SQRT2 = math.sqrt(2)
+
+#: name -> activation, as in StyleGAN2-ADA's ``bias_act.activation_funcs``: the same
+#: names, defaults (``def_alpha``, ``def_gain``) and meaning of ``alpha`` (the
+#: negative slope of ``lrelu``; every other activation ignores it: ``elu`` is
+#: ``F.elu`` with alpha 1, ``selu`` has its fixed constants).
 activation_funcs: dict[str, Activation] = {
-    "linear": Activation(0, 0.0, 1.0),
-    "relu": Activation(1, 0.0, math.sqrt(2)),
-    "lrelu": Activation(2, 0.2, math.sqrt(2)),
-    "tanh": Activation(3, 0.0, 1.0),
-    "sigmoid": Activation(4, 0.0, 1.0),
-    "elu": Activation(5, 1.0, 1.0),
-    "selu": Activation(6, 0.0, 1.0),
-    "softplus": Activation(7, 0.0, 1.0),
-    "swish": Activation(8, 0.0, math.sqrt(2)),
+    "linear": Activation(_linear, 0.0, 1.0, 1, "", False, 0),
+    "relu": Activation(_relu, 0.0, _SQRT2, 2, "y", False, 1),
+    "lrelu": Activation(_lrelu, 0.2, _SQRT2, 3, "y", False, 2, takes_alpha=True),
+    "tanh": Activation(_tanh, 0.0, 1.0, 4, "y", True, 3),
+    "sigmoid": Activation(_sigmoid, 0.0, 1.0, 5, "y", True, 4),
+    "elu": Activation(_elu, 0.0, 1.0, 6, "y", True, 5),
+    "selu": Activation(_selu, 0.0, 1.0, 7, "y", True, 6),
+    "softplus": Activation(_softplus, 0.0, 1.0, 8, "y", True, 7),
+    "swish": Activation(_swish, 0.0, _SQRT2, 9, "x", True, 8),
 }
+IMPLS = ("cuda", "ref")
 _BY_CODE = {a.code: name for name, a in activation_funcs.items()}
 
 
@@ -106,7 +166,7 @@ def _resolve(
         raise TypeError(f"fusedops.bias_act: x must be a torch.Tensor, got {type(x).__name__}")
     if x.dtype not in FLOATING:
         raise TypeError(f"fusedops.bias_act: x must be float16, bfloat16, float32 or float64, got {x.dtype}")
-    if act not in activation_funcs:
+    if not isinstance(act, str) or act not in activation_funcs:
         raise ValueError(f"fusedops.bias_act: act must be one of {', '.join(activation_funcs)}, got {act!r}")
     spec = activation_funcs[act]
     if b is not None:
@@ -126,15 +186,24 @@ def _resolve(
             raise ValueError(f"fusedops.bias_act: b is on {b.device}, x is on {x.device}")
     elif x.dim() > 0:
         dim %= x.dim()
+    if alpha is not None and not isinstance(alpha, (int, float)):
+        raise TypeError(f"fusedops.bias_act: alpha must be a number or None, got {type(alpha).__name__}")
+    if gain is not None and not isinstance(gain, (int, float)):
+        raise TypeError(f"fusedops.bias_act: gain must be a number or None, got {type(gain).__name__}")
+    if clamp is not None and not isinstance(clamp, (int, float)):
+        raise TypeError(f"fusedops.bias_act: clamp must be a number or None, got {type(clamp).__name__}")
     if clamp is not None and clamp < 0:
         raise ValueError(f"fusedops.bias_act: clamp must be >= 0 or None, got {clamp}")
-    return (
-        dim,
-        spec,
-        float(spec.def_alpha if alpha is None else alpha),
-        float(spec.def_gain if gain is None else gain),
-        -1.0 if clamp is None else float(clamp),
+    return dim, spec, _kernel_alpha(act, alpha), float(spec.def_gain if gain is None else gain), (
+        -1.0 if clamp is None else float(clamp)
     )
+
+
+def _kernel_alpha(act: str, alpha: float | None) -> float:
+    """The kernel's alpha: lrelu's slope; 1 for elu (the kernel's elu is alpha * expm1); unused otherwise."""
+    if act == "lrelu":
+        return float(activation_funcs[act].def_alpha if alpha is None else alpha)
+    return 1.0 if act == "elu" else 0.0
 
 
 def bias_act(
@@ -145,27 +214,39 @@ def bias_act(
     alpha: float | None = None,
     gain: float | None = None,
     clamp: float | None = None,
+    impl: str = "cuda",
 ) -> torch.Tensor:
     """Fused bias, activation, gain and clamp: ``clamp(act(x + b) * gain, -clamp, clamp)``.
 
+    StyleGAN2-ADA's ``torch_utils.ops.bias_act.bias_act``, with the same
+    arguments, defaults and results.
+
     Args:
         x: input of any shape, layout and floating dtype.
-        b: optional 1-D bias with ``x.shape[dim]`` elements, added along ``dim``.
-        dim: the dimension ``b`` runs along (default 1, the channels of NCHW).
+        b: optional 1-D bias with ``x.shape[dim]`` elements, added along ``dim``;
+            same dtype and device as ``x``.
+        dim: the dimension ``b`` runs along (default 1, the channels of NCHW);
+            ignored without ``b``. Negative values count from the end.
         act: one of ``linear, relu, lrelu, tanh, sigmoid, elu, selu, softplus, swish``.
-        alpha: the activation's shape parameter (lrelu slope, elu scale); ``None``
-            takes the activation's default.
-        gain: output scale; ``None`` takes the activation's default (``sqrt(2)``
-            for relu, lrelu and swish, 1 otherwise).
+        alpha: the negative slope of ``lrelu`` (default 0.2); the other
+            activations ignore it, as in the original.
+        gain: output scale; ``None`` takes the activation's default
+            ``activation_funcs[act].def_gain`` (``sqrt(2)`` for relu, lrelu and
+            swish, 1 otherwise).
         clamp: clamp the output to ``[-clamp, clamp]``; ``None`` for no clamp.
             The gradient is zero where the output was clamped.
+        impl: ``"cuda"`` (default): the fused kernel, on every device that has
+            one (CPU and CUDA; the original used its CUDA kernel on CUDA tensors
+            only); ``"ref"``: the plain-PyTorch reference.
 
     Returns:
         A tensor like ``x`` (same layout for dense inputs). Differentiable twice
-        with respect to ``x`` and ``b``.
+        with respect to ``x`` and ``b`` (``impl="ref"``: to any order).
     """
+    if impl not in IMPLS:
+        raise ValueError(f"fusedops.bias_act: impl must be 'cuda' or 'ref', got {impl!r}")
     dim, spec, alpha_, gain_, clamp_ = _resolve(x, b, dim, act, alpha, gain, clamp)
-    if not has_kernel(x.device):
+    if impl == "ref" or not has_kernel(x.device):
         return reference_bias_act(x, b, dim, act, alpha, gain, clamp)
     return torch.ops.fusedops.bias_act.default(x, b, dim, spec.code, alpha_, gain_, clamp_)
 
@@ -179,32 +260,18 @@ def reference_bias_act(
     gain: float | None = None,
     clamp: float | None = None,
 ) -> torch.Tensor:
-    """Plain-PyTorch bias_act (differentiable to any order through torch's own autograd)."""
+    """Plain-PyTorch bias_act (differentiable to any order through torch's own autograd).
+
+    Step for step the original's reference: add the bias, ``activation_funcs[act].func``,
+    multiply by the gain unless it is 1, clamp unless ``clamp`` is None.
+    """
     spec = activation_funcs[act]
     alpha_ = float(spec.def_alpha if alpha is None else alpha)
     gain_ = float(spec.def_gain if gain is None else gain)
     if b is not None:
         dim %= x.dim()
         x = x + b.reshape([-1 if d == dim else 1 for d in range(x.dim())])
-    fn = torch.nn.functional
-    if act == "linear":
-        y = x
-    elif act == "relu":
-        y = fn.relu(x)
-    elif act == "lrelu":
-        y = fn.leaky_relu(x, alpha_)
-    elif act == "tanh":
-        y = torch.tanh(x)
-    elif act == "sigmoid":
-        y = torch.sigmoid(x)
-    elif act == "elu":
-        y = fn.elu(x, alpha_)
-    elif act == "selu":
-        y = fn.selu(x)
-    elif act == "softplus":
-        y = fn.softplus(x)
-    else:
-        y = torch.sigmoid(x) * x
+    y = spec.func(x, alpha=alpha_)
     if gain_ != 1:
         y = y * gain_
     if clamp is not None and clamp >= 0:

@@ -1,10 +1,21 @@
-"""LLTM: the cell of the PyTorch C++/CUDA extension tutorial (seed 002).
+"""LLTM: the cell of the PyTorch C++/CUDA extension tutorial (pytorch/extension-cpp).
 
-The matrix product stays in PyTorch (``torch.cat`` and ``addmm``, so autograd
-differentiates it); the pointwise work is one fused kernel in the forward
-(``fusedops::lltm_cell``) and one in the backward
+A drop-in for the tutorial's ``LLTMFunction.apply(input, weights, bias, old_h,
+old_cell)`` and its ``LLTM`` module: the bias may be ``(3*state_size,)`` or the
+tutorial's ``(1, 3*state_size)``, and ``LLTM`` keeps the tutorial's parameter
+names and shapes, so state dicts move between the two in both directions.
+
+The matrix products stay in PyTorch (cuBLAS/MKL); the pointwise work is one
+fused kernel in the forward (``fusedops::lltm_cell``) and one in the backward
 (``fusedops::lltm_cell_backward``), which recomputes the activations from the
 saved gate pre-activations and the new cell instead of saving them.
+
+In eager mode the whole step (concatenation, matrix product, cell) is one
+``autograd.Function`` whose backward is the fused kernel plus the three matrix
+reductions, like the tutorial's C++ extension: one autograd node instead of
+three, which is what the step costs at small batches, where the host, not the
+GPU, is the limit. Under ``torch.compile`` and functorch transforms the
+registered op with its registered autograd is used instead.
 """
 
 from __future__ import annotations
@@ -15,13 +26,14 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.autograd.function import once_differentiable
 
 from ._common import FLOATING, has_kernel
 
 __all__ = ["LLTM", "lltm", "reference_lltm"]
 
 _NAMES = ("input", "weights", "bias", "old_h", "old_cell")
-_RANKS = (2, 2, 1, 2, 2)
+_RANKS = (2, 2, 0, 2, 2)  # the bias's rank is checked on its own: 1 or 2
 
 
 # --- custom-op registrations ---------------------------------------------------------
@@ -69,40 +81,68 @@ torch.library.register_autograd(
 )
 
 _cell = torch.ops.fusedops.lltm_cell.default
+_cell_backward = torch.ops.fusedops.lltm_cell_backward.default
 _below_autograd = torch._C._AutoDispatchBelowAutograd
 _functorch_active = torch._C._are_functorch_transforms_active
 _is_compiling = torch.compiler.is_compiling
 
 
-class _LLTMCellFunction(torch.autograd.Function):
-    """Eager fast path: the same autograd formula as the registration above,
-    without the generic machinery of ``register_autograd`` (default-argument
-    filling, a Python redispatch), whose overhead dominates at small batches.
-    torch.compile and functorch transforms take the registered op instead."""
+class _LLTMFunction(torch.autograd.Function):
+    """Eager fast path: the whole step as one autograd node.
+
+    Forward: ``X = cat([old_h, input])``, ``gates = addmm(bias, X, weights.t())``,
+    the fused cell. Backward: the fused cell backward, then ``d_X = d_gates @ weights``
+    (split into ``d_old_h`` and ``d_input``), ``d_weights = d_gates.t() @ X`` and
+    ``d_bias = d_gates.sum(0)`` in the bias's own shape, each only when needed.
+    The same formulas as the registered autograd of ``lltm_cell`` composed with
+    autograd's ``cat``/``addmm``; torch.compile and functorch use those instead.
+    """
 
     @staticmethod
-    def forward(ctx: Any, gate_weights: torch.Tensor, old_cell: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(  # type: ignore[override]
+        ctx: Any,
+        input: torch.Tensor,
+        weights: torch.Tensor,
+        bias: torch.Tensor,
+        old_h: torch.Tensor,
+        old_cell: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        X = torch.cat((old_h, input), 1)
+        # The bias as 1-D (a view): addmm can then use cuBLASLt's bias epilogue
+        # where its conditions hold instead of first broadcasting the bias into
+        # the output; the result is the same either way.
+        gates = torch.addmm(bias.reshape(-1), X, weights.t())
         with _below_autograd():
-            new_h, new_cell = _cell(gate_weights, old_cell)
-        ctx.save_for_backward(gate_weights, new_cell)
+            new_h, new_cell = _cell(gates, old_cell)
+        ctx.save_for_backward(X, weights, gates, new_cell)
+        ctx.bias_2d = bias.dim() == 2
         ctx.set_materialize_grads(False)
         return new_h, new_cell
 
-    backward = staticmethod(_lltm_cell_backward)
+    @staticmethod
+    @once_differentiable  # first-order, like the tutorial's extension: double backward raises
+    def backward(ctx: Any, grad_h: torch.Tensor | None, grad_cell: torch.Tensor | None) -> tuple[Any, ...]:
+        if grad_h is None and grad_cell is None:
+            return None, None, None, None, None
+        X, weights, gates, new_cell = ctx.saved_tensors
+        with _below_autograd():
+            d_gates, d_old_cell = _cell_backward(grad_h, grad_cell, gates, new_cell)
+        need_input, need_weights, need_bias, need_h, need_cell = ctx.needs_input_grad
+        d_input = d_old_h = d_weights = d_bias = None
+        if need_input or need_h:
+            d_X = d_gates.mm(weights)
+            state = new_cell.shape[1]
+            d_old_h, d_input = d_X[:, :state], d_X[:, state:]
+        if need_weights:
+            d_weights = d_gates.t().mm(X)
+        if need_bias:
+            d_bias = d_gates.sum(0, keepdim=ctx.bias_2d)
+        return d_input, d_weights, d_bias, d_old_h, d_old_cell if need_cell else None
 
 
 # Function.apply's C entry point (what Function.apply calls once it has ruled out
-# functorch transforms, which _lltm_cell() checks itself).
-_cell_apply = super(torch.autograd.Function, _LLTMCellFunction).apply
-
-
-def _lltm_cell(gate_weights: torch.Tensor, old_cell: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    if _is_compiling() or _functorch_active():
-        return _cell(gate_weights, old_cell)
-    if torch.is_grad_enabled() and (gate_weights.requires_grad or old_cell.requires_grad):
-        return _cell_apply(gate_weights, old_cell)
-    with _below_autograd():
-        return _cell(gate_weights, old_cell)
+# functorch transforms, which lltm() checks itself): skips a Python frame.
+_step_apply = super(torch.autograd.Function, _LLTMFunction).apply
 
 
 # --- public API ----------------------------------------------------------------------
@@ -129,7 +169,7 @@ def _check_args(
                 batch_h == batch
                 and old_cell.shape == (batch, state)
                 and weights.shape == (3 * state, features + state)
-                and bias.shape == (3 * state,)
+                and (bias.shape == (3 * state,) or bias.shape == (1, 3 * state))
             ):
                 return
     except (AttributeError, ValueError, TypeError):
@@ -151,7 +191,7 @@ def _explain_bad_args(args: tuple[Any, ...]) -> None:
             raise TypeError(f"fusedops.lltm: {name} must have the dtype of input ({dtype}), got {value.dtype}")
         if value.device != device:
             raise ValueError(f"fusedops.lltm: {name} must be on the device of input ({device}), got {value.device}")
-        if value.dim() != rank:
+        if rank and value.dim() != rank:
             raise ValueError(f"fusedops.lltm: {name} must be {rank}-D, got shape {tuple(value.shape)}")
     input, weights, bias, old_h, old_cell = args
     batch, features = input.shape
@@ -167,9 +207,10 @@ def _explain_bad_args(args: tuple[Any, ...]) -> None:
             "fusedops.lltm: weights must have shape (3*state_size, input_features + state_size) = "
             f"{(3 * state, features + state)}, got {tuple(weights.shape)}"
         )
-    if bias.shape != (3 * state,):
+    if bias.shape != (3 * state,) and bias.shape != (1, 3 * state):
         raise ValueError(
-            f"fusedops.lltm: bias must have shape (3*state_size,) = ({3 * state},), got {tuple(bias.shape)}"
+            f"fusedops.lltm: bias must have shape (3*state_size,) = ({3 * state},) or (1, 3*state_size) = "
+            f"(1, {3 * state}), got {tuple(bias.shape)}"
         )
 
 
@@ -186,12 +227,14 @@ def lltm(
     three along dim 1; ``new_cell = old_cell + elu(gates[2]) * sigmoid(gates[0])``;
     ``new_h = tanh(new_cell) * sigmoid(gates[1])``. The matrix product runs in
     PyTorch; the pointwise forward and backward are one fused kernel each.
-    Differentiable with respect to every argument.
+    Differentiable with respect to every argument. Takes the arguments of the
+    tutorial's ``LLTMFunction.apply`` in the same order.
 
     Args:
         input: ``(batch, input_features)``.
         weights: ``(3 * state_size, input_features + state_size)``.
-        bias: ``(3 * state_size,)``.
+        bias: ``(3 * state_size,)`` or, as the tutorial's module keeps it,
+            ``(1, 3 * state_size)``; its gradient has the bias's shape.
         old_h: ``(batch, state_size)``, the previous hidden state.
         old_cell: ``(batch, state_size)``, the previous cell state.
 
@@ -202,19 +245,35 @@ def lltm(
         ``(new_h, new_cell)``, contiguous ``(batch, state_size)`` tensors.
     """
     _check_args(input, weights, bias, old_h, old_cell)
-    gate_weights = F.linear(torch.cat((old_h, input), 1), weights, bias)  # == addmm(bias, X, weights.t())
-    if not has_kernel(gate_weights.device):
-        return _reference_cell(gate_weights, old_cell)
-    new_h, new_cell = _lltm_cell(gate_weights, old_cell)
+    if not has_kernel(input.device):
+        return reference_lltm(input, weights, bias, old_h, old_cell)
+    if _is_compiling() or _functorch_active():
+        # Traced: autograd's cat/addmm and the registered op (fake kernel + autograd).
+        gates = torch.addmm(bias, torch.cat((old_h, input), 1), weights.t())
+        new_h, new_cell = _cell(gates, old_cell)
+        return new_h, new_cell
+    if torch.is_grad_enabled() and (
+        input.requires_grad or weights.requires_grad or bias.requires_grad or old_h.requires_grad
+        or old_cell.requires_grad
+    ):
+        new_h, new_cell = _step_apply(input, weights, bias, old_h, old_cell)
+        return new_h, new_cell
+    with _below_autograd():
+        gates = torch.addmm(bias.reshape(-1), torch.cat((old_h, input), 1), weights.t())
+        new_h, new_cell = _cell(gates, old_cell)
     return new_h, new_cell
 
 
 class LLTM(nn.Module):
     """The LLTM cell as a module: ``forward(input, (h, c)) -> (new_h, new_cell)``.
 
-    Parameters ``weights`` ``(3 * state_size, input_features + state_size)`` and
-    ``bias`` ``(3 * state_size,)``, initialised uniformly in
-    ``[-1/sqrt(state_size), 1/sqrt(state_size)]``.
+    The tutorial's module, parameter for parameter: ``weights``
+    ``(3 * state_size, input_features + state_size)`` and ``bias``
+    ``(1, 3 * state_size)``, both initialised uniformly in
+    ``[-1/sqrt(state_size), 1/sqrt(state_size)]``. A state dict saved from the
+    tutorial's ``LLTM`` loads as it is, and this module's state dict loads into
+    the tutorial's. A state dict whose bias is ``(3 * state_size,)`` (fusedops
+    0.1) loads too: the bias is reshaped on load.
     """
 
     def __init__(
@@ -234,7 +293,7 @@ class LLTM(nn.Module):
         self.state_size = state_size
         factory = {"device": device, "dtype": dtype}
         self.weights = nn.Parameter(torch.empty(3 * state_size, input_features + state_size, **factory))
-        self.bias = nn.Parameter(torch.empty(3 * state_size, **factory))
+        self.bias = nn.Parameter(torch.empty(1, 3 * state_size, **factory))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -242,6 +301,18 @@ class LLTM(nn.Module):
         with torch.no_grad():
             for weight in self.parameters():
                 weight.uniform_(-stdv, +stdv)
+
+    def _load_from_state_dict(
+        self, state_dict: dict[str, Any], prefix: str, local_metadata: dict[str, Any], strict: bool,
+        missing_keys: list[str], unexpected_keys: list[str], error_msgs: list[str],
+    ) -> None:
+        bias = state_dict.get(prefix + "bias")
+        if isinstance(bias, torch.Tensor) and bias.shape == (3 * self.state_size,):
+            state_dict = dict(state_dict)
+            state_dict[prefix + "bias"] = bias.reshape(1, -1)
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+        )
 
     def forward(
         self, input: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]

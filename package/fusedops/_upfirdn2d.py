@@ -69,18 +69,29 @@ def _parse_scaling(scaling: Scaling, name: str) -> tuple[int, int]:
 
 
 def _parse_padding(padding: Padding) -> tuple[int, int, int, int]:
-    """``int``, ``[padx, pady]`` or ``[padx0, padx1, pady0, pady1]`` -> the four pads."""
+    """``int``, ``[p]``, ``[padx, pady]`` or ``[padx0, padx1, pady0, pady1]`` -> the four pads."""
     if isinstance(padding, (list, tuple)):
         values = [_as_int(p, "padding") for p in padding]
+        if len(values) == 1:
+            return values[0], values[0], values[0], values[0]
         if len(values) == 2:
             return values[0], values[0], values[1], values[1]
         if len(values) == 4:
             return values[0], values[1], values[2], values[3]
         raise ValueError(
-            f"fusedops.{_OP}: padding must be an int, [padx, pady] or [padx0, padx1, pady0, pady1], got {list(padding)}"
+            f"fusedops.{_OP}: padding must be an int, [p], [padx, pady] or [padx0, padx1, pady0, pady1], "
+            f"got {list(padding)}"
         )
     p = _as_int(padding, "padding")
     return p, p, p, p
+
+
+IMPLS = ("cuda", "ref")
+
+
+def _check_impl(impl: Any, op: str) -> None:
+    if impl not in IMPLS:
+        raise ValueError(f"fusedops.{op}: impl must be 'cuda' or 'ref', got {impl!r}")
 
 
 def _get_filter_size(f: torch.Tensor | None) -> tuple[int, int]:
@@ -232,13 +243,15 @@ def upfirdn2d(
     padding: Padding = 0,
     flip_filter: bool = False,
     gain: float = 1,
+    impl: str = "cuda",
 ) -> torch.Tensor:
     """Upsample, pad, FIR-filter and downsample a batch of 2-D images.
 
-    For each plane of ``x``: insert ``up - 1`` zeros after every sample,
-    pad with zeros (negative padding crops), filter with ``f`` like
-    ``conv2d`` with the weight ``f`` flipped (a true convolution; with
-    ``flip_filter=True`` a cross-correlation), keep every ``down``-th sample
+    StyleGAN2-ADA's ``torch_utils.ops.upfirdn2d.upfirdn2d``, with the same
+    arguments, defaults and results. For each plane of ``x``: insert ``up - 1``
+    zeros after every sample, pad with zeros (negative padding crops), filter
+    with ``f`` like ``conv2d`` with the weight ``f`` flipped (a true convolution;
+    with ``flip_filter=True`` a cross-correlation), keep every ``down``-th sample
     and multiply by ``gain``. The output is ``(H*up + pady0 + pady1 - fh) // down + 1``
     high (likewise wide).
 
@@ -250,15 +263,21 @@ def upfirdn2d(
             Treated as a constant (no gradient).
         up: upsampling factor, ``int`` or ``[upx, upy]`` (>= 1).
         down: downsampling factor, ``int`` or ``[downx, downy]`` (>= 1).
-        padding: ``int``, ``[padx, pady]`` or ``[padx0, padx1, pady0, pady1]``.
+        padding: ``int``, ``[p]``, ``[padx, pady]`` or ``[padx0, padx1, pady0, pady1]``.
         flip_filter: use ``f`` unflipped (cross-correlation).
         gain: overall scale of the output (a separable filter applies
             ``gain ** 0.5`` per pass).
+        impl: ``"cuda"`` (default): the fused kernel on every device that has
+            one (CPU and CUDA); ``"ref"``: the plain-PyTorch reference.
 
     Returns:
         ``[N, C, OH, OW]`` tensor of ``x``'s dtype. Differentiable in ``x`` to any order.
     """
+    _check_impl(impl, _OP)
     f, upx, upy, downx, downy, padx0, padx1, pady0, pady1 = _validate(x, f, up, down, padding)
+    if impl == "ref":
+        return reference_upfirdn2d(x, f, up=[upx, upy], down=[downx, downy], padding=[padx0, padx1, pady0, pady1],
+                                   flip_filter=flip_filter, gain=gain)
     if f.ndim == 2:
         return _upfirdn2d_2d(x, f, upx, upy, downx, downy, padx0, padx1, pady0, pady1, flip_filter, gain)
     g = float(gain) ** 0.5
@@ -273,15 +292,21 @@ def setup_filter(
     flip_filter: bool = False,
     gain: float = 1,
     separable: bool | None = None,
+    impl: str = "cuda",
 ) -> torch.Tensor:
     """Make a float32 filter for :func:`upfirdn2d` from a list, array or tensor.
 
+    StyleGAN2-ADA's ``setup_filter``, with the same arguments and results:
     ``None`` means the identity ``[1]``; a scalar becomes 1-D. A 1-D filter is
     kept separable when ``separable`` is True (default: when it has >= 8 taps),
     otherwise it becomes the 2-D outer product with itself. Then it is
     normalised to sum 1 (``normalize``), flipped (``flip_filter``), multiplied by
-    ``gain ** (ndim / 2)`` and moved to ``device``.
+    ``gain ** (ndim / 2)`` and moved to ``device``. The input is never modified
+    (the original divided a float32 tensor argument in place). ``impl`` is
+    accepted (and checked) like the other functions' ``impl``; building a filter
+    has no kernel.
     """
+    _check_impl(impl, "setup_filter")
     if f is None:
         f = 1
     f = torch.as_tensor(f, dtype=torch.float32)
@@ -306,20 +331,30 @@ def setup_filter(
 
 
 def filter2d(
-    x: torch.Tensor, f: torch.Tensor | None, padding: Padding = 0, flip_filter: bool = False, gain: float = 1
+    x: torch.Tensor, f: torch.Tensor | None, padding: Padding = 0, flip_filter: bool = False, gain: float = 1,
+    impl: str = "cuda",
 ) -> torch.Tensor:
-    """Filter with ``f`` keeping the size (plus ``padding``): the filter is centred."""
+    """Filter with ``f`` keeping the size (plus ``padding``): the filter is centred.
+
+    StyleGAN2-ADA's ``filter2d``; arguments as in :func:`upfirdn2d`.
+    """
+    _check_impl(impl, "filter2d")
     padx0, padx1, pady0, pady1 = _parse_padding(padding)
     fw, fh = _get_filter_size(f)
     p = [padx0 + fw // 2, padx1 + (fw - 1) // 2, pady0 + fh // 2, pady1 + (fh - 1) // 2]
-    return upfirdn2d(x, f, padding=p, flip_filter=flip_filter, gain=gain)
+    return upfirdn2d(x, f, padding=p, flip_filter=flip_filter, gain=gain, impl=impl)
 
 
 def upsample2d(
     x: torch.Tensor, f: torch.Tensor | None, up: Scaling = 2, padding: Padding = 0,
-    flip_filter: bool = False, gain: float = 1,
+    flip_filter: bool = False, gain: float = 1, impl: str = "cuda",
 ) -> torch.Tensor:
-    """Upsample by ``up`` with filter ``f``: output ``H*upy x W*upx`` (plus ``padding``), gain kept."""
+    """Upsample by ``up`` with filter ``f``: output ``H*upy x W*upx`` (plus ``padding``).
+
+    StyleGAN2-ADA's ``upsample2d``: the filter is scaled by ``upx * upy`` so the
+    signal keeps its magnitude; arguments as in :func:`upfirdn2d`.
+    """
+    _check_impl(impl, "upsample2d")
     upx, upy = _parse_scaling(up, "up")
     padx0, padx1, pady0, pady1 = _parse_padding(padding)
     fw, fh = _get_filter_size(f)
@@ -329,14 +364,18 @@ def upsample2d(
         pady0 + (fh + upy - 1) // 2,
         pady1 + (fh - upy) // 2,
     ]
-    return upfirdn2d(x, f, up=[upx, upy], padding=p, flip_filter=flip_filter, gain=gain * upx * upy)
+    return upfirdn2d(x, f, up=[upx, upy], padding=p, flip_filter=flip_filter, gain=gain * upx * upy, impl=impl)
 
 
 def downsample2d(
     x: torch.Tensor, f: torch.Tensor | None, down: Scaling = 2, padding: Padding = 0,
-    flip_filter: bool = False, gain: float = 1,
+    flip_filter: bool = False, gain: float = 1, impl: str = "cuda",
 ) -> torch.Tensor:
-    """Downsample by ``down`` with filter ``f``: output ``H/downy x W/downx`` (plus ``padding``)."""
+    """Downsample by ``down`` with filter ``f``: output ``H/downy x W/downx`` (plus ``padding``).
+
+    StyleGAN2-ADA's ``downsample2d``; arguments as in :func:`upfirdn2d`.
+    """
+    _check_impl(impl, "downsample2d")
     downx, downy = _parse_scaling(down, "down")
     padx0, padx1, pady0, pady1 = _parse_padding(padding)
     fw, fh = _get_filter_size(f)
@@ -346,7 +385,7 @@ def downsample2d(
         pady0 + (fh - downy + 1) // 2,
         pady1 + (fh - downy) // 2,
     ]
-    return upfirdn2d(x, f, down=[downx, downy], padding=p, flip_filter=flip_filter, gain=gain)
+    return upfirdn2d(x, f, down=[downx, downy], padding=p, flip_filter=flip_filter, gain=gain, impl=impl)
 
 
 # --- reference ---------------------------------------------------------------------------------
@@ -363,8 +402,10 @@ def reference_upfirdn2d(
 ) -> torch.Tensor:
     """Plain-PyTorch upfirdn2d: zero insertion by reshape/pad, F.pad (crop for
     negative pads), a depthwise ``conv2d`` (cuDNN on CUDA) with the filter
-    flipped unless ``flip_filter``, then slicing. Differentiable by autograd."""
+    flipped unless ``flip_filter``, then slicing. Differentiable by autograd in
+    ``x``; ``f`` is a constant."""
     f, upx, upy, downx, downy, padx0, padx1, pady0, pady1 = _validate(x, f, up, down, padding)
+    f = f.detach()  # a constant, as for the kernel (the original asserts that f needs no gradient)
     n, c, h, w = x.shape
     if n * c == 0:
         oh = _out_size(h, upy, pady0, pady1, f.shape[0], downy)

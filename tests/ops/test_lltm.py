@@ -218,7 +218,7 @@ def test_lltm_empty_batch(device: str) -> None:
 @pytest.mark.parametrize("device", DEVICES)
 def test_lltm_module(device: str) -> None:
     cell = LLTM(32, 128).to(device)
-    assert cell.weights.shape == (384, 160) and cell.bias.shape == (384,)
+    assert cell.weights.shape == (384, 160) and cell.bias.shape == (1, 384)  # the tutorial's shapes
     bound = 1 / math.sqrt(128)
     for p in cell.parameters():
         assert p.abs().max() <= bound and p.abs().max() > bound / 2
@@ -319,8 +319,10 @@ def test_lltm_rejects_bad_input_with_a_python_exception() -> None:
         lltm(*with_arg(1, good[1].double()))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"lltm: old_cell must have the dtype of input"):
         lltm(*with_arg(4, good[4].to(torch.int32)))  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match=r"lltm: bias must be 1-D"):
-        lltm(*with_arg(2, good[2][None]))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"lltm: bias must have shape \(3\*state_size,\) = \(15,\) or \(1, 3\*state"):
+        lltm(*with_arg(2, good[2][None, None]))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"lltm: bias must have shape"):
+        lltm(*with_arg(2, good[2].reshape(3, 5)))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"lltm: input must be 2-D"):
         lltm(*with_arg(0, good[0][None]))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"lltm: weights must have shape \(3\*state_size, input_features \+ state"):
