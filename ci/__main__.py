@@ -232,7 +232,7 @@ def cmd_test_gpu(args: argparse.Namespace) -> int:
             if args.system:
                 site = gpu.install_wheel(path, tmp / name)
                 return gpu.Subject(Path(sys.executable), (str(site),), f"{path} on {sys.executable}", path)
-            env = stack.enter_context(testing.clean_env(target, path, "test"))
+            env = stack.enter_context(testing.clean_env(target, path, "test", "bench"))
             return gpu.Subject(env.python, (), f"{path} in a clean environment", path)
 
         subject = subject_for(wheel, "site")

@@ -21,14 +21,16 @@ from ci.targets import Target
 
 
 @contextlib.contextmanager
-def clean_env(target: Target, wheel: Path, extra: str | None) -> Iterator[envs.PythonEnv]:
-    """A new venv holding the wheel (and its ``extra``, when the wheel provides it) over the target's torch."""
+def clean_env(target: Target, wheel: Path, *wanted: str) -> Iterator[envs.PythonEnv]:
+    """A new venv holding the wheel (and those of its extras ``wanted`` that it provides) over the target's
+    torch."""
     base = envs.target_env(target)
     meta = wheelmeta.read_metadata(wheel)
-    extras = [e.strip() for e in meta.get("Provides-Extra", [])]
+    provided = {e.strip() for e in meta.get("Provides-Extra", [])}
+    extras = [e for e in wanted if e in provided]
     with tempfile.TemporaryDirectory(prefix="farm-test-") as tmp:
         env = envs.test_env(base, Path(tmp) / "venv")
-        requirement = f"{wheel}[{extra}]" if extra in extras else str(wheel)
+        requirement = f"{wheel}[{','.join(extras)}]" if extras else str(wheel)
         proc.run([env.python, "-m", "pip", "install", "--quiet", requirement], env=envs.pip_env(),
                  what="installing the wheel into a clean environment failed")
         proc.run([env.python, "-m", "pip", "check"], what="the wheel's requirements are not met by the "
@@ -56,7 +58,7 @@ def run_command(target: Target, wheel: Path, name: str, extra_args: list[str], o
     """Run the project's ``name`` command (``bench``, ``test``, ...) with the wheel in a clean environment."""
     config = target.project
     command = configured(target, name)
-    with clean_env(target, wheel, "test" if name in ("test", "smoke") else name) as env:
+    with clean_env(target, wheel, "test", name) as env:
         results = out or cli.path_option(None, "FARM_TEST_RESULTS", config.root / "test-results")
         results.mkdir(parents=True, exist_ok=True)
         cmd = [*_command_line(env, command, results, wheel, config.root), *extra_args]
