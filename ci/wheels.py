@@ -182,6 +182,8 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
         **develop.cache_settings(),
         **{k: project.expand(v, values) for k, v in target.project.build_env.items()},
     }
+    # The caller's own ccache settings (CCACHE_LOGFILE, CCACHE_MAXSIZE, ...) reach the container too.
+    build_env |= {k: v for k, v in os.environ.items() if k.startswith("CCACHE_") and k not in build_env}
     mounts, ca_env = ca_mount(ca_bundle)
     build_env |= ca_env
     create_args = [f"--label=farm.job={job.job}",
@@ -193,6 +195,8 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
     in_image = set(pins.pinned_in(pins.lock_path(images.IMAGE_TOOLS_LOCK)))
     extra = [r for r in target.project.build_requires if envs.requirement_name(r) not in in_image]
     before_build = _pth_command(site) + (f" && pip install {' '.join(shlex.quote(r) for r in extra)}" if extra else "")
+    # Zeroed before the build and read after it: the compile cache's hits and misses of this build.
+    before_build += " && (ccache --zero-stats >/dev/null 2>&1 || true)"
     smoke = container_command(target.project.commands.smoke)
     return {
         "CIBW_PLATFORM": "linux",
@@ -204,7 +208,7 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
         # torch comes from the read-only volume: one install per torch pin, not one per build.
         "CIBW_BEFORE_BUILD": before_build,
         "CIBW_ENVIRONMENT": " ".join(f'{k}="{v}"' for k, v in build_env.items()),
-        "CIBW_REPAIR_WHEEL_COMMAND": f"auditwheel repair {excludes} -w {{dest_dir}} {{wheel}}",
+        "CIBW_REPAIR_WHEEL_COMMAND": f"{CCACHE_STATS} && auditwheel repair {excludes} -w {{dest_dir}} {{wheel}}",
         # The test venv is new and empty but for the same read-only torch and the wheel.
         "CIBW_BEFORE_TEST": _pth_command(site),
         "CIBW_TEST_ENVIRONMENT": " ".join(f'{k}="{v}"' for k, v in ca_env.items()),
@@ -215,6 +219,11 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
         # farm runs abi3audit itself in the host-side audit.
         "CIBW_AUDIT_COMMAND": "",
     }
+
+
+#: One line with the build's compile-cache hits and misses (read by build-all's table).
+CCACHE_STATS = ("(ccache --print-stats 2>/dev/null | awk -F'\\t' '/^(direct|preprocessed)_cache_hit/{h+=$2} "
+                "/^cache_miss/{m+=$2} END{print \"farm-ccache-stats: hits=\" h+0 \" misses=\" m+0}' || true)")
 
 
 def container_command(command: tuple[str, ...]) -> str:
