@@ -173,7 +173,7 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
         "MAX_JOBS": str(job.max_jobs or os.cpu_count() or 2),
         "CXX": f"/usr/lib/ccache/g++-{gcc_major(cell)}",
         "CC": f"gcc-{gcc_major(cell)}",
-        "PYTORCH_NVCC": "ccache /usr/local/cuda/bin/nvcc",
+        "PYTORCH_NVCC": "/usr/local/bin/nvcc-ccache",  # see docker/Dockerfile
         # Deterministic objects (see ci/build.py); toolkits older than 12.8 lack -frandom-seed.
         "NVCC_APPEND_FLAGS": build.deterministic_nvcc_flags(target.id, nvcc_version(cell) or ""),
         "CCACHE_DIR": f"{CONTAINER_HOME}/.cache/ccache",
