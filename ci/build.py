@@ -107,7 +107,9 @@ def deterministic_nvcc_flags(seed: str, nvcc_version: str = "13") -> str:
     path."""
     parts = [int(p) for p in nvcc_version.split(".")[:2] if p.isdigit()]
     seeded = [*parts, 0, 0][:2] >= [12, 8]
-    return "-objtemp" + (f" -frandom-seed={seed}" if seeded else "")
+    # --threads 0: one nvcc compiles its architectures in parallel, so a rebuild after a one-file change
+    # (one translation unit, seven architectures) uses every core too.
+    return "-objtemp --threads 0" + (f" -frandom-seed={seed}" if seeded else "")
 
 
 def reproducible_env(source: Path, epoch: str | None, seed: str) -> dict[str, str]:
