@@ -167,7 +167,7 @@ def test_only_publish_jobs_get_an_oidc_token(documents: dict[str, dict[str, Any]
     writers = {(n, k) for n, d in documents.items() for k, j in d["jobs"].items()
                if any(str(v.value) == "write" for s, v in j["permissions"].items() if s != "id-token")}
     assert writers == {("release.yml", "images"), ("release.yml", "publish-github"), ("release.yml", "publish-index"),
-                       *((("images.yml", k) for k in documents["images.yml"]["jobs"]))}
+                       *(("images.yml", k) for k in documents["images.yml"]["jobs"])}
 
 
 def test_ci_is_read_only_and_never_pushes(documents: dict[str, dict[str, Any]]) -> None:
@@ -181,8 +181,8 @@ def test_ci_is_read_only_and_never_pushes(documents: dict[str, dict[str, Any]]) 
 
 def test_no_cache_reaches_a_release(documents: dict[str, dict[str, Any]]) -> None:
     cached = [(n, k) for n, d in documents.items() for k, j in d["jobs"].items() for s in j.get("steps", [])
-              if "actions/cache@" in str(s.get("uses", "")) or "cache" in s.get("with", {})
-              and s.get("with", {}).get("cache") not in (False, None)]
+              if "actions/cache@" in str(s.get("uses", "")) or ("cache" in s.get("with", {})
+              and s.get("with", {}).get("cache") not in (False, None))]
     assert cached and all(n == "wheels.yml" for n, _ in cached)
     for name, key in cached:
         step = next(s for s in documents[name]["jobs"][key]["steps"] if "actions/cache@" in str(s.get("uses", "")))
@@ -338,3 +338,35 @@ def test_shell_scripts_pass_shellcheck(documents: dict[str, dict[str, Any]]) -> 
         pytest.skip("shellcheck is not installed (actionlint runs it in the CI workflow)")
     problems = workflows.shellcheck(documents)
     assert not problems, "\n".join(problems)
+
+
+# --- the registry helpers the workflows call ---------------------------------------------------------------
+
+
+def test_images_keep_their_content_tag_in_the_repository_registry() -> None:
+    from ci import images
+
+    cell = matrix.get_cell("13.0")
+    local = images.spec_for(cell).tag
+    registry = workflows.registry(env={"GITHUB_REPOSITORY": "Some-Owner/FusedOps"})
+    assert registry == "ghcr.io/some-owner/fusedops"  # GHCR names are lower case
+    remote = workflows.remote_ref(registry, local)
+    assert remote == f"ghcr.io/some-owner/fusedops/builder:{local.split(':')[1]}"
+    assert remote.endswith(":" + local.rpartition(":")[2]) and remote.split(":")[1].startswith("cu130-")
+    assert workflows.registry("ghcr.io/x/y/", env={}) == "ghcr.io/x/y"
+    assert workflows.registry(env={"FARM_REGISTRY": "registry.example/farm"}) == "registry.example/farm"
+    with pytest.raises(UsageError, match="no image registry"):
+        workflows.registry(env={})
+
+
+def test_the_debian_toolkit_cell_builds_on_the_debian_base_in_every_workflow(
+        documents: dict[str, dict[str, Any]]) -> None:
+    # The image tag depends on the base; CI, images and wheels must compute the same tag for cu124.
+    wanted = {"FARM_BASE_IMAGE_CU124": "cuda-ext-farm/base"}
+    assert documents["images.yml"]["jobs"]["image-cu124"]["env"] == wanted
+    assert documents["ci.yml"]["jobs"]["container-cu124"]["env"] == wanted
+    assert documents["ci.yml"]["jobs"]["changes"]["env"] == wanted
+    job = documents["wheels.yml"]["jobs"][gha.job_key("build", "fusedops-stable-cu124-cp310abi3-linux_x86_64")]
+    assert job["env"] == wanted
+    assert any("base-image --suite trixie" in s.get("run", "") for s in job["steps"])
+    assert "env" not in documents["images.yml"]["jobs"]["image-cu130"]
