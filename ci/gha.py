@@ -220,7 +220,10 @@ def image_steps(ctx: Context, cell: matrix.Cell, *, push: bool) -> list[Step]:
     steps.append({"name": f"Builder image {cell.name}: build it (its tag is new)", "if": missing,
                   "timeout-minutes": 60, "run": f"python -m ci images {cell.name}"})
     if push:
-        steps.append({"name": f"Builder image {cell.name}: push it", "if": missing,
+        # Only the default branch and release tags write the registry later releases pull from.
+        trusted = f"(github.ref == 'refs/heads/{ctx.default_branch}' || startsWith(github.ref, 'refs/tags/v'))"
+        steps.append({"name": f"Builder image {cell.name}: push it (default branch and tags only)",
+                      "if": f"{missing} && {trusted}",
                       "run": f"python -m ci workflows --push-image {cell.name}"})
     return steps
 

@@ -370,3 +370,12 @@ def test_the_debian_toolkit_cell_builds_on_the_debian_base_in_every_workflow(
     assert job["env"] == wanted
     assert any("base-image --suite trixie" in s.get("run", "") for s in job["steps"])
     assert "env" not in documents["images.yml"]["jobs"]["image-cu130"]
+
+
+def test_only_the_default_branch_and_tags_push_builder_images(documents: dict[str, dict[str, Any]]) -> None:
+    pushes = [(n, k, s) for n, d in documents.items() for k, j in d["jobs"].items() for s in j.get("steps", [])
+              if "--push-image" in s.get("run", "")]
+    assert pushes and {n for n, _, _ in pushes} == {"images.yml"}
+    for _, _, step in pushes:
+        assert step["if"] == ("steps.pull.outputs.found != 'true' && (github.ref == 'refs/heads/main' || "
+                              "startsWith(github.ref, 'refs/tags/v'))")
