@@ -273,9 +273,10 @@ def check_metadata(wheel: Path, target: Target) -> Check:
                   and r.split(";")[0].strip()[5:6] in ("", " ", "=", "<", ">", "!", "~", "(")]
     local = parsed.version.local or ""
     if target.torch_pin is None:
-        ok = not local
+        ok = local == target.local_version
+        want = f"+{target.local_version}" if target.local_version else "no local version"
         return Check("metadata", ok, f"version {parsed.version}, requires {', '.join(torch_reqs) or 'no torch'}"
-                     + ("" if ok else "; a stable-ABI wheel must not carry a local version"))
+                     + ("" if ok else f"; a stable-ABI wheel of {target.variant} carries {want}"))
     ok = local == target.local_version and target.torch_pin in [r.replace(" ", "") for r in torch_reqs]
     return Check("metadata", ok,
                  f"version {parsed.version}, requires {', '.join(torch_reqs) or 'no torch'}"

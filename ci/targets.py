@@ -93,9 +93,13 @@ class Target:
 
     @property
     def local_version(self) -> str:
-        """``pt211cu130`` for classic wheels (PEP 440 local label); empty for stable-ABI wheels."""
+        """The PEP 440 local label that gives every wheel of a release a name of its own (a GitHub Release is
+        one flat folder; pip cannot tell two same-named files apart): ``pt211cu130`` for classic wheels;
+        ``cu124`` for a stable-ABI wheel of a variant other than the project's PyPI variant, as PyTorch labels
+        its builds (``pip install --extra-index-url .../cu124`` then prefers it to PyPI's); none for the PyPI
+        variant's stable-ABI wheels (PyPI refuses local versions) and CPU-only builds."""
         if self.project.abi == "stable":
-            return ""
+            return "" if self.cpu or self.cell.name == pypi_variant(self.project) else self.variant
         return f"pt{self.torch_minor.replace('.', '')}{self.variant}"
 
     @property
@@ -319,6 +323,11 @@ def default_target(config: ProjectConfig, os: str = "linux", prefer_python: str 
     release = [t for t in release if t.torch == newest_torch]
     preferred = [t for t in release if t.python == prefer_python]
     return preferred[0] if preferred else max(release, key=lambda t: matrix.version_key(t.python))
+
+
+def pypi_variant(config: ProjectConfig) -> str:
+    """The variant whose wheels PyPI gets: the release cell of the newest CUDA major (the release target's)."""
+    return default_target(config).cell.name
 
 
 def with_arch_list(target: Target, arch_list: str | None) -> Target:

@@ -65,7 +65,9 @@ def test_compile_error_is_shown_and_leaves_no_wheel(project: Path) -> None:
     assert re.search(r"round_ste\.cu.*error", result.stdout), result.stdout[-3000:]
     assert "undefined_symbol_for_test" in result.stdout
     assert result.stdout.strip().splitlines()[-1].startswith("error: the wheel build of fusedops-stable-cu130")
-    assert "Traceback" not in result.stdout
+    # The build backend's own traceback (setuptools -> ninja) is the project's output and stays visible;
+    # the farm itself adds none.
+    assert not re.search(r'File ".*[/\\\\]ci[/\\\\]\w+\.py"', result.stdout), result.stdout[-3000:]
     assert sorted(p.name for p in wheelhouse.rglob("*") if p.is_file()) == ["keep.txt"]
     assert not any((build_dir / "staging").iterdir())
     # The checkout was never written to: the build ran in the target's work folder.

@@ -131,10 +131,14 @@ def test_classic_identity_local_version_and_pin() -> None:
     assert target.wheel_tag_prefix == "cp312-cp312"
 
 
-def test_stable_identity_has_no_local_version() -> None:
-    target = targets.default_target(project.load(ROOT))
+def test_stable_identity_labels_only_the_variants_pypi_does_not_get() -> None:
+    config = project.load(ROOT)
+    target = targets.default_target(config)
     assert target.local_version == "" and target.torch_pin is None and target.abi3
-    assert targets.targets_for(project.load(ROOT), "windows")[0].id.endswith("-win_amd64")
+    assert targets.targets_for(config, "windows")[0].id.endswith("-win_amd64")
+    labels = {t.cell.name: t.local_version for t in targets.targets_for(config) if not t.cpu}
+    assert labels["cu130"] == "" and labels["cu124"] == "cu124"
+    assert all(label == ("" if cell == "cu130" else cell) for cell, label in labels.items())
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,381 @@
+"""The GitHub Actions workflows: they follow the matrix (drift fails), every action is pinned by commit, every
+job says what it may do, and the linters pass. Nothing here reaches the network."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ci import actions, gha, matrix, project, targets, workflows, yamlout
+from ci.errors import UsageError
+from ci.yamlout import Commented
+
+ROOT = Path(__file__).resolve().parent.parent
+FOLDER = ROOT / ".github" / "workflows"
+CLASSIC = ROOT / "tests" / "fixtures" / "classic_ext"
+FARM_REF = "0123456789abcdef0123456789abcdef01234567"
+
+
+def run_ci(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "ci", *args], cwd=ROOT, env=env, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+@pytest.fixture(scope="module")
+def config() -> project.ProjectConfig:
+    return project.load(ROOT)
+
+
+@pytest.fixture(scope="module")
+def documents(config: project.ProjectConfig) -> dict[str, dict[str, Any]]:
+    return gha.render(gha.context(config, gha.FarmSource()))
+
+
+@pytest.fixture(scope="module")
+def committed() -> dict[str, str]:
+    return {name: (FOLDER / name).read_text() for name in gha.FILES}
+
+
+# --- the workflows follow the matrix ------------------------------------------------------------------
+
+
+def test_the_committed_workflows_are_what_the_matrix_renders(config: project.ProjectConfig) -> None:
+    differences = workflows.drift(FOLDER, workflows.render(config))
+    assert not differences, "run `nox -s workflows` and commit:\n" + "".join(differences.values())[:4000]
+
+
+def test_every_target_of_the_matrix_is_a_job_named_by_its_id(committed: dict[str, str]) -> None:
+    # The one source of truth, as any tool sees it: `python -m ci matrix --json --os all`.
+    result = run_ci("matrix", "--json", "--os", "all")
+    assert result.returncode == 0, result.stdout
+    data = json.loads(result.stdout[result.stdout.index("{"):])
+    ids = {t["id"] for t in data["targets"]}
+    linux = {t["id"] for t in data["targets"] if t["os"] == "linux"}
+    assert len(ids) == 8 and len(linux) == 4
+    built = set(re.findall(r"^    name: build (\S+)$", committed["wheels.yml"], re.MULTILINE))
+    tested = set(re.findall(r"^    name: import-test (\S+) ", committed["wheels.yml"], re.MULTILINE))
+    gpu = set(re.findall(r"^    name: test-gpu (\S+)$", committed["gpu-tests.yml"], re.MULTILINE))
+    assert built == ids and tested == ids and gpu == linux
+    cells = {t["cell"] for t in data["targets"] if t["os"] == "linux"}
+    assert set(re.findall(r"^  container-(\w+):$", committed["ci.yml"], re.MULTILINE)) == cells
+    assert set(re.findall(r"^  image-(\w+):$", committed["images.yml"], re.MULTILINE)) == cells
+
+
+@pytest.fixture
+def extra_cell(monkeypatch: pytest.MonkeyPatch) -> Iterator[matrix.Cell]:
+    """A CUDA 13.9 cell added to the matrix (what a maintainer does in ci/matrix.py)."""
+    cell = dataclasses.replace(matrix.get_cell("13.2"), cuda="13.9")
+    monkeypatch.setattr(matrix, "CELLS", (*matrix.CELLS, cell))
+    monkeypatch.setattr(matrix, "MAX_GCC", {**matrix.MAX_GCC, "13.9": 15})
+    yield cell
+
+
+def test_a_cell_added_to_the_matrix_is_drift(config: project.ProjectConfig, extra_cell: matrix.Cell) -> None:
+    differences = workflows.drift(FOLDER, workflows.render(config))
+    assert set(differences) == {"ci.yml", "images.yml", "wheels.yml", "gpu-tests.yml"}
+    assert "+  build-fusedops-stable-cu139-cp310abi3-linux_x86_64:" in differences["wheels.yml"]
+    assert "+  build-fusedops-stable-cu139-cp310abi3-win_amd64:" in differences["wheels.yml"]
+    assert "+  container-cu139:" in differences["ci.yml"]
+    with pytest.raises(UsageError) as exc:
+        workflows.check(FOLDER, workflows.render(config))
+    assert exc.value.line().startswith("error: the workflows and the matrix disagree (ci.yml, gpu-tests.yml, ")
+    assert "nox -s workflows" in exc.value.fix and "cu139" in exc.value.details
+
+
+def test_check_fails_on_a_hand_edit_with_one_line(tmp_path: Path) -> None:
+    shutil.copytree(FOLDER, tmp_path / "wf")
+    wheels = tmp_path / "wf" / "wheels.yml"
+    wheels.write_text(wheels.read_text().replace("timeout-minutes: 180", "timeout-minutes: 999", 1))
+    result = run_ci("workflows", "--check", "--out", str(tmp_path / "wf"))
+    assert result.returncode == 2
+    assert result.stdout.strip().splitlines()[-1] == (
+        "error: the workflows and the matrix disagree (wheels.yml): run `nox -s workflows` (python -m ci "
+        "workflows) and commit the result")
+    assert "-    timeout-minutes: 999" in result.stdout
+    assert run_ci("workflows", "--check").returncode == 0
+
+
+def test_writing_then_checking_round_trips(tmp_path: Path) -> None:
+    assert run_ci("workflows", "--out", str(tmp_path)).returncode == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(gha.FILES)
+    assert all((tmp_path / n).read_text() == (FOLDER / n).read_text() for n in gha.FILES)
+
+
+# --- security ------------------------------------------------------------------------------------------
+
+
+USES = re.compile(r"^\s*(?:- )?uses: (\S+)(.*)$", re.MULTILINE)
+
+
+def test_every_action_is_pinned_by_full_commit_with_its_version(committed: dict[str, str]) -> None:
+    pins = {a.repo: a for a in actions.ALL}
+    seen = set()
+    for name, text in committed.items():
+        for ref, rest in USES.findall(text):
+            if ref.startswith("./.github/workflows/"):
+                assert (FOLDER / ref.removeprefix("./.github/workflows/")).is_file(), ref
+                continue
+            repo, _, sha = ref.partition("@")
+            assert re.fullmatch(r"[0-9a-f]{40}", sha), f"{name}: {ref} is not pinned by a full commit SHA"
+            assert re.fullmatch(r" # v\d+(\.\d+)*", rest), f"{name}: {ref} has no version comment"
+            assert pins[repo].sha == sha and rest == f" # {pins[repo].version}", f"{name}: {ref} is not the pin"
+            seen.add(repo)
+    assert {"actions/checkout", "pypa/gh-action-pypi-publish", "actions/attest-build-provenance",
+            "docker/login-action"} <= seen
+
+
+def test_no_workflow_grants_permissions_at_the_top_or_runs_untrusted_triggers(
+        documents: dict[str, dict[str, Any]], committed: dict[str, str]) -> None:
+    for name, doc in documents.items():
+        assert doc["permissions"] == {}, name
+        assert re.search(r"^permissions: \{\}$", committed[name], re.MULTILINE), name
+        assert "pull_request_target" not in doc["on"] and "workflow_run" not in doc["on"], name
+        assert "pull_request_target" not in committed[name] and "secrets: inherit" not in committed[name], name
+
+
+def test_every_job_says_what_it_may_do_and_why(documents: dict[str, dict[str, Any]]) -> None:
+    for name, doc in documents.items():
+        for key, job in doc["jobs"].items():
+            assert "permissions" in job, f"{name}: job {key} has no explicit permissions"
+            for scope, value in job["permissions"].items():
+                assert isinstance(value, Commented) and value.comment, f"{name}: {key} {scope} has no reason"
+                assert value.value in ("read", "write")
+
+
+def test_only_publish_jobs_get_an_oidc_token(documents: dict[str, dict[str, Any]]) -> None:
+    holders = {(name, key) for name, doc in documents.items() for key, job in doc["jobs"].items()
+               if "id-token" in job["permissions"]}
+    assert holders == {("release.yml", "publish-pypi"), ("release.yml", "publish-github"),
+                       ("release.yml", "publish-index")}
+    jobs = documents["release.yml"]["jobs"]
+    assert set(jobs["publish-pypi"]["permissions"]) == {"id-token"}
+    assert jobs["publish-pypi"]["environment"]["name"] == "pypi"
+    for key in ("publish-pypi", "publish-github", "publish-index"):
+        assert jobs[key]["if"] == "github.ref_type == 'tag'"
+        assert not any("checkout" in str(s.get("uses", "")) for s in jobs[key]["steps"]) or key == "publish-index"
+    writers = {(n, k) for n, d in documents.items() for k, j in d["jobs"].items()
+               if any(str(v.value) == "write" for s, v in j["permissions"].items() if s != "id-token")}
+    assert writers == {("release.yml", "images"), ("release.yml", "publish-github"), ("release.yml", "publish-index"),
+                       *(("images.yml", k) for k in documents["images.yml"]["jobs"])}
+
+
+def test_ci_is_read_only_and_never_pushes(documents: dict[str, dict[str, Any]]) -> None:
+    ci = documents["ci.yml"]
+    for key, job in ci["jobs"].items():
+        assert all(v.value == "read" for v in job["permissions"].values()), key
+        assert not any("--push-image" in s.get("run", "") for s in job.get("steps", [])), key
+    assert set(ci["on"]) == {"push", "pull_request", "workflow_dispatch"}
+    assert ci["concurrency"]["cancel-in-progress"] is True
+
+
+def test_no_cache_reaches_a_release(documents: dict[str, dict[str, Any]]) -> None:
+    cached = [(n, k) for n, d in documents.items() for k, j in d["jobs"].items() for s in j.get("steps", [])
+              if "actions/cache@" in str(s.get("uses", "")) or ("cache" in s.get("with", {})
+              and s.get("with", {}).get("cache") not in (False, None))]
+    assert cached and all(n == "wheels.yml" for n, _ in cached)
+    for name, key in cached:
+        step = next(s for s in documents[name]["jobs"][key]["steps"] if "actions/cache@" in str(s.get("uses", "")))
+        assert step["if"] == "inputs.cache"
+    assert documents["release.yml"]["jobs"]["wheels"]["with"] == {"cache": False}
+    assert documents["wheels.yml"]["on"]["workflow_call"]["inputs"]["cache"]["default"] is False
+    for job in documents["release.yml"]["jobs"].values():
+        for step in job.get("steps", []):
+            assert "actions/cache@" not in str(step.get("uses", "")) and step.get("with", {}).get("cache") is not True
+
+
+def test_checkouts_keep_no_credentials(documents: dict[str, dict[str, Any]]) -> None:
+    for name, doc in documents.items():
+        for key, job in doc["jobs"].items():
+            for step in job.get("steps", []):
+                if "actions/checkout@" in str(step.get("uses", "")):
+                    assert step["with"]["persist-credentials"] is False, f"{name}: {key}"
+
+
+# --- what the jobs do ------------------------------------------------------------------------------------
+
+
+def test_release_runs_build_test_publish_in_that_order(documents: dict[str, dict[str, Any]]) -> None:
+    jobs = documents["release.yml"]["jobs"]
+    assert documents["release.yml"]["on"]["push"] == {"tags": ["v*"]}
+    assert jobs["wheels"]["needs"] == "images"
+    assert jobs["gpu-tests"]["needs"] == "wheels"
+    assert jobs["assemble"]["needs"] == ["wheels", "sdist", "gpu-tests"]
+    assert jobs["publish-pypi"]["needs"] == "assemble"
+    assert jobs["publish-github"]["needs"] == ["assemble", "publish-pypi"]
+    assert jobs["publish-index"]["needs"] == "publish-github"
+    steps = jobs["publish-github"]["steps"]
+    attest = next(s for s in steps if "attest-build-provenance" in str(s.get("uses", "")))
+    assert attest["with"] == {"subject-checksums": "assets/SHA256SUMS"}
+    assert documents["release.yml"]["concurrency"]["cancel-in-progress"] is False
+
+
+def test_gpu_tests_are_skipped_visibly_without_the_runner_variable(documents: dict[str, dict[str, Any]]) -> None:
+    jobs = documents["gpu-tests.yml"]["jobs"]
+    notice = jobs["gpu-runner"]
+    assert notice["permissions"] == {} and "if" not in notice
+    assert "::warning title=GPU tests skipped::" in notice["steps"][0]["run"]
+    gpu_jobs = [j for k, j in jobs.items() if k.startswith("test-gpu-")]
+    assert len(gpu_jobs) == 4
+    for job in gpu_jobs:
+        assert job["if"] == "vars.GPU_RUNNER_LABEL != ''"
+        assert job["runs-on"] == ["self-hosted", "${{ vars.GPU_RUNNER_LABEL }}"]
+        assert any("nox -s test-gpu -- --target" in s.get("run", "") for s in job["steps"])
+
+
+def test_windows_jobs_pin_the_msvc_toolset_the_cell_accepts(documents: dict[str, dict[str, Any]],
+                                                            config: project.ProjectConfig) -> None:
+    jobs = documents["wheels.yml"]["jobs"]
+    for target in targets.targets_for(config, "windows"):
+        job = jobs[gha.job_key("build", target.id)]
+        assert target.cell.windows is not None
+        toolset = target.cell.windows.toolset
+        step = next(s for s in job["steps"] if s["name"].startswith("MSVC toolset"))
+        component, runner = gha.MSVC_COMPONENTS[toolset]
+        assert component in step["run"] and step["timeout-minutes"] == 30 and job["runs-on"] == runner
+        install = next(s for s in job["steps"] if s["name"].startswith(f"CUDA {target.cell.cuda} toolkit"))
+        assert install["timeout-minutes"] == 30
+        cache = next(s for s in job["steps"] if "actions/cache@" in str(s.get("uses", "")))
+        assert cache["with"]["key"] == gha.toolkit_cache_key(target.cell)
+        assert any(f"build-win --target {target.id}" in s.get("run", "") for s in job["steps"])
+    cell = dataclasses.replace(matrix.get_cell("13.0"), windows=dataclasses.replace(
+        matrix.get_cell("13.0").windows, toolset="14.99"))  # type: ignore[type-var]
+    with pytest.raises(UsageError, match="MSVC_COMPONENTS"):
+        gha.windows_runner(cell)
+
+
+def test_import_tests_use_a_cpu_torch_only_when_the_project_promises_it(documents: dict[str, dict[str, Any]],
+                                                                         tmp_path: Path) -> None:
+    job = documents["wheels.yml"]["jobs"][gha.job_key("import", "fusedops-stable-cu124-cp310abi3-linux_x86_64")]
+    runs = [s["run"] for s in job["steps"] if "run" in s]
+    assert any("--torch-kind cpu --torch-index https://download.pytorch.org/whl/cpu" in r for r in runs)
+    # torch 2.10 on PyPI is a CUDA 12.8 build: the cu124 wheel is tested with it.
+    assert any("--torch-kind cuda --torch-index https://download.pytorch.org/whl/cu128" in r for r in runs)
+    classic = gha.render(gha.context(project.load(CLASSIC), gha.FarmSource("owner/farm", FARM_REF)))
+    job = classic["wheels.yml"]["jobs"][gha.job_key("import", "classic_ext-torch2.11-cu130-cp311-linux_x86_64")]
+    runs = [s["run"] for s in job["steps"] if "run" in s]
+    assert not any("--torch-kind cpu" in r for r in runs) and any("--torch-kind cuda" in r for r in runs)
+
+
+def test_another_project_gets_its_own_workflows_with_the_farm_pinned(tmp_path: Path) -> None:
+    result = run_ci("workflows", "--project", str(CLASSIC), "--out", str(tmp_path))
+    assert result.returncode == 2 and "--farm-ref" in result.stdout.strip().splitlines()[-1]
+    result = run_ci("workflows", "--project", str(CLASSIC), "--out", str(tmp_path),
+                    "--farm-repository", "owner/farm", "--farm-ref", FARM_REF)
+    assert result.returncode == 0, result.stdout
+    wheels = (tmp_path / "wheels.yml").read_text()
+    # A target id with a dot becomes a valid job id; the job's name keeps the id.
+    assert "  build-classic_ext-torch2_11-cu130-cp311-linux_x86_64:\n" in wheels
+    assert "    name: build classic_ext-torch2.11-cu130-cp311-linux_x86_64\n" in wheels
+    ci = (tmp_path / "ci.yml").read_text()
+    assert f"ref: {FARM_REF}" in ci and "repository: owner/farm" in ci
+    assert "FARM_PROJECT: ${{ github.workspace }}" in ci and "-r .farm/ci/requirements/farm.txt" in ci
+    assert "pypi.org/project/classic-ext/" in (tmp_path / "release.yml").read_text()
+    assert run_ci("workflows", "--project", str(CLASSIC), "--out", str(tmp_path), "--check").returncode == 0
+    bad = run_ci("workflows", "--project", str(CLASSIC), "--out", str(tmp_path), "--farm-repository", "o/f",
+                 "--farm-ref", "main")
+    assert bad.returncode == 2 and "full 40-hex SHA" in bad.stdout
+
+
+# --- the YAML writer -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("value", "written"), [
+    ("3.10", '"3.10"'), ("on", '"on"'), ("yes", '"yes"'), ("12", '"12"'), ("v*", "v*"), ("*", '"*"'),
+    ("cu130", "cu130"), ("a: b", '"a: b"'), ("x #y", '"x #y"'), ("${{ github.ref }}", "${{ github.ref }}"),
+    ("- x", '"- x"'), ("", '""'), ("2024-01-01", '"2024-01-01"'), ("null", '"null"'), (True, "true"),
+    (None, "null"), (30, "30"),
+])
+def test_scalars_read_back_as_written(value: object, written: str) -> None:
+    assert yamlout.scalar(value) == written
+
+
+def test_the_writer_round_trips_every_workflow(documents: dict[str, dict[str, Any]]) -> None:
+    yaml = pytest.importorskip("ruamel.yaml", reason="ruamel.yaml comes with check-jsonschema (lint.txt)")
+
+    def plain(value: object) -> object:
+        if isinstance(value, Commented):
+            return value.value
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [plain(v) for v in value]
+        return value
+
+    for name, doc in documents.items():
+        loaded = yaml.YAML(typ="safe", pure=True).load(yamlout.dump(doc))
+        assert loaded == plain(doc), name
+
+
+def test_multi_line_scripts_are_literal_blocks() -> None:
+    text = yamlout.dump({"run": "echo a\necho 'b: c' # not a comment\n", "x": [{"a": 1, "b": [1]}]})
+    assert text == "run: |\n  echo a\n  echo 'b: c' # not a comment\nx:\n  - a: 1\n    b:\n      - 1\n"
+
+
+# --- the linters -----------------------------------------------------------------------------------------
+
+
+def test_the_workflows_pass_zizmor_and_the_workflow_schema() -> None:
+    if workflows.tool("zizmor") is None or workflows.tool("check-jsonschema") is None:
+        pytest.skip("zizmor and check-jsonschema are in ci/requirements/lint.txt (nox -s lint runs this too)")
+    result = run_ci("workflows", "--lint")
+    assert result.returncode == 0, result.stdout
+    assert "No findings to report" in result.stdout and "ok -- validation done" in result.stdout
+
+
+def test_shell_scripts_pass_shellcheck(documents: dict[str, dict[str, Any]]) -> None:
+    if shutil.which("shellcheck") is None:
+        pytest.skip("shellcheck is not installed (actionlint runs it in the CI workflow)")
+    problems = workflows.shellcheck(documents)
+    assert not problems, "\n".join(problems)
+
+
+# --- the registry helpers the workflows call ---------------------------------------------------------------
+
+
+def test_images_keep_their_content_tag_in_the_repository_registry() -> None:
+    from ci import images
+
+    cell = matrix.get_cell("13.0")
+    local = images.spec_for(cell).tag
+    registry = workflows.registry(env={"GITHUB_REPOSITORY": "Some-Owner/FusedOps"})
+    assert registry == "ghcr.io/some-owner/fusedops"  # GHCR names are lower case
+    remote = workflows.remote_ref(registry, local)
+    assert remote == f"ghcr.io/some-owner/fusedops/builder:{local.split(':')[1]}"
+    assert remote.endswith(":" + local.rpartition(":")[2]) and remote.split(":")[1].startswith("cu130-")
+    assert workflows.registry("ghcr.io/x/y/", env={}) == "ghcr.io/x/y"
+    assert workflows.registry(env={"FARM_REGISTRY": "registry.example/farm"}) == "registry.example/farm"
+    with pytest.raises(UsageError, match="no image registry"):
+        workflows.registry(env={})
+
+
+def test_the_debian_toolkit_cell_builds_on_the_debian_base_in_every_workflow(
+        documents: dict[str, dict[str, Any]]) -> None:
+    # The image tag depends on the base; CI, images and wheels must compute the same tag for cu124.
+    wanted = {"FARM_BASE_IMAGE_CU124": "cuda-ext-farm/base"}
+    assert documents["images.yml"]["jobs"]["image-cu124"]["env"] == wanted
+    assert documents["ci.yml"]["jobs"]["container-cu124"]["env"] == wanted
+    assert documents["ci.yml"]["jobs"]["changes"]["env"] == wanted
+    job = documents["wheels.yml"]["jobs"][gha.job_key("build", "fusedops-stable-cu124-cp310abi3-linux_x86_64")]
+    assert job["env"] == wanted
+    assert any("base-image --suite trixie" in s.get("run", "") for s in job["steps"])
+    assert "env" not in documents["images.yml"]["jobs"]["image-cu130"]
+
+
+def test_only_the_default_branch_and_tags_push_builder_images(documents: dict[str, dict[str, Any]]) -> None:
+    pushes = [(n, k, s) for n, d in documents.items() for k, j in d["jobs"].items() for s in j.get("steps", [])
+              if "--push-image" in s.get("run", "")]
+    assert pushes and {n for n, _, _ in pushes} == {"images.yml"}
+    for _, _, step in pushes:
+        assert step["if"] == ("steps.pull.outputs.found != 'true' && (github.ref == 'refs/heads/main' || "
+                              "startsWith(github.ref, 'refs/tags/v'))")
