@@ -231,6 +231,8 @@ def lint(session: nox.Session) -> None:
     session.install("--require-hashes", "--no-deps", "-r", str(REQUIREMENTS / "lint.txt"))
     session.run("ruff", "check", "ci", "windows", "noxfile.py", "tests", "setup.py", "package")
     session.run("mypy", "ci", "windows")
+    _run_farm(session, "python", "workflows", "--check")
+    _run_farm(session, "python", "workflows", "--lint")
 
 
 @nox.session(venv_backend="none")
