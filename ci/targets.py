@@ -4,7 +4,7 @@ A target is one wheel of one project: the project, its ABI kind, the torch
 release it is built against, the CUDA toolkit cell, the Python ABI and the
 platform. Its ``id`` names every axis::
 
-    fusedops-stable-cu130-cp310abi3-linux_x86_64
+    myops-stable-cu130-cp310abi3-linux_x86_64
     classic_ext-torch2.11-cu130-cp312-linux_x86_64
 
 and everything a build writes is keyed by it: the wheelhouse folder, the report,
