@@ -51,6 +51,10 @@ def processes_mentioning(text: str) -> list[str]:
     return found
 
 
+def default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def wait_for_compiler(marker: str, child: subprocess.Popen[str], timeout: float = 600) -> None:
     """Wait until a C++ compiler process works on the project under ``marker``."""
     deadline = time.monotonic() + timeout
@@ -79,8 +83,10 @@ def test_signal_to_the_build_stops_the_whole_tree_and_leaves_nothing(tmp_path: P
         cmd = farm(*args)
     # Its own session: the signal reaches the farm (or nox) alone, as a CI runner's cancel does, not a
     # terminal's whole foreground group.
+    # SIGINT back to its default: a test run started in the background by a non-interactive shell inherits
+    # SIGINT ignored, and nox (unlike the farm, which installs its handlers) would keep ignoring it.
     child = subprocess.Popen(cmd, cwd=ROOT, env=env(), text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             start_new_session=True)
+                             start_new_session=True, preexec_fn=default_sigint)
     try:
         wait_for_compiler(marker, child)
         child.send_signal(signum)
