@@ -184,7 +184,10 @@ def target_env(target: Target) -> PythonEnv:
 def test_env(base: PythonEnv, folder: Path) -> PythonEnv:
     """A new venv in ``folder`` that sees ``base``'s packages (torch) and nothing else of the build."""
     env = PythonEnv(folder)
-    proc.run([base.python, "-m", "venv", folder], what="creating the test environment failed")
+    # No pip or setuptools of its own: Python 3.11's venv brings setuptools 65, which would shadow the one torch
+    # requires (torch 2.13 needs setuptools >= 77.0.3, and `pip check` says so). `python -m pip` runs the base
+    # environment's pip, seen through the .pth, and installs into this venv.
+    proc.run([base.python, "-m", "venv", "--without-pip", folder], what="creating the test environment failed")
     site = env.site_packages()
     (site / "_farm_base_env.pth").write_text(str(base.site_packages()) + "\n")
     return env
