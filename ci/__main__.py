@@ -98,6 +98,16 @@ def cmd_develop(args: argparse.Namespace) -> int:
     return 0
 
 
+def _torch_label(python: Path) -> str:
+    """``torch X.Y.Z`` of the environment of ``python`` (its folder is two levels up), read from its files."""
+    from ci import envs
+
+    try:
+        return f"torch {envs.torch_metadata(envs.PythonEnv(python.parent.parent))['version']}"
+    except errors.FarmError:
+        return f"the torch of {python}"
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
     from ci import audit, symbols, toolkit, wheelmeta
 
@@ -109,6 +119,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         target = dataclasses.replace(target, cpu=True)
     cuobjdump = None if args.cpu else toolkit.ensure_cuobjdump()
     search = None
+    torch_label = None
     if args.torch_env:
         python = Path(args.torch_env)
         python = python / "bin" / "python" if python.is_dir() else python
@@ -116,7 +127,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
             raise errors.UsageError("--torch-env is neither a Python interpreter nor an environment folder",
                                     args.torch_env, "pass the environment's folder or its bin/python")
         search = symbols.environment_search(python, toolkit.cache_root() / "symbols")
-    result = audit.audit_wheel(wheel, target, cuobjdump, search=search, cuda=not args.cpu)
+        torch_label = _torch_label(python)
+    result = audit.audit_wheel(wheel, target, cuobjdump, search=search, cuda=not args.cpu, torch_label=torch_label)
     for check in result.checks:
         mark = "[green]ok[/]" if check.ok else "[red]FAIL[/]"
         console.print(f"{mark} {check.name}: {check.detail}", markup=True, highlight=False, soft_wrap=True)

@@ -196,7 +196,9 @@ def check_cuda_namespaces(path: str, needed: Sequence[str], undefined: Sequence[
     return checks
 
 
-def check_symbols(path: str, resolution: symbols.Resolution, target: Target | None) -> Check:
+def check_symbols(path: str, resolution: symbols.Resolution, target: Target | None,
+                  torch_label: str | None = None) -> Check:
+    """``torch_label``: the torch whose libraries were searched (default: the target's)."""
     if resolution.missing_libraries:
         return Check(f"symbols:{path}", False,
                      "NEEDED libraries not found in the target's environment: "
@@ -212,7 +214,7 @@ def check_symbols(path: str, resolution: symbols.Resolution, target: Target | No
         lines.append(f"{readable[name]} is defined in {resolution.provided_by[name]}, which the library does not "
                      "link: add it to the Extension's libraries")
     if nowhere:
-        torch = f"torch {target.torch}" if target else "this torch"
+        torch = torch_label or (f"torch {target.torch}" if target else "this torch")
         shown = "; ".join(readable[s] for s in nowhere[:5])
         lines.append(f"{len(nowhere)} symbols are defined nowhere in {torch}'s libraries ({shown}"
                      f"{'; ...' if len(nowhere) > 5 else ''}): the library was built against another torch "
@@ -306,8 +308,10 @@ def audit_wheel(
     resolutions: Mapping[str, symbols.Resolution] | None = None,
     cuda: bool = True,
     abi3audit: bool = True,
+    torch_label: str | None = None,
 ) -> AuditResult:
-    """Audit ``wheel`` for ``target``; ``cuda`` False audits it as a CPU-only build."""
+    """Audit ``wheel`` for ``target``; ``cuda`` False audits it as a CPU-only build; ``torch_label`` names the
+    torch ``search`` looks in when it is not the target's (``--torch-env``)."""
     tags, checks = check_tags(wheel, target)
     cell = target.cell if (target is not None and cuda) else None
     python = target.python if target else matrix.PYTHON_LIMITED_API
@@ -348,7 +352,8 @@ def audit_wheel(
             checks += check_cuda_namespaces(lib.path, lib.needed, undefined)
             if search is not None:
                 local_dirs = sorted({p.parent for p in bundled_files})
-                checks.append(check_symbols(lib.path, symbols.unresolved(path, search, local_dirs), target))
+                checks.append(check_symbols(lib.path, symbols.unresolved(path, search, local_dirs), target,
+                                            torch_label))
             elif resolutions is not None:
                 found = resolutions.get(lib.path)
                 checks.append(check_symbols(lib.path, found, target) if found is not None else
