@@ -150,8 +150,9 @@ def _complete_cuda_home(cuda_home: Path) -> None:
         break
 
 
-def _nvcc_works(cuda_home: Path) -> str | None:
-    nvcc = cuda_home / "bin" / "nvcc"
+def nvcc_version(cuda_home: Path, executable: str = "nvcc") -> str | None:
+    """The version of ``<cuda_home>/bin/<executable>`` if it runs, else None (``nvcc.exe`` on Windows)."""
+    nvcc = cuda_home / "bin" / executable
     if not nvcc.is_file():
         return None
     result = proc.run([nvcc, "--version"], capture=True, check=False, log=False)
@@ -181,7 +182,7 @@ def preinstalled(cell: matrix.Cell) -> InstalledToolkit | None:
     if home is None:
         return None
     cuda_home = Path(home)
-    version = _nvcc_works(cuda_home)
+    version = nvcc_version(cuda_home)
     if version is None:
         raise UsageError("FARM_CUDA_HOME holds no working nvcc", cuda_home,
                          "point it at a CUDA toolkit (the folder with bin/nvcc) or unset it")
@@ -209,12 +210,12 @@ def ensure_toolkit(cell: matrix.Cell) -> InstalledToolkit:
         _add_library_headers(cell, root / tk.home_subdir)
 
     def verify(root: Path) -> bool:
-        return _nvcc_works(root / tk.home_subdir) is not None
+        return nvcc_version(root / tk.home_subdir) is not None
 
     headers = (pins.headers_lock(cell),) if tk.library_headers else ()
     root = _install_once(f"cuda-{cell.cuda}", pins.toolkit_lock(cell), finish, verify, also_keyed_by=headers)
     cuda_home = root / tk.home_subdir
-    version = _nvcc_works(cuda_home)
+    version = nvcc_version(cuda_home)
     if version is None or not version.startswith(cell.cuda + "."):
         raise ToolkitError(f"cell {cell.name} expects CUDA {cell.cuda}", f"nvcc reports {version}",
                            "fix the pins of the cell in ci/matrix.py")

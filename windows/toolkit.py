@@ -25,7 +25,7 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path, PurePath, PureWindowsPath
 
-from ci import matrix, proc
+from ci import matrix
 from ci import pins as ci_pins
 from ci import toolkit as linux_toolkit
 from ci.errors import MissingRequirement, UsageError, env_path
@@ -110,16 +110,7 @@ def installer_hint(cell: matrix.Cell) -> str:
 
 
 def _nvcc_version(cuda_home: Path) -> str | None:
-    nvcc = cuda_home / "bin" / "nvcc.exe"
-    if not nvcc.is_file():
-        return None
-    result = proc.run([nvcc, "--version"], capture=True, check=False, log=False)
-    if result.returncode != 0:
-        return None
-    try:
-        return linux_toolkit.parse_nvcc_version(result.stdout)
-    except linux_toolkit.ToolkitError:
-        return None
+    return linux_toolkit.nvcc_version(cuda_home, "nvcc.exe")
 
 
 def _checked(cell: matrix.Cell, cuda_home: Path, source: str) -> WindowsToolkit:
