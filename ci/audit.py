@@ -156,16 +156,20 @@ def check_cpu_only(lib: LibraryInfo) -> Check:
                  "(it is listed in [tool.cuda-ext-farm] cpu-libraries)")
 
 
+def no_cuda_code_advice(target: Target, found: str = "") -> str:
+    """Why a library of a CUDA build holds no CUDA code, and what to do (Linux and Windows audits)."""
+    keys = ", ".join(f"{k}={v}" for k, v in target.project.build_env.items()) or "nothing"
+    return (f"holds no CUDA code{found} although this is a CUDA build ({target.cell.name}). The usual cause: "
+            "setup.py decides on CUDA from torch.cuda.is_available(), which is False on a builder without a GPU. "
+            "Make it read an environment variable and set that in [tool.cuda-ext-farm] build-env (the farm sets "
+            f"{keys}); if this library is meant to be CPU-only, list the ones that must hold CUDA code in "
+            "[tool.cuda-ext-farm] cuda-libraries")
+
+
 def check_cuda_code(lib: LibraryInfo, target: Target) -> list[Check]:
     if not lib.has_cuda_code:
-        keys = ", ".join(f"{k}={v}" for k, v in target.project.build_env.items()) or "nothing"
         return [Check(
-            f"cuda-code:{lib.path}", False,
-            f"holds no CUDA code although this is a CUDA build ({target.cell.name}). The usual cause: setup.py "
-            "decides on CUDA from torch.cuda.is_available(), which is False on a builder without a GPU. Make it "
-            "read an environment variable and set that in [tool.cuda-ext-farm] build-env (the farm sets "
-            f"{keys}); if this library is meant to be CPU-only, list the ones that must hold CUDA code in "
-            "[tool.cuda-ext-farm] cuda-libraries",
+            f"cuda-code:{lib.path}", False, no_cuda_code_advice(target),
         )]
     runtime = f"libcudart.so.{target.cell.cuda_major}"
     linked = runtime in lib.needed

@@ -44,6 +44,7 @@ from ci.audit import (
     check_archs,
     check_metadata,
     expected_prefix,
+    no_cuda_code_advice,
     parse_cuobjdump,
 )
 from ci.targets import Target
@@ -151,13 +152,7 @@ def check_cpu_only(info: pe.PeInfo, lib: str) -> Check:
 
 def check_cuda_code(info: pe.PeInfo, lib: str, target: Target) -> list[Check]:
     if not info.has_cuda_code:
-        keys = ", ".join(f"{k}={v}" for k, v in target.project.build_env.items()) or "nothing"
-        return [Check(
-            f"cuda-code:{lib}", False,
-            f"holds no CUDA code (no .nv_fatb section) although this is a CUDA build ({target.cell.name}). The usual "
-            "cause: setup.py decides on CUDA from torch.cuda.is_available(), which is False on a builder without a "
-            f"GPU; make it read an environment variable set in [tool.cuda-ext-farm] build-env (the farm sets {keys})",
-        )]
+        return [Check(f"cuda-code:{lib}", False, no_cuda_code_advice(target, " (no .nv_fatb section)"))]
     runtime = dlls.cudart(target.cell.cuda_major)
     linked = any(d.lower() == runtime for d in info.all_dlls)
     return [
