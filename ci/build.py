@@ -99,17 +99,22 @@ def source_date_epoch(root: Path) -> str | None:
     return stamp if out.returncode == 0 and stamp.isdigit() else None
 
 
+def nvcc_has_random_seed(nvcc_version: str) -> bool:
+    """nvcc 12.8 and newer take ``-frandom-seed``; older ones need ``ci/nvcc/nvcc-module-anchor``."""
+    parts = [int(p) for p in nvcc_version.split(".")[:2] if p.isdigit()]
+    return [*parts, 0, 0][:2] >= [12, 8]
+
+
 def deterministic_nvcc_flags(seed: str, nvcc_version: str = "13") -> str:
     """nvcc flags for byte-identical objects. ``-objtemp``: intermediate files are named after the object,
     not ``tmpxft_<pid>_...`` (those names land in the library); ``-frandom-seed`` (nvcc 12.8 and newer):
-    cudafe++ otherwise ends the names it gives anonymous namespaces with the compiling process's id. One
-    seed for every file of a target is safe: those names also carry the file's name and a hash of its
-    path."""
-    parts = [int(p) for p in nvcc_version.split(".")[:2] if p.isdigit()]
-    seeded = [*parts, 0, 0][:2] >= [12, 8]
+    cudafe++ otherwise names the anonymous namespaces of a file that defines no external function or
+    variable after the file's modification time and its own process id (older nvcc: the farm's container
+    builds run nvcc through ``ci/nvcc/nvcc-module-anchor`` instead). One seed for every file of a target is
+    safe: those names also carry the file's name and a hash of its path."""
     # --threads 0: one nvcc compiles its architectures in parallel, so a rebuild after a one-file change
     # (one translation unit, seven architectures) uses every core too.
-    return "-objtemp --threads 0" + (f" -frandom-seed={seed}" if seeded else "")
+    return "-objtemp --threads 0" + (f" -frandom-seed={seed}" if nvcc_has_random_seed(nvcc_version) else "")
 
 
 def reproducible_env(source: Path, epoch: str | None, seed: str) -> dict[str, str]:

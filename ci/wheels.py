@@ -62,6 +62,8 @@ CONTAINER_HOME = "/home/build"
 CONTAINER_CA = "/run/farm/ca-bundle.crt"
 TORCH_MOUNT = "/opt/farm-torch"
 FARM_MOUNT = "/opt/farm"
+#: Where container builds with nvcc older than 12.8 see ``ci/nvcc`` (read-only).
+NVCC_TOOLS_MOUNT = f"{FARM_MOUNT}/nvcc"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,6 +170,7 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
     excluded = (*matrix.TORCH_LIBRARIES, *matrix.cuda_libraries(cell.cuda_major))
     excludes = " ".join(f"--exclude {lib}" for lib in excluded)
     values = build.build_values(target, nvcc_version(cell))
+    nvcc = nvcc_version(cell) or ""
     build_env = {
         "TORCH_CUDA_ARCH_LIST": cell.arch_list,
         "MAX_JOBS": str(job.max_jobs or os.cpu_count() or 2),
@@ -175,7 +178,7 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
         "CC": f"gcc-{gcc_major(cell)}",
         "PYTORCH_NVCC": "/usr/local/bin/nvcc-ccache",  # see docker/Dockerfile
         # Deterministic objects (see ci/build.py); toolkits older than 12.8 lack -frandom-seed.
-        "NVCC_APPEND_FLAGS": build.deterministic_nvcc_flags(target.id, nvcc_version(cell) or ""),
+        "NVCC_APPEND_FLAGS": build.deterministic_nvcc_flags(target.id, nvcc),
         "CCACHE_DIR": f"{CONTAINER_HOME}/.cache/ccache",
         "CCACHE_BASEDIR": "/project",
         "CCACHE_NOHASHDIR": "1",
@@ -186,6 +189,11 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
     build_env |= {k: v for k, v in os.environ.items() if k.startswith("CCACHE_") and k not in build_env}
     mounts, ca_env = ca_mount(ca_bundle)
     build_env |= ca_env
+    if not build.nvcc_has_random_seed(nvcc):
+        # The same anonymous-namespace names in every build without -frandom-seed: see the script.
+        mounts.append(f"--volume={Path(__file__).resolve().parent / 'nvcc'}:{NVCC_TOOLS_MOUNT}:ro")
+        build_env["FARM_NVCC"] = build_env["PYTORCH_NVCC"]
+        build_env["PYTORCH_NVCC"] = f"{NVCC_TOOLS_MOUNT}/nvcc-module-anchor"
     create_args = [f"--label=farm.job={job.job}",
                    f"--volume={PIP_CACHE_VOLUME}:{CONTAINER_HOME}/.cache/pip",
                    f"--volume={volume_name(CCACHE_VOLUME)}:{CONTAINER_HOME}/.cache/ccache",

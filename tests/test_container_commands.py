@@ -90,6 +90,28 @@ def test_cibuildwheel_environment_of_a_stable_target(tmp_path: Path) -> None:
         f"{wheels.TORCH_MOUNT}:ro", "")
 
 
+def test_nvcc_without_random_seed_runs_through_the_module_anchor(tmp_path: Path) -> None:
+    """CUDA 12.4's nvcc has no -frandom-seed: its builds go through ci/nvcc/nvcc-module-anchor, mounted read-only;
+    cells whose nvcc has the flag keep calling the ccache wrapper directly."""
+    config = project.load(ROOT)
+    old = targets.select(config, targets.Selection(cuda="12.4"))[0]
+    new = targets.default_target(config)
+    envs = {}
+    for target in (old, new):
+        job = job_for(target, tmp_path)
+        python = wheels.build_python(target, job.spec)
+        envs[target.cell.cuda] = wheels.cibuildwheel_env(job, python, wheels.torch_volume(target, python), None)
+    anchored = envs["12.4"]
+    mount = f"{ROOT / 'ci' / 'nvcc'}:{wheels.NVCC_TOOLS_MOUNT}:ro"
+    assert mount in anchored["CIBW_CONTAINER_ENGINE"]
+    assert f'PYTORCH_NVCC="{wheels.NVCC_TOOLS_MOUNT}/nvcc-module-anchor"' in anchored["CIBW_ENVIRONMENT"]
+    assert 'FARM_NVCC="/usr/local/bin/nvcc-ccache"' in anchored["CIBW_ENVIRONMENT"]
+    assert "-frandom-seed" not in anchored["CIBW_ENVIRONMENT"]
+    seeded = envs[new.cell.cuda]
+    assert mount not in seeded["CIBW_CONTAINER_ENGINE"] and "FARM_NVCC" not in seeded["CIBW_ENVIRONMENT"]
+    assert 'PYTORCH_NVCC="/usr/local/bin/nvcc-ccache"' in seeded["CIBW_ENVIRONMENT"]
+    assert (ROOT / "ci" / "nvcc" / "nvcc-module-anchor").stat().st_mode & 0o111  # executable in the container
+
 def test_per_python_target_needs_its_python_in_the_image(tmp_path: Path) -> None:
     config = project.load(CLASSIC)
     ok = targets.select(config, targets.Selection(torch="2.11", python="3.11"))[0]

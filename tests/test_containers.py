@@ -128,6 +128,31 @@ def test_ca_bundle_never_lands_in_the_image(tmp_path: Path, base: str, image: st
             subprocess.run([images.docker_cli(), "rmi", "-f", tag], capture_output=True)
 
 
+def test_module_anchor_makes_anonymous_namespace_names_reproducible(image: str) -> None:
+    """Without -frandom-seed (CUDA 12.4's nvcc has none; 13.0 shows the same fallback), cudafe++ names the
+    anonymous namespace of a file with no external definition after its time and process id; through
+    ci/nvcc/nvcc-module-anchor two compiles give the same object, and the anchor stays out of .dynsym."""
+    script = r"""
+        set -e; cd /tmp; cp /opt/fixture/anonymous.cu k.cu
+        build() { "$@" -objtemp -Xcompiler -fPIC -c k.cu -o k.o; }
+        build /opt/farm/nvcc/nvcc-module-anchor; mv k.o anchored1.o; touch k.cu
+        build /opt/farm/nvcc/nvcc-module-anchor; mv k.o anchored2.o
+        build nvcc; mv k.o plain1.o; touch k.cu; build nvcc; mv k.o plain2.o
+        cmp -s anchored1.o anchored2.o && echo anchored=same || echo anchored=differ
+        cmp -s plain1.o plain2.o && echo plain=same || echo plain=differ
+        nm anchored1.o | grep -c farm_module_anchor_
+        nvcc -shared anchored1.o -o k.so && (nm -D k.so | grep -c farm_module_anchor_ || true)
+    """
+    result = subprocess.run([images.docker_cli(), "run", "--rm", "--env", "CCACHE_DISABLE=1",
+                             "--env", "FARM_NVCC=/usr/local/bin/nvcc-ccache",
+                             f"--volume={ROOT / 'ci' / 'nvcc'}:/opt/farm/nvcc:ro",
+                             f"--volume={ROOT / 'tests' / 'fixtures' / 'nvcc_module_id'}:/opt/fixture:ro",
+                             image, "sh", "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.split()
+    assert lines[:2] == ["anchored=same", "plain=differ"], result.stdout
+    assert int(lines[2]) >= 1 and lines[3] == "0"  # defined in the object, hidden in the library
+
 def test_shell_runs_one_command_as_the_caller(image: str) -> None:
     result = run_ci("shell", "--cuda", CELL.cuda, "id", env={"FARM_BASE_IMAGE": images.BASE_REPO})
     assert result.returncode == 0, result.stdout[-2000:]
