@@ -26,13 +26,15 @@ _CCACHE_HITS = re.compile(r"farm-ccache-stats: hits=(\d+) misses=(\d+)")
 
 
 def _build_one(target: Target, outputs: publish.Outputs, base_image: str | None, max_jobs: int | None,
-               log: Path) -> tuple[int, float]:
+               log: Path, console: Console) -> tuple[int, float]:
     cmd = [sys.executable, "-m", "ci", "build-cuda", "--project", str(target.project.root),
            "--config", str(target.project.source), "--target", target.id,
            "--wheelhouse", str(outputs.wheelhouse), "--build-dir", str(outputs.build_root),
            *(["--base-image", base_image] if base_image else []),
            *(["--max-jobs", str(max_jobs)] if max_jobs else []),
            "--arch-list", target.cell.arch_list]
+    # Printed when a worker takes the target, not when it is queued: with --jobs 1 one line at a time.
+    console.print(f"[cyan]started[/] {target.id}")
     started = time.monotonic()
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as fh:
@@ -45,7 +47,10 @@ def _build_one(target: Target, outputs: publish.Outputs, base_image: str | None,
             code = 0
         except CommandFailed:
             code = 1
-    return code, time.monotonic() - started
+    seconds = time.monotonic() - started
+    verdict = "[green]done[/]" if code == 0 else f"[red]FAILED[/] (log: {log})"
+    console.print(f"{verdict} {target.id} in {seconds:.0f} s")
+    return code, seconds
 
 
 def build_all(chosen: tuple[Target, ...], outputs: publish.Outputs, *, jobs: int, base_image: str | None,
@@ -57,14 +62,10 @@ def build_all(chosen: tuple[Target, ...], outputs: publish.Outputs, *, jobs: int
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = {}
         for target in chosen:
-            console.print(f"[cyan]started[/] {target.id}")
-            futures[pool.submit(_build_one, target, outputs, base_image, max_jobs, logs / f"{target.id}.log")] = target
+            futures[pool.submit(_build_one, target, outputs, base_image, max_jobs, logs / f"{target.id}.log",
+                                console)] = target
         for future in concurrent.futures.as_completed(futures):
-            target = futures[future]
-            code, seconds = future.result()
-            results[target.id] = (code, seconds)
-            verdict = "[green]done[/]" if code == 0 else f"[red]FAILED[/] (log: {logs / (target.id + '.log')})"
-            console.print(f"{verdict} {target.id} in {seconds:.0f} s")
+            results[futures[future].id] = future.result()
     table = Table(title=f"build-all: {len(chosen)} targets")
     for col in ("target", "wheel", "size", "sha256", "time", "ccache"):
         table.add_column(col)

@@ -203,8 +203,10 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
     in_image = set(pins.pinned_in(pins.lock_path(images.IMAGE_TOOLS_LOCK)))
     extra = [r for r in target.project.build_requires if envs.requirement_name(r) not in in_image]
     before_build = _pth_command(site) + (f" && pip install {' '.join(shlex.quote(r) for r in extra)}" if extra else "")
-    # Zeroed before the build and read after it: the compile cache's hits and misses of this build.
-    before_build += " && (ccache --zero-stats >/dev/null 2>&1 || true)"
+    # The compile cache's hits and misses of this build alone, from a stats log in the build container (the
+    # cache volume's own counters are shared by every build that runs at the same time).
+    build_env["CCACHE_STATSLOG"] = CCACHE_STATS_LOG
+    before_build += f" && rm -f {CCACHE_STATS_LOG}"
     smoke = container_command(target.project.commands.smoke)
     return {
         "CIBW_PLATFORM": "linux",
@@ -229,9 +231,11 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
     }
 
 
-#: One line with the build's compile-cache hits and misses (read by build-all's table).
-CCACHE_STATS = ("(ccache --print-stats 2>/dev/null | awk -F'\\t' '/^(direct|preprocessed)_cache_hit/{h+=$2} "
-                "/^cache_miss/{m+=$2} END{print \"farm-ccache-stats: hits=\" h+0 \" misses=\" m+0}' || true)")
+#: One line with the build's compile-cache hits and misses (read by build-all's table), counted from the
+#: stats log ccache writes a line per counter to (a "# <file>" line before each compile's counters).
+CCACHE_STATS_LOG = "/tmp/farm-ccache-stats.log"
+CCACHE_STATS = (f"(cat {CCACHE_STATS_LOG} 2>/dev/null || true) | awk '/^(direct|preprocessed)_cache_hit$/{{h++}} "
+                "/^cache_miss$/{m++} END{print \"farm-ccache-stats: hits=\" h+0 \" misses=\" m+0}'")
 
 
 def container_command(command: tuple[str, ...]) -> str:

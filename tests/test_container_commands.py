@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,32 @@ def test_nvcc_without_random_seed_runs_through_the_module_anchor(tmp_path: Path)
     assert mount not in seeded["CIBW_CONTAINER_ENGINE"] and "FARM_NVCC" not in seeded["CIBW_ENVIRONMENT"]
     assert 'PYTORCH_NVCC="/usr/local/bin/nvcc-ccache"' in seeded["CIBW_ENVIRONMENT"]
     assert (ROOT / "ci" / "nvcc" / "nvcc-module-anchor").stat().st_mode & 0o111  # executable in the container
+
+
+def test_ccache_counts_come_from_this_builds_stats_log(tmp_path: Path) -> None:
+    """build-all's cache column counts one build's compiles from its own stats log, not the shared volume's
+    counters (which two builds running at once would mix)."""
+    target = targets.default_target(project.load(ROOT))
+    job = job_for(target, tmp_path)
+    python = wheels.build_python(target, job.spec)
+    env = wheels.cibuildwheel_env(job, python, wheels.torch_volume(target, python), None)
+    assert f'CCACHE_STATSLOG="{wheels.CCACHE_STATS_LOG}"' in env["CIBW_ENVIRONMENT"]
+    before = env["CIBW_BEFORE_BUILD"]
+    assert f"rm -f {wheels.CCACHE_STATS_LOG}" in before and "zero-stats" not in before
+    assert env["CIBW_REPAIR_WHEEL_COMMAND"].startswith(wheels.CCACHE_STATS)
+    log = tmp_path / "stats.log"
+    command = wheels.CCACHE_STATS.replace(wheels.CCACHE_STATS_LOG, str(log))
+
+    def count() -> str:
+        return subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True).stdout.strip()
+
+    assert count() == "farm-ccache-stats: hits=0 misses=0"  # no log: nothing compiled through the cache
+    # ccache's format: a "# <source>" line, then one line per counter the compile touched.
+    log.write_text("# /project/csrc/direct_cache_hit.cu\ncache_miss\ndirect_cache_miss\nlocal_storage_write\n"
+                   "# /project/csrc/b.cu\ndirect_cache_hit\nlocal_storage_hit\n"
+                   "# /project/csrc/c.cu\npreprocessed_cache_hit\ndirect_cache_miss\n")
+    assert count() == "farm-ccache-stats: hits=2 misses=1"
+
 
 def test_per_python_target_needs_its_python_in_the_image(tmp_path: Path) -> None:
     config = project.load(CLASSIC)

@@ -153,6 +153,7 @@ def test_module_anchor_makes_anonymous_namespace_names_reproducible(image: str) 
     assert lines[:2] == ["anchored=same", "plain=differ"], result.stdout
     assert int(lines[2]) >= 1 and lines[3] == "0"  # defined in the object, hidden in the library
 
+
 def test_shell_runs_one_command_as_the_caller(image: str) -> None:
     result = run_ci("shell", "--cuda", CELL.cuda, "id", env={"FARM_BASE_IMAGE": images.BASE_REPO})
     assert result.returncode == 0, result.stdout[-2000:]
