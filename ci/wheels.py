@@ -169,8 +169,8 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
     cell = target.cell
     excluded = (*matrix.TORCH_LIBRARIES, *matrix.cuda_libraries(cell.cuda_major))
     excludes = " ".join(f"--exclude {lib}" for lib in excluded)
-    values = build.build_values(target, nvcc_version(cell))
     nvcc = nvcc_version(cell) or ""
+    values = build.build_values(target, nvcc or None)
     build_env = {
         "TORCH_CUDA_ARCH_LIST": cell.arch_list,
         "MAX_JOBS": str(job.max_jobs or os.cpu_count() or 2),
