@@ -29,7 +29,7 @@ from rich.table import Table
 
 from ci import fsutil, images, proc, reproduce, targets
 from ci.errors import UsageError
-from ci.project import ProjectConfig
+from ci.project import FARM_ROOT, ProjectConfig
 
 
 @dataclasses.dataclass
@@ -77,7 +77,7 @@ def bench(config: ProjectConfig, kinds: list[str], touch: str | None, out: Path,
             selection = targets.Selection(cuda=kind if container else None)
             target = targets.select(config, selection)[0] if container else targets.default_target(config)
             namespace = f"bench{uuid.uuid4().hex[:8]}"
-            env = {"PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+            env = {"PYTHONPATH": str(FARM_ROOT)}
             if container:
                 env["FARM_VOLUME_NAMESPACE"] = namespace
             build_dir = folder / f"build-{kind}"

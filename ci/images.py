@@ -25,9 +25,9 @@ from pathlib import Path
 
 from ci import matrix, pins, proc
 from ci.errors import MissingRequirement, UsageError, env_path
+from ci.project import FARM_ROOT
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-DOCKERFILE = PROJECT_ROOT / "docker" / "Dockerfile"
+DOCKERFILE = FARM_ROOT / "docker" / "Dockerfile"
 IMAGE_REPO = "cuda-ext-farm/builder"
 BASE_REPO = "cuda-ext-farm/base"
 

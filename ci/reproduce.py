@@ -27,6 +27,7 @@ from elftools.elf.elffile import ELFFile
 
 from ci import proc
 from ci.errors import CommandFailed, UsageError
+from ci.project import FARM_ROOT
 from ci.targets import Target
 
 
@@ -106,7 +107,7 @@ def build_once(target: Target, clone_root: Path, label: str, *, container: bool,
     cmd = [sys.executable, "-m", "ci", command, "--project", str(project_dir), "--target", target.id,
            "--arch-list", target.cell.arch_list, "--wheelhouse", str(wheelhouse), "--build-dir", str(build_dir),
            *(["--base-image", base_image] if base_image else [])]
-    env = {"FARM_CCACHE": "off", "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    env = {"FARM_CCACHE": "off", "PYTHONPATH": str(FARM_ROOT)}
     started = time.monotonic()
     proc.run(cmd, env=env, what=f"the {label} build failed", hint="its output is above")
     seconds = time.monotonic() - started

@@ -191,7 +191,7 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
     build_env |= ca_env
     if not build.nvcc_has_random_seed(nvcc):
         # The same anonymous-namespace names in every build without -frandom-seed: see the script.
-        mounts.append(f"--volume={Path(__file__).resolve().parent / 'nvcc'}:{NVCC_TOOLS_MOUNT}:ro")
+        mounts.append(f"--volume={project.FARM_ROOT / 'ci' / 'nvcc'}:{NVCC_TOOLS_MOUNT}:ro")
         build_env["FARM_NVCC"] = build_env["PYTORCH_NVCC"]
         build_env["PYTORCH_NVCC"] = f"{NVCC_TOOLS_MOUNT}/nvcc-module-anchor"
     create_args = [f"--label=farm.job={job.job}",
@@ -260,7 +260,7 @@ def remove_containers(job: str) -> None:
 def resolve_in_container(job: ContainerBuild, torch_volume_name: str, wheel: Path,
                          out: Path) -> dict[str, symbols.Resolution]:
     """Run the symbol resolution of ``wheel`` inside the image, against the target's torch volume."""
-    farm = Path(__file__).resolve().parent
+    farm = project.FARM_ROOT / "ci"
     name = f"farm-symbols-{job.job}"
     # The exports of torch's libraries are cached in a volume: reading libtorch_cpu's 100k symbols takes long.
     cmd = [images.docker_cli(), "run", "--rm", "--init", f"--name={name}", f"--label=farm.job={job.job}",
