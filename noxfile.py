@@ -24,7 +24,7 @@ import nox
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
-from ci import cli, errors, matrix  # noqa: E402  (stdlib + packaging only)
+from ci import cli, errors, matrix, options  # noqa: E402  (stdlib + packaging only)
 
 REQUIREMENTS = ROOT / "ci" / "requirements"
 
@@ -174,7 +174,7 @@ def _release_wheel(session: nox.Session, python: str) -> Path:
     """Build the farm checkout's release wheel unless the wheelhouse has it; returns its path."""
     from ci import project, targets
 
-    target = targets.default_target(project.load(ROOT), prefer_python=cli.current_python())
+    target = targets.default_target(project.load(ROOT), prefer_python=options.current_python())
     folder = Path(os.environ.get("FARM_WHEELHOUSE") or ROOT / "wheelhouse") / target.id
     wheels = sorted(folder.glob("*.whl"))
     if not wheels:
@@ -204,7 +204,7 @@ def compat(session: nox.Session, torch: str) -> None:
     """The one stable-ABI wheel next to another torch: the CPU op tests."""
     from ci import project, targets
 
-    target = targets.default_target(project.load(ROOT), prefer_python=cli.current_python())
+    target = targets.default_target(project.load(ROOT), prefer_python=options.current_python())
     wheels = sorted((Path(os.environ.get("FARM_WHEELHOUSE") or ROOT / "wheelhouse") / target.id).glob("*.whl"))
     if not wheels:
         _fail(errors.UsageError("no built wheel of the release target", ROOT / "wheelhouse",

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ci import cli, errors, matrix, proc, project, targets
+from ci import cli, errors, matrix, options, proc, project, targets
 
 console = Console() if sys.stdout.isatty() else Console(width=200)
 
@@ -34,11 +34,11 @@ def _outputs(args: argparse.Namespace, config: project.ProjectConfig):  # type: 
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    config = cli.load_project(args)
+    config = options.load_project(args)
     oses = ("linux", "windows") if args.os == "all" else (args.os,)
     chosen: list[targets.Target] = []
     for os_name in oses:
-        sel = cli.selection(args)
+        sel = options.selection(args)
         chosen += targets.select(config, sel, os_name) if not sel.empty else targets.targets_for(config, os_name)
     if args.json:
         print(json.dumps({"project": config.name, "abi": config.abi, "python_abi": config.python_abi,
@@ -68,7 +68,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 def cmd_build(args: argparse.Namespace) -> int:
     from ci import build, report
 
-    chosen = cli.resolve(args)
+    chosen = options.resolve(args)
     if args.all:
         chosen = tuple(t for t in chosen if t.cell.toolkit.kind == "pypi")
     outputs = _outputs(args, chosen[0].project)
@@ -84,7 +84,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_develop(args: argparse.Namespace) -> int:
     from ci import develop
 
-    (target,) = cli.resolve(args)
+    (target,) = options.resolve(args)
     if args.cpu:
         target = dataclasses.replace(target, cpu=True)
     result = develop.develop(
@@ -114,7 +114,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     wheel = Path(args.wheel)
     with wheelmeta.open_wheel(wheel):
         pass
-    (target,) = cli.resolve(args)[:1]
+    (target,) = options.resolve(args)[:1]
     if args.cpu:
         target = dataclasses.replace(target, cpu=True)
     cuobjdump = None if args.cpu else toolkit.ensure_cuobjdump()
@@ -168,14 +168,14 @@ def _container_build(args: argparse.Namespace, chosen: tuple[targets.Target, ...
 
 
 def cmd_build_cuda(args: argparse.Namespace) -> int:
-    return _container_build(args, cli.resolve(args))
+    return _container_build(args, options.resolve(args))
 
 
 def cmd_build_all(args: argparse.Namespace) -> int:
     from ci import buildall
 
-    config = cli.load_project(args)
-    sel = cli.selection(args)
+    config = options.load_project(args)
+    sel = options.selection(args)
     chosen = targets.select(config, sel) if not sel.empty else targets.targets_for(config)
     return buildall.build_all(chosen, _outputs(args, config), jobs=args.jobs, base_image=args.base_image,
                               max_jobs=args.max_jobs, console=console)
@@ -184,7 +184,7 @@ def cmd_build_all(args: argparse.Namespace) -> int:
 def cmd_shell(args: argparse.Namespace) -> int:
     from ci import images, shell
 
-    config = cli.load_project(args)
+    config = options.load_project(args)
     cell = matrix.resolve(args.cuda)
     spec = images.spec_for(cell, args.base_image)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -222,10 +222,10 @@ def cmd_test_gpu(args: argparse.Namespace) -> int:
 
     from ci import gpu, publish, testing, wheelmeta
 
-    (target,) = cli.resolve(args)[:1]
+    (target,) = options.resolve(args)[:1]
     lanes = gpu.parse_lanes(args.lanes)
     outputs = _outputs(args, target.project)
-    out = cli.path_option(args.out, "FARM_TEST_RESULTS", target.project.root / "test-results")
+    out = options.path_option(args.out, "FARM_TEST_RESULTS", target.project.root / "test-results")
     wheel = Path(args.wheel) if args.wheel else (None if args.inplace else publish.find_wheel(outputs, target))
     for given in (wheel, Path(args.ptx_wheel) if args.ptx_wheel else None):
         if given is not None:
@@ -255,7 +255,7 @@ def cmd_test_gpu(args: argparse.Namespace) -> int:
 def cmd_test(args: argparse.Namespace) -> int:
     from ci import publish, testing
 
-    (target,) = cli.resolve(args)[:1]
+    (target,) = options.resolve(args)[:1]
     outputs = _outputs(args, target.project)
     wheel = Path(args.wheel) if args.wheel else publish.find_wheel(outputs, target)
     if wheel is None:
@@ -267,7 +267,7 @@ def cmd_test(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from ci import publish, testing
 
-    (target,) = cli.resolve(args)[:1]
+    (target,) = options.resolve(args)[:1]
     testing.configured(target, args.name)
     outputs = _outputs(args, target.project)
     wheel = Path(args.wheel) if args.wheel else publish.find_wheel(outputs, target)
@@ -304,7 +304,7 @@ def cmd_workflows(args: argparse.Namespace) -> int:
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from ci import reproduce
 
-    (target,) = cli.resolve(args)[:1]
+    (target,) = options.resolve(args)[:1]
     container = args.container or target.cell.toolkit.kind != "pypi"
     reproduce.reproduce(target, container=container, base_image=args.base_image, keep=args.keep)
     return 0
@@ -313,12 +313,12 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 def cmd_bench_builds(args: argparse.Namespace) -> int:
     from ci import buildbench
 
-    config = cli.load_project(args)
+    config = options.load_project(args)
     kinds = args.kind or ["host", "13", "12"]
     for kind in kinds:
         if kind != "host":
             matrix.get_cell(kind)
-    out = cli.path_option(args.out, "FARM_BENCH_RESULTS", config.root / "bench-results")
+    out = options.path_option(args.out, "FARM_BENCH_RESULTS", config.root / "bench-results")
     buildbench.bench(config, kinds, args.touch, out, console)
     return 0
 

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from ci import matrix, project, targets
+from ci import matrix, options, project
 from ci.errors import UsageError
 
 DEFAULT_CUDA_HELP = "CUDA toolkit: version (13.0), cell name (cu130) or major (13 = its release cell)"
@@ -215,80 +214,6 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     return args
 
 
-def load_project(args: argparse.Namespace) -> project.ProjectConfig:
-    return project.load(getattr(args, "project", None), getattr(args, "config", None))
-
-
-def selection(args: argparse.Namespace) -> targets.Selection:
-    return targets.Selection(
-        target_ids=tuple(getattr(args, "target", []) or ()),
-        cuda=getattr(args, "cuda", None),
-        torch=getattr(args, "torch", None),
-        python=getattr(args, "python", None),
-        arch_list=getattr(args, "arch_list", None) or os.environ.get("TORCH_CUDA_ARCH_LIST") or None,
-    )
-
-
-def selection_from_wheel(name: str, arch_list: str | None) -> targets.Selection:
-    """The target a wheel was built for, read from its name: ``+pt211cu130`` (torch and cell), ``+cu124``
-    (cell), and the interpreter tag of a per-Python wheel."""
-    import re
-
-    from ci import wheelmeta
-
-    parsed = wheelmeta.parse_name(Path(name))
-    local = parsed.version.local or ""
-    torch = cuda = python = None
-    m = re.fullmatch(r"pt(\d)(\d+)(cu\d+|cpu)", local)
-    if m:
-        torch, cuda = f"{m.group(1)}.{m.group(2)}", (m.group(3) if m.group(3) != "cpu" else None)
-    elif re.fullmatch(r"cu\d+", local):
-        cuda = local
-    interpreter, abi = parsed.tags[0].split("-")[:2]
-    if abi != "abi3" and interpreter.startswith("cp"):
-        python = f"{interpreter[2]}.{interpreter[3:]}"
-    return targets.Selection(cuda=cuda, torch=torch, python=python, arch_list=arch_list)
-
-
-def resolve(args: argparse.Namespace, *, os_name: str = "linux") -> tuple[targets.Target, ...]:
-    """The targets a command acts on; validates project, configuration and selection."""
-    config = load_project(args)
-    sel = selection(args)
-    wheel = getattr(args, "wheel", None)
-    if sel.empty and wheel and args.subcommand in ("test-gpu", "test", "run", "audit"):
-        sel = selection_from_wheel(wheel, sel.arch_list)
-    if sel.empty and args.subcommand in ("build", "develop", "test-gpu", "test", "audit", "run", "reproduce") \
-            and not getattr(args, "all", False):
-        default = targets.default_target(config, os_name, prefer_python=current_python())
-        if sel.arch_list:
-            default = targets.with_arch_list(default, sel.arch_list)
-        return (default,)
-    if sel.empty and args.subcommand in ("build-cuda",):
-        sel = targets.Selection(cuda="13", arch_list=sel.arch_list)
-    chosen = targets.select(config, sel, os_name)
-    if args.subcommand in ("build", "develop") and not getattr(args, "all", False) and len(chosen) > 1:
-        current = [t for t in chosen if t.python == current_python()]
-        newest = max(chosen, key=lambda t: (matrix.version_key(t.torch), matrix.version_key(t.python)))
-        chosen = (current[0] if current else newest,)
-    return chosen
-
-
-def current_python() -> str:
-    return f"{sys.version_info.major}.{sys.version_info.minor}"
-
-
-LANES = ("default", "sanitizer", "ptx-jit", "multi-gpu", "bench")
-
-
-def parse_lanes(value: str) -> list[str]:
-    lanes = [lane.strip() for lane in value.split(",") if lane.strip()]
-    unknown = sorted(set(lanes) - set(LANES))
-    if unknown or not lanes:
-        raise UsageError("unknown GPU test lane", ", ".join(unknown) or "none given",
-                         f"choose from {', '.join(LANES)}")
-    return lanes
-
-
 def validate(args: argparse.Namespace) -> None:
     """Everything about the arguments that can be checked without installing or building anything."""
     command = args.subcommand
@@ -304,15 +229,16 @@ def validate(args: argparse.Namespace) -> None:
             with wheelmeta.open_wheel(Path(value)):
                 pass
     if hasattr(args, "target"):
-        resolve(args, os_name="windows" if command == "build-win" else "linux")
+        options.resolve(args, os_name="windows" if command == "build-win" else "linux")
     elif hasattr(args, "project"):
-        load_project(args)
+        options.load_project(args)
     if command in ("shell", "toolkit", "jit"):
         matrix.resolve(args.cuda)
     if command == "images":
         matrix.cells(args.cells or None)
     if command == "test-gpu":
-        parse_lanes(args.lanes)
+        options.parse_lanes(args.lanes)
+
 
 
 def session_args(command: str, posargs: Sequence[str]) -> argparse.Namespace:
@@ -322,7 +248,3 @@ def session_args(command: str, posargs: Sequence[str]) -> argparse.Namespace:
     return args
 
 
-def path_option(value: str | None, variable: str, default: Path) -> Path:
-    """The one cascade for folders: option, else environment variable, else default."""
-    chosen = value or os.environ.get(variable, "").strip() or None
-    return Path(chosen).expanduser().resolve() if chosen else default

@@ -33,12 +33,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from ci import cli, fsutil, proc, project
+from ci import fsutil, options, proc, project
 from ci.errors import CommandFailed, MissingRequirement, UsageError
 from ci.targets import Target
 
 SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
-LANES = cli.LANES
+LANES = options.LANES
 
 console = Console() if sys.stdout.isatty() else Console(width=200)
 
@@ -54,7 +54,7 @@ class LaneResult:
 
 
 def parse_lanes(value: str) -> list[str]:
-    return cli.parse_lanes(value)
+    return options.parse_lanes(value)
 
 
 @dataclasses.dataclass(frozen=True)

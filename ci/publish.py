@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ci import cli, fsutil, proc, report, toolkit, wheelmeta
+from ci import fsutil, options, proc, report, toolkit, wheelmeta
 from ci.audit import AuditResult, raise_for_failures
 from ci.errors import CommandFailed
 from ci.targets import Target
@@ -41,8 +41,8 @@ class Outputs:
         the checkout lives."""
         default_build = toolkit.cache_root() / "build" / (name or project_root.name)
         return cls(
-            wheelhouse=cli.path_option(wheelhouse, "FARM_WHEELHOUSE", project_root / "wheelhouse"),
-            build_root=cli.path_option(build_dir, "FARM_BUILD_DIR", default_build),
+            wheelhouse=options.path_option(wheelhouse, "FARM_WHEELHOUSE", project_root / "wheelhouse"),
+            build_root=options.path_option(build_dir, "FARM_BUILD_DIR", default_build),
         )
 
     def check_writable(self) -> None:

@@ -642,11 +642,11 @@ def host_can_run(item: ReleaseFile, python: str) -> str | None:
 
 def _test_python(target: Target) -> str | None:
     """The CPython an import test uses here: the running one for abi3 wheels, the target's otherwise."""
-    from ci import cli, envs
+    from ci import envs, options
     from ci.errors import MissingRequirement
 
     if target.abi3:
-        return cli.current_python()
+        return options.current_python()
     try:
         envs.find_interpreter(target.python)
     except MissingRequirement:
@@ -688,10 +688,10 @@ def run_import_tests(out: Path, manifest: Manifest, by_id: Mapping[str, Target],
 def build_sdist(config: ProjectConfig, dest: Path) -> Path:
     """``python -m build --sdist`` in the farm's build environment of the release target (its setup.py may
     import torch, which an isolated build would download again)."""
-    from ci import cli, envs, proc, targets
+    from ci import envs, options, proc, targets
 
     target = targets.default_target(config)
-    env = envs.build_env(cli.current_python(), target.torch_requirement, config.build_requires)
+    env = envs.build_env(options.current_python(), target.torch_requirement, config.build_requires)
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="farm-sdist-") as tmp:
         proc.run([env.python, "-m", "build", "--sdist", "--no-isolation", "--outdir", tmp, config.root],
@@ -728,10 +728,10 @@ def _git_commit(root: Path) -> str | None:
 
 
 def _default_out(args: argparse.Namespace, config: ProjectConfig) -> Path:
-    from ci import cli, publish
+    from ci import options, publish
 
     outputs = publish.Outputs.resolve(config.root, getattr(args, "wheelhouse", None), getattr(args, "build_dir", None))
-    return cli.path_option(args.out, "FARM_RELEASE_DIR", outputs.build_root / "release")
+    return options.path_option(args.out, "FARM_RELEASE_DIR", outputs.build_root / "release")
 
 
 def _print_summary(manifest: Manifest, out: Path, seconds: float | None = None) -> None:
@@ -753,11 +753,11 @@ def _print_summary(manifest: Manifest, out: Path, seconds: float | None = None) 
 
 
 def _cmd_dry_run(args: argparse.Namespace) -> int:
-    from ci import audit, buildall, cli, images, proc, publish, targets, toolkit
+    from ci import audit, buildall, images, options, proc, publish, targets, toolkit
 
     started = time.monotonic()
-    config = cli.load_project(args)
-    sel = cli.selection(args)
+    config = options.load_project(args)
+    sel = options.selection(args)
     chosen = targets.select(config, sel, "linux") if not sel.empty else targets.targets_for(config, "linux")
     outputs = publish.Outputs.resolve(config.root, args.wheelhouse, args.build_dir)
     out = _default_out(args, config)
@@ -816,9 +816,9 @@ def _record_all(manifest: Manifest, file_name: str, results: Mapping[str, str]) 
 
 
 def _cmd_assemble(args: argparse.Namespace) -> int:
-    from ci import audit, cli, proc, toolkit
+    from ci import audit, options, proc, toolkit
 
-    config = cli.load_project(args)
+    config = options.load_project(args)
     out = _default_out(args, config)
     by_id = all_targets(config)
     built = find_built(Path(args.assemble), by_id)
@@ -849,11 +849,11 @@ def _cmd_assemble(args: argparse.Namespace) -> int:
 
 
 def _cmd_import_test(args: argparse.Namespace) -> int:
-    from ci import cli, proc
+    from ci import options, proc
 
     if not args.target:
         raise UsageError("--import-test needs the wheel's target", "--target", "pass --target ID (nox -s matrix)")
-    (target,) = cli.resolve(args, os_name=_host_os())[:1]
+    (target,) = options.resolve(args, os_name=_host_os())[:1]
     path = Path(args.import_test)
     wheels = sorted(path.glob("*.whl")) if path.is_dir() else [path]
     if len(wheels) != 1 or not wheels[0].is_file():
@@ -864,7 +864,7 @@ def _cmd_import_test(args: argparse.Namespace) -> int:
         proc.console.print(f"[yellow]skipped[/]: {target.project.name} declares no cpu-libraries, so its wheels "
                            "need a CUDA torch")
         return 0
-    result = import_test(target, kind, wheel=wheels[0], python=cli.current_python(), index_url=args.torch_index,
+    result = import_test(target, kind, wheel=wheels[0], python=options.current_python(), index_url=args.torch_index,
                          cpu_torch=args.cpu_torch)
     proc.console.print(f"[green]{wheels[0].name}[/]: {result}")
     return 0
@@ -875,9 +875,9 @@ def _host_os() -> str:
 
 
 def _cmd_sdist(args: argparse.Namespace) -> int:
-    from ci import cli, proc
+    from ci import options, proc
 
-    sdist = build_sdist(cli.load_project(args), Path(args.sdist))
+    sdist = build_sdist(options.load_project(args), Path(args.sdist))
     proc.console.print(f"[green]sdist[/] {sdist}")
     return 0
 

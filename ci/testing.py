@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from ci import cli, envs, gpu, proc, wheelmeta
+from ci import envs, gpu, options, proc, wheelmeta
 from ci.errors import UsageError
 from ci.targets import Target
 
@@ -59,7 +59,7 @@ def run_command(target: Target, wheel: Path, name: str, extra_args: list[str], o
     config = target.project
     command = configured(target, name)
     with clean_env(target, wheel, "test", name) as env:
-        results = out or cli.path_option(None, "FARM_TEST_RESULTS", config.root / "test-results")
+        results = out or options.path_option(None, "FARM_TEST_RESULTS", config.root / "test-results")
         results.mkdir(parents=True, exist_ok=True)
         cmd = [*_command_line(env, command, results, wheel, config.root), *extra_args]
         run_env = {"PATH": os.pathsep.join([str(env.bin_dir), os.environ.get("PATH", "")]), "PYTHONPATH": "",

@@ -57,9 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_workflows(args: argparse.Namespace) -> int:
-    from ci import cli
+    from ci import options
 
-    config = cli.load_project(args)
+    config = options.load_project(args)
     if args.pull_image:
         return pull_image(args.pull_image, registry(args.registry))
     if args.push_image:

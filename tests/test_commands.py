@@ -274,12 +274,13 @@ def test_sources_are_synced_incrementally_without_build_outputs(tmp_path: Path) 
 
 
 def test_the_target_of_a_wheel_is_read_from_its_name() -> None:
-    from ci import cli
+    from ci import options
 
-    sel = cli.selection_from_wheel("classic_ext-0.3.0+pt211cu130-cp312-cp312-manylinux_2_34_x86_64.whl", None)
+    sel = options.selection_from_wheel("classic_ext-0.3.0+pt211cu130-cp312-cp312-manylinux_2_34_x86_64.whl", None)
     assert (sel.torch, sel.cuda, sel.python) == ("2.11", "cu130", "3.12")
     target = targets.select(project.load(CLASSIC), sel)[0]
     assert target.id == "classic_ext-torch2.11-cu130-cp312-linux_x86_64"
-    stable = cli.selection_from_wheel("fusedops-0.1.0-cp310-abi3-manylinux_2_34_x86_64.whl", None)
+    stable = options.selection_from_wheel("fusedops-0.1.0-cp310-abi3-manylinux_2_34_x86_64.whl", None)
     assert stable.empty
-    assert cli.selection_from_wheel("fusedops-0.1.0+cu124-cp310-abi3-manylinux_2_34_x86_64.whl", None).cuda == "cu124"
+    cu124 = options.selection_from_wheel("fusedops-0.1.0+cu124-cp310-abi3-manylinux_2_34_x86_64.whl", None)
+    assert cu124.cuda == "cu124"

@@ -46,17 +46,17 @@ def check_host() -> None:
 
 def cmd_build_win(args: argparse.Namespace) -> int:
     check_host()
-    from ci import cli, proc, publish, report
+    from ci import options, proc, publish, report
     from windows import build, vswhere
 
-    chosen = cli.resolve(args, os_name="windows")
+    chosen = options.resolve(args, os_name="windows")
     outputs = publish.Outputs.resolve(chosen[0].project.root, args.wheelhouse, args.build_dir,
                                       chosen[0].project.normalized_name)
-    options = build.Options(toolset=args.toolset, dll_paths=tuple(Path(p).resolve() for p in args.dll_path),
-                            refresh_vcvars=args.refresh_vcvars, max_jobs=args.max_jobs, smoke=not args.no_smoke)
+    build_options = build.Options(toolset=args.toolset, dll_paths=tuple(Path(p).resolve() for p in args.dll_path),
+                                  refresh_vcvars=args.refresh_vcvars, max_jobs=args.max_jobs, smoke=not args.no_smoke)
     found = vswhere.discover()
     for target in chosen:
-        rep = build.build_target(target, outputs, found, options)
+        rep = build.build_target(target, outputs, found, build_options)
         report.print_report(rep)
         proc.console.print(f"[green]wheel written to[/] {outputs.target_dir(target) / rep.wheel}")
     return 0

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ci import cli, matrix
+from ci import cli, matrix, options
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,13 +37,13 @@ def test_build_win_options() -> None:
         ("14.44", ["C:/a", "C:/b"], True, True, 4)
     # The nox sessions' selection: one stable-ABI wheel per CUDA major, its release cell.
     for major, cuda in (("13", "13.0"), ("12", "12.4")):
-        chosen = cli.resolve(cli.parse(["build-win", "--cuda", major]), os_name="windows")
+        chosen = options.resolve(cli.parse(["build-win", "--cuda", major]), os_name="windows")
         assert [t.id for t in chosen] == [f"fusedops-stable-cu{cuda.replace('.', '')}-cp310abi3-win_amd64"]
 
 
 def test_classic_project_gets_one_wheel_per_torch_and_python() -> None:
     fixture = str(ROOT / "tests" / "fixtures" / "classic_ext")
-    chosen = cli.resolve(cli.parse(["build-win", "--project", fixture, "--cuda", "13"]), os_name="windows")
+    chosen = options.resolve(cli.parse(["build-win", "--project", fixture, "--cuda", "13"]), os_name="windows")
     assert sorted(t.id for t in chosen) == [
         "classic_ext-torch2.11-cu130-cp311-win_amd64", "classic_ext-torch2.11-cu130-cp312-win_amd64",
         "classic_ext-torch2.13-cu130-cp311-win_amd64", "classic_ext-torch2.13-cu130-cp312-win_amd64"]
