@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ci import index, project, release, targets
+from ci import index, project, release_assembly, release_checks, release_manifest, release_plan, targets
 from ci.errors import CommandFailed, UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,7 +84,7 @@ def platform(target: targets.Target) -> str:
 def build_artifacts(folder: Path, config: project.ProjectConfig, *, labels: bool = True,
                     os_names: tuple[str, ...] = ("linux", "windows"), layout: str = "wheel-{id}") -> list[Path]:
     """Fake build outputs of every target: ``<folder>/<layout>/{wheel, report.json}``."""
-    variant = release.pypi_variant(config)
+    variant = release_plan.pypi_variant(config)
     made = []
     for os_name in os_names:
         for target in targets.targets_for(config, os_name):
@@ -97,14 +97,14 @@ def build_artifacts(folder: Path, config: project.ProjectConfig, *, labels: bool
 
 
 def built(folder: Path, config: project.ProjectConfig, os_names: tuple[str, ...] = ("linux",),
-          **kwargs: object) -> list[release.Built]:
+          **kwargs: object) -> list[release_plan.Built]:
     build_artifacts(folder, config, os_names=os_names, **kwargs)  # type: ignore[arg-type]
-    return release.find_built(folder, release.all_targets(config, os_names))
+    return release_plan.find_built(folder, release_plan.all_targets(config, os_names))
 
 
 def test_the_pypi_variant_is_the_release_cell_of_the_newest_cuda_major(fusedops: project.ProjectConfig) -> None:
-    assert release.pypi_variant(fusedops) == "cu130"
-    ids = release.pypi_target_ids(fusedops)
+    assert release_plan.pypi_variant(fusedops) == "cu130"
+    ids = release_plan.pypi_target_ids(fusedops)
     assert ids == {"fusedops-stable-cu130-cp310abi3-linux_x86_64", "fusedops-stable-cu130-cp310abi3-win_amd64"}
 
 
@@ -112,7 +112,7 @@ def test_plan_sends_the_pypi_variant_and_the_sdist_to_pypi_and_every_wheel_to_it
         tmp_path: Path, fusedops: project.ProjectConfig) -> None:
     items = built(tmp_path / "wh", fusedops, ("linux", "windows"))
     sdist = fake_sdist(tmp_path / "sd", "fusedops", VERSION)
-    manifest = release.plan(fusedops, items, sdist, tag="v0.1.0", commit="abc")
+    manifest = release_plan.plan(fusedops, items, sdist, tag="v0.1.0", commit="abc")
     on_pypi = sorted(f.name for f in manifest.files if f.pypi)
     assert on_pypi == ["fusedops-0.1.0-cp310-abi3-manylinux_2_28_x86_64.whl", "fusedops-0.1.0-cp310-abi3-win_amd64.whl",
                        "fusedops-0.1.0.tar.gz"]
@@ -120,7 +120,7 @@ def test_plan_sends_the_pypi_variant_and_the_sdist_to_pypi_and_every_wheel_to_it
     assert {f.name for f in manifest.variants()["cu124"]} == {
         "fusedops-0.1.0+cu124-cp310-abi3-manylinux_2_28_x86_64.whl", "fusedops-0.1.0+cu124-cp310-abi3-win_amd64.whl"}
     assert manifest.version == VERSION
-    again = release.Manifest.from_json(manifest.to_json())
+    again = release_manifest.Manifest.from_json(manifest.to_json())
     assert again == manifest
 
 
@@ -129,61 +129,61 @@ def test_two_variants_with_one_file_name_are_refused(tmp_path: Path, fusedops: p
     # with --extra-index-url would take PyPI's build for the cu124 one.
     items = built(tmp_path, fusedops, labels=False)
     with pytest.raises(UsageError) as exc:
-        release.plan(fusedops, items, None, tag=None, commit=None)
+        release_plan.plan(fusedops, items, None, tag=None, commit=None)
     assert "local" in exc.value.fix and "+cu1" in exc.value.fix
 
 
 def test_a_tag_that_is_not_the_version_is_refused(tmp_path: Path, fusedops: project.ProjectConfig) -> None:
     items = built(tmp_path, fusedops)
     with pytest.raises(UsageError, match="tag does not name the version"):
-        release.plan(fusedops, items, None, tag="v0.2.0", commit=None)
+        release_plan.plan(fusedops, items, None, tag="v0.2.0", commit=None)
 
 
 def test_files_of_two_versions_are_refused(tmp_path: Path, fusedops: project.ProjectConfig) -> None:
     items = built(tmp_path, fusedops)
     sdist = fake_sdist(tmp_path / "sd", "fusedops", "0.2.0")
     with pytest.raises(UsageError, match="different versions"):
-        release.plan(fusedops, items, sdist, tag=None, commit=None)
+        release_plan.plan(fusedops, items, sdist, tag=None, commit=None)
 
 
 def test_a_wheel_changed_after_its_audit_is_refused(tmp_path: Path, fusedops: project.ProjectConfig) -> None:
     item = built(tmp_path, fusedops)[0]
-    assert release.verify_built(item).startswith("ok: 2 checks")
+    assert release_plan.verify_built(item).startswith("ok: 2 checks")
     with zipfile.ZipFile(item.wheel, "a") as zf:
         zf.writestr("extra.txt", "changed")
     with pytest.raises(UsageError, match="SHA-256 differs"):
-        release.verify_built(item)
+        release_plan.verify_built(item)
 
 
 def test_a_report_with_a_failed_check_is_refused(tmp_path: Path, fusedops: project.ProjectConfig) -> None:
     item = built(tmp_path, fusedops)[0]
     write_report(item.wheel.parent, item.target, item.wheel, ok=False)
-    item = release.find_built(tmp_path, {item.target.id: item.target})[0]
+    item = release_plan.find_built(tmp_path, {item.target.id: item.target})[0]
     with pytest.raises(UsageError, match="failed audit checks"):
-        release.verify_built(item)
+        release_plan.verify_built(item)
 
 
 def test_missing_targets_are_named(tmp_path: Path, fusedops: project.ProjectConfig) -> None:
     build_artifacts(tmp_path, fusedops, os_names=("linux",))
     with pytest.raises(UsageError) as exc:
-        release.find_built(tmp_path, release.all_targets(fusedops))
+        release_plan.find_built(tmp_path, release_plan.all_targets(fusedops))
     assert "win_amd64" in str(exc.value.value)
 
 
-def release_folder(tmp_path: Path, config: project.ProjectConfig) -> tuple[Path, release.Manifest]:
+def release_folder(tmp_path: Path, config: project.ProjectConfig) -> tuple[Path, release_manifest.Manifest]:
     items = built(tmp_path / "wh", config, ("linux", "windows"))
     sdist = fake_sdist(tmp_path / "sd", config.name, VERSION)
-    manifest = release.plan(config, items, sdist, tag="v0.1.0", commit=None)
+    manifest = release_plan.plan(config, items, sdist, tag="v0.1.0", commit=None)
     out = tmp_path / "release"
-    release.write_release(out, manifest, {i.wheel.name: i.wheel for i in items} | {sdist.name: sdist})
+    release_assembly.write_release(out, manifest, {i.wheel.name: i.wheel for i in items} | {sdist.name: sdist})
     return out, manifest
 
 
 def test_the_release_folder_holds_assets_pypi_indexes_and_sums(tmp_path: Path,
                                                                fusedops: project.ProjectConfig) -> None:
     out, manifest = release_folder(tmp_path, fusedops)
-    assert release.verify_release(out) == manifest
-    sums = release.parse_sums((out / "assets" / "SHA256SUMS").read_text())
+    assert release_assembly.verify_release(out) == manifest
+    sums = release_manifest.parse_sums((out / "assets" / "SHA256SUMS").read_text())
     assert set(sums) == {f.name for f in manifest.files} | {"release-manifest.json"}
     for name, digest in sums.items():
         assert hashlib.sha256((out / "assets" / name).read_bytes()).hexdigest() == digest
@@ -200,25 +200,25 @@ def test_the_release_folder_holds_assets_pypi_indexes_and_sums(tmp_path: Path,
     # Tampering shows.
     (out / "assets" / "fusedops-0.1.0.tar.gz").write_bytes(b"changed")
     with pytest.raises(UsageError, match="does not match SHA256SUMS"):
-        release.verify_release(out)
+        release_assembly.verify_release(out)
 
 
 def test_an_earlier_release_folder_is_replaced_but_no_other_folder(tmp_path: Path,
                                                                   fusedops: project.ProjectConfig) -> None:
     out, _ = release_folder(tmp_path, fusedops)
-    release._prepare_out(out)
+    release_assembly.prepare_out(out)
     assert list(out.iterdir()) == []
     other = tmp_path / "precious"
     other.mkdir()
     (other / "thesis.tex").write_text("x")
     with pytest.raises(UsageError, match="not an earlier release folder"):
-        release._prepare_out(other)
+        release_assembly.prepare_out(other)
     assert (other / "thesis.tex").is_file()
 
 
 def test_pip_installs_each_wheel_from_its_variant_index(tmp_path: Path, fusedops: project.ProjectConfig) -> None:
     out, manifest = release_folder(tmp_path, fusedops)
-    results = release.check_index_install(out, manifest)
+    results = release_checks.check_index_install(out, manifest)
     assert set(results) == {f.name for f in manifest.wheels}
     assert all(r.startswith("ok: pip install --index-url") for r in results.values())
 
@@ -230,12 +230,12 @@ def test_pip_refuses_an_index_whose_file_changed(tmp_path: Path, fusedops: proje
     (out / "assets" / wheel.name).unlink()
     (tmp_path / "other" / wheel.name).rename(out / "assets" / wheel.name)
     with pytest.raises(CommandFailed, match="from the cu124 index failed"):
-        release.check_index_install(out, dataclasses.replace(manifest, files=(wheel,)))
+        release_checks.check_index_install(out, dataclasses.replace(manifest, files=(wheel,)))
 
 
 def test_extra_index_url_picks_the_variant_over_pypi(tmp_path: Path, fusedops: project.ProjectConfig) -> None:
     out, manifest = release_folder(tmp_path, fusedops)
-    results = release.check_extra_index(out, manifest)
+    results = release_checks.check_extra_index(out, manifest)
     cu124 = "fusedops-0.1.0+cu124-cp310-abi3-manylinux_2_28_x86_64.whl"
     assert results[cu124] == f"ok: --extra-index-url cu124 picks {cu124}"
     pypi_wheel = "fusedops-0.1.0-cp310-abi3-manylinux_2_28_x86_64.whl"
@@ -246,22 +246,22 @@ def test_extra_index_check_fails_when_pypi_would_win(tmp_path: Path, fusedops: p
     # A variant wheel whose version sorts below PyPI's (here: an older release) is not what users get.
     out, manifest = release_folder(tmp_path, fusedops)
     old = fake_wheel(tmp_path / "old", "fusedops", "0.0.9+cu124", "cp310-abi3-manylinux_2_28_x86_64")
-    entry = release.ReleaseFile(name=old.name, sha256=hashlib.sha256(old.read_bytes()).hexdigest(),
+    entry = release_manifest.ReleaseFile(name=old.name, sha256=hashlib.sha256(old.read_bytes()).hexdigest(),
                                 size=old.stat().st_size, kind="wheel", pypi=False, pypi_reason="test",
                                 target="x", os="linux", variant="cu124", python="3.10",
                                 tags=("cp310-abi3-manylinux_2_28_x86_64",), requires_python=">=3.10")
     manifest = dataclasses.replace(manifest, files=(*[f for f in manifest.files if f.variant != "cu124"], entry))
     os.link(old, out / "assets" / old.name)
-    index.write_site(out / "index", release.local_index(manifest))
+    index.write_site(out / "index", release_manifest.local_index(manifest))
     with pytest.raises(CommandFailed, match="picks another file"):
-        release.check_extra_index(out, manifest)
+        release_checks.check_extra_index(out, manifest)
 
 
 def test_the_site_links_every_release_download(tmp_path: Path, fusedops: project.ProjectConfig) -> None:
     _, first = release_folder(tmp_path / "a", fusedops)
     second = dataclasses.replace(first, tag="v0.2.0", files=tuple(
         dataclasses.replace(f, name=f.name.replace("0.1.0", "0.2.0")) for f in first.files))
-    site = release.site_index([first, second], "https://github.com/o/r/releases/download")
+    site = release_manifest.site_index([first, second], "https://github.com/o/r/releases/download")
     index.write_site(tmp_path / "site", site)
     links = index.read_project_page(tmp_path / "site" / "cu124" / "fusedops" / "index.html")
     urls = sorted(link.url for link in links)
@@ -274,7 +274,7 @@ def test_the_site_links_every_release_download(tmp_path: Path, fusedops: project
 def test_a_manifest_without_a_tag_cannot_make_the_site(tmp_path: Path, fusedops: project.ProjectConfig) -> None:
     _, manifest = release_folder(tmp_path, fusedops)
     with pytest.raises(UsageError, match="no tag"):
-        release.site_index([dataclasses.replace(manifest, tag=None)], "https://example.invalid")
+        release_manifest.site_index([dataclasses.replace(manifest, tag=None)], "https://example.invalid")
 
 
 def run_ci(*args: str) -> subprocess.CompletedProcess[str]:
@@ -292,7 +292,7 @@ def test_assemble_writes_a_release_folder_from_workflow_artifacts(tmp_path: Path
     result = run_ci("release", "--assemble", str(tmp_path / "artifacts"), "--sdist-dir", str(tmp_path / "sdist"),
                     "--out", str(out), "--tag", "v0.1.0", "--no-audit")
     assert result.returncode == 0, result.stdout
-    manifest = release.verify_release(out)
+    manifest = release_assembly.verify_release(out)
     assert manifest.tag == "v0.1.0" and len(manifest.wheels) == 8
     assert all(dict(f.checks)["index-install"].startswith("ok") for f in manifest.wheels)
     assert all(dict(f.checks)["extra-index"].startswith("ok") for f in manifest.wheels)
