@@ -10,30 +10,20 @@ Another project uses the farm without copying it:
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import os
 import signal
-import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import nox
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
-from ci import cli, errors, matrix, options  # noqa: E402  (stdlib + packaging only)
+from ci import cli, errors, matrix, options, toolenv  # noqa: E402  (stdlib + packaging only)
 
 REQUIREMENTS = ROOT / "ci" / "requirements"
-
-
-def _cache_root() -> Path:
-    if os.environ.get("FARM_CACHE_DIR", "").strip():
-        return Path(os.environ["FARM_CACHE_DIR"].strip()).expanduser()
-    base = Path(os.environ["XDG_CACHE_HOME"]) if os.environ.get("XDG_CACHE_HOME") else Path.home() / ".cache"
-    return base / "cuda-ext-farm"
 
 
 def _envdir() -> str:
@@ -42,7 +32,7 @@ def _envdir() -> str:
         return os.environ["FARM_NOX_ENVDIR"].strip()
     if os.access(ROOT, os.W_OK):
         return str(ROOT / ".nox")
-    return str(_cache_root() / "nox")
+    return str(toolenv.cache_root() / "nox")
 
 
 nox.options.default_venv_backend = "venv"
@@ -72,53 +62,31 @@ def _fail(exc: errors.FarmError) -> None:
     raise SystemExit(exc.exit_code)
 
 
-def _validate(command: str, posargs: Sequence[str]) -> None:
+def _validate(session: nox.Session, command: str, posargs: Sequence[str]) -> None:
     try:
-        cli.session_args(command, posargs)
+        cli.session_args(command, posargs, cwd=_caller(session))
     except errors.FarmError as exc:
         _fail(exc)
     except SystemExit as exc:  # --help: argparse printed it
         raise SystemExit(exc.code) from None
 
 
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as fh:
-        if os.name == "nt":  # pragma: no cover
-            import msvcrt
-
-            msvcrt.locking(fh.fileno(), msvcrt.LK_LOCK, 1)
-        else:
-            import fcntl
-
-            fcntl.flock(fh, fcntl.LOCK_EX)
-        yield
-
-
 def farm_python(lock: str = "farm") -> str:
-    """The farm's tool environment, from the hash-pinned ``ci/requirements/<lock>.txt``, made once per lock.
+    """The farm's tool environment (``ci/toolenv.py``): every farm session runs in it, as the installable
+    command does."""
+    return str(toolenv.farm_python(lock))
 
-    Every farm session runs in it, so the sessions share one install instead of one each.
-    """
-    requirements = REQUIREMENTS / f"{lock}.txt"
-    key = hashlib.sha256(requirements.read_bytes() + sys.version.encode()).hexdigest()[:12]
-    root = _cache_root() / "envs" / f"farm-{lock}-py{sys.version_info[0]}.{sys.version_info[1]}-{key}"
-    python = root / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-    with _file_lock(root.with_name(root.name + ".lock")):
-        if not (root / ".farm-complete").is_file():
-            subprocess.run([sys.executable, "-m", "venv", "--clear", str(root)], check=True)
-            env = {**os.environ, "PIP_CONSTRAINT": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-            print(f"nox > installing the farm's tools into {root}", flush=True)
-            subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--require-hashes", "--no-deps",
-                            "-r", str(requirements)], check=True, env=env)
-            (root / ".farm-complete").write_text(requirements.name + "\n")
-    return str(python)
+
+def _caller(session: nox.Session) -> Path:
+    """The folder nox was run from: nox runs sessions in the noxfile's folder, but a path the user typed (and the
+    default project, the current folder) means what it means in the user's shell."""
+    return Path(session.invoked_from)
 
 
 def _run_farm(session: nox.Session, python: str, *args: str, env: dict[str, str] | None = None) -> None:
-    """Run ``python -m ci ARGS``; a failure ends nox with the farm's last line and exit code."""
-    with tempfile.TemporaryDirectory(prefix="farm-status-") as tmp:
+    """Run ``python -m ci ARGS`` in the caller's folder; a failure ends nox with the farm's last line and exit
+    code."""
+    with tempfile.TemporaryDirectory(prefix="farm-status-") as tmp, session.chdir(_caller(session)):
         status = Path(tmp) / "code"
         session.run(python, "-m", "ci", *args, external=True, success_codes=list(range(256)),
                     env={"PYTHONPATH": str(ROOT), "FARM_STATUS_FILE": str(status), **(env or {})}, **INTERRUPT)
@@ -130,7 +98,7 @@ def _run_farm(session: nox.Session, python: str, *args: str, env: dict[str, str]
 def _farm(session: nox.Session, command: str, *args: str) -> None:
     """Validate, then run ``python -m ci COMMAND ARGS`` in the farm's tool environment."""
     argv = [*args, *session.posargs]
-    _validate(command, argv)
+    _validate(session, command, argv)
     _run_farm(session, farm_python(), command, *argv)
 
 
@@ -225,20 +193,24 @@ def lock(session: nox.Session) -> None:
     _run_farm(session, "python", "lock")
 
 
-@nox.session
+@nox.session(venv_backend="none")
 def lint(session: nox.Session) -> None:
-    """ruff and mypy (strict) over the farm's code."""
-    session.install("--require-hashes", "--no-deps", "-r", str(REQUIREMENTS / "lint.txt"))
-    session.run("ruff", "check", "ci", "windows", "noxfile.py", "tests", "setup.py", "package")
-    session.run("mypy", "ci", "windows")
-    _run_farm(session, "python", "workflows", "--check")
-    _run_farm(session, "python", "workflows", "--lint")
+    """ruff and mypy (strict) over the farm's code; the workflow drift check and linters."""
+    if session.posargs:
+        _fail(errors.UsageError("nox -s lint takes no arguments", " ".join(session.posargs),
+                                "run `nox -s lint` alone (ruff, mypy and the workflow linters over the farm)"))
+    python = farm_python("lint")
+    session.run(python, "-m", "ruff", "check", "ci", "windows", "noxfile.py", "tests", "setup.py", "package", "farm",
+                external=True)
+    session.run(python, "-m", "mypy", "ci", "windows", external=True)
+    _run_farm(session, python, "workflows", "--check", "--project", str(ROOT))
+    _run_farm(session, python, "workflows", "--lint", "--project", str(ROOT))
 
 
 @nox.session(venv_backend="none")
 def bench(session: nox.Session) -> None:
     """The project's configured benchmark command with its wheel, in a clean environment [-- ARGS for it]."""
-    _validate("run", ["bench"])
+    _validate(session, "run", ["bench"])
     _run_farm(session, farm_python(), "run", "bench", "--", *session.posargs)
 
 
@@ -350,5 +322,5 @@ def test_gpu(session: nox.Session) -> None:
 @nox.session(name="test-gpu-system", venv_backend="none")
 def test_gpu_system(session: nox.Session) -> None:
     """Like test-gpu, with the current interpreter and its torch (GPU boxes with torch preinstalled, no network)."""
-    _validate("test-gpu", [*session.posargs, "--system"])
+    _validate(session, "test-gpu", [*session.posargs, "--system"])
     _run_farm(session, sys.executable, "test-gpu", "--system", *session.posargs)

@@ -13,7 +13,7 @@ import argparse
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from ci import matrix, options, project
 from ci.errors import UsageError
@@ -23,6 +23,11 @@ DEFAULT_CUDA_HELP = "CUDA toolkit: version (13.0), cell name (cu130) or major (1
 
 class Parser(argparse.ArgumentParser):
     """argparse that raises one-line UsageErrors instead of printing usage and exiting."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # No abbreviations: `--wheel` must not silently mean `--wheelhouse` on a command without --wheel.
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"bad arguments for {self.prog}", message, f"see `{self.prog} --help`")
@@ -40,7 +45,7 @@ def positive_int(text: str) -> int:
 
 def _project_args(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--project", default=os.environ.get("FARM_PROJECT") or None,
-                    help="the extension project's folder (default: FARM_PROJECT, else the farm's own checkout)")
+                    help="the extension project's folder (default: FARM_PROJECT, else the current folder)")
     sp.add_argument("--config", help="a TOML file with the [tool.cuda-ext-farm] table, for a project you cannot edit")
 
 
@@ -62,8 +67,9 @@ def _output_args(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--max-jobs", type=positive_int, help="parallel compile jobs (MAX_JOBS)")
 
 
-def build_parser() -> Parser:
-    p = Parser(prog="python -m ci", description="The CUDA extension build farm.")
+def build_parser(prog: str | None = None) -> Parser:
+    # FARM_PROG: the installable command runs `python -m ci` under its own name, so messages name what was typed.
+    p = Parser(prog=prog or os.environ.get("FARM_PROG") or "python -m ci", description="The CUDA extension build farm.")
     p.add_argument("--traceback", action="store_true", help="show Python tracebacks (also FARM_DEBUG=1)")
     sub = p.add_subparsers(dest="subcommand", required=True, parser_class=Parser)
 
@@ -195,14 +201,27 @@ def build_parser() -> Parser:
     return p
 
 
-def parse(argv: Sequence[str]) -> argparse.Namespace:
-    """Parse ``argv`` (``[command, *args]``); raises UsageError with one line on bad input."""
+#: Options that name something the user already has: it must exist, read from the caller's folder.
+INPUT_PATHS = ("project", "config", "wheel", "ptx_wheel", "torch_env", "assemble", "import_test", "sdist_dir",
+               "manifests")
+#: Options that name where the farm writes: made absolute against the caller's folder.
+OUTPUT_PATHS = ("wheelhouse", "build_dir", "out", "sdist", "site")
+#: Commands that compile, and so read MAX_JOBS.
+COMPILING = ("build", "develop", "build-cuda", "build-all", "build-win", "release", "reproduce", "bench-builds")
+
+
+def parse(argv: Sequence[str], *, cwd: Path | None = None, prog: str | None = None) -> argparse.Namespace:
+    """Parse ``argv`` (``[command, *args]``); raises UsageError with one line on bad input.
+
+    Every path option is made absolute here, against ``cwd`` (the folder the user ran the command in: nox
+    gives it as ``session.invoked_from``), so nothing below depends on the folder the farm happens to run in.
+    """
     argv = list(argv)
     extra: list[str] = []
     if argv[:1] == ["run"] and "--" in argv:
         at = argv.index("--")
         argv, extra = argv[:at], argv[at + 1:]
-    args = build_parser().parse_args(argv)
+    args = build_parser(prog).parse_args(argv)
     if args.subcommand == "run":
         args.extra = extra
     if getattr(args, "traceback", False):
@@ -211,7 +230,32 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         if args.cuda and args.cuda != args.cell:
             raise UsageError("two CUDA versions were given", f"{args.cell} and --cuda {args.cuda}", "give one")
         args.cuda = args.cell
+    _absolute_paths(args, (cwd or Path.cwd()).resolve())
+    if getattr(args, "arch_list", None) is not None and not args.arch_list.strip():
+        raise UsageError("--arch-list is empty", repr(args.arch_list),
+                         "give architectures such as '9.0;10.0+PTX', or leave the option out for the target's own")
+    if args.subcommand in COMPILING and os.environ.get("MAX_JOBS") is not None:
+        try:
+            positive_int(os.environ["MAX_JOBS"])
+        except argparse.ArgumentTypeError:
+            raise UsageError("MAX_JOBS is not a positive whole number", repr(os.environ["MAX_JOBS"]),
+                             "set it to the number of parallel compile jobs (MAX_JOBS=4), or unset it") from None
     return args
+
+
+def _absolute_paths(args: argparse.Namespace, cwd: Path) -> None:
+    for name in (*INPUT_PATHS, *OUTPUT_PATHS):
+        value = getattr(args, name, None)
+        if not isinstance(value, str) or not value:
+            continue
+        given = Path(value).expanduser()
+        path = given if given.is_absolute() else cwd / given
+        if name in INPUT_PATHS and not path.exists():
+            flag = "--" + name.replace("_", "-") if name != "project" or "FARM_PROJECT" not in os.environ \
+                else "--project (or FARM_PROJECT)"
+            where = "" if given.is_absolute() else f" (a relative path is read from the folder you ran in, {cwd})"
+            raise UsageError(f"{flag} does not exist", value, f"pass an existing path{where}")
+        setattr(args, name, str(path))
 
 
 def validate(args: argparse.Namespace) -> None:
@@ -240,10 +284,11 @@ def validate(args: argparse.Namespace) -> None:
         options.parse_lanes(args.lanes)
 
 
-
-def session_args(command: str, posargs: Sequence[str]) -> argparse.Namespace:
-    """For noxfile.py: parse and validate a session's arguments; raise UsageError on bad input."""
-    args = parse([command, *posargs])
+def session_args(command: str, posargs: Sequence[str], *, cwd: Path | None = None,
+                 prog: str | None = None) -> argparse.Namespace:
+    """For noxfile.py and the installable command: parse and validate a command's arguments (paths read from
+    ``cwd``, default the current folder); raise UsageError on bad input."""
+    args = parse([command, *posargs], cwd=cwd, prog=prog)
     validate(args)
     return args
 

@@ -130,8 +130,9 @@ _KEYS = {
 
 
 def load(project: Path | str | None = None, config: Path | str | None = None) -> ProjectConfig:
-    """Read and validate the configuration of the project at ``project`` (default: the farm's own checkout)."""
-    root = Path(project).expanduser() if project else FARM_ROOT
+    """Read and validate the configuration of the project at ``project`` (default: the current folder, as
+    cibuildwheel's; the command line has already made a relative path absolute against the caller's folder)."""
+    root = Path(project).expanduser() if project else Path.cwd()
     if not root.exists():
         raise ConfigError("project folder does not exist", root, "pass the folder that holds its pyproject.toml")
     if not root.is_dir():

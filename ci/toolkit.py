@@ -24,11 +24,12 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
 from ci import fsutil, matrix, pins, proc
 from ci.errors import CommandFailed, MissingRequirement, UsageError, env_path
+from ci.toolenv import cache_root as cache_root  # re-exported: the cache folder is one decision
 
 _NVCC_RELEASE = re.compile(r"release (\d+\.\d+), V(\d+\.\d+\.\d+)")
 
@@ -51,15 +52,6 @@ class InstalledToolkit:
         """Environment for a build that must use only this toolkit."""
         path = os.pathsep.join([str(self.cuda_home / "bin"), os.environ.get("PATH", "")])
         return {"CUDA_HOME": str(self.cuda_home), "CUDA_PATH": str(self.cuda_home), "PATH": path}
-
-
-def cache_root(env: Mapping[str, str] | None = None) -> Path:
-    """Where toolkits, environments and tools are kept: ``$FARM_CACHE_DIR`` or the user cache folder."""
-    env = os.environ if env is None else env
-    if env.get("FARM_CACHE_DIR", "").strip():
-        return Path(env["FARM_CACHE_DIR"].strip()).expanduser()
-    base = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
-    return base / "cuda-ext-farm"
 
 
 def install_key(requirements: tuple[str, ...]) -> str:

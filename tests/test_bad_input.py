@@ -52,30 +52,31 @@ CASES: list[tuple[list[str], dict[str, str], int, str]] = [
     (["build", "--torch", "9.9"], {}, 2, "unknown torch release (9.9)"),
     (["build", "--torch", "2.10", "--cuda", "13.0"], {}, 2, "cannot be paired with torch 2.10.0"),
     (["build", "--arch-list", "sm_90"], {}, 2, "bad architecture in the arch list (sm_90)"),
-    (["build", "--project", "/nonexistent-project"], {}, 2, "project folder does not exist (/nonexistent-project)"),
+    (["build", "--project", "/nonexistent-project"], {}, 2, "--project does not exist (/nonexistent-project)"),
     (["build", "--project", "{emptydir}"], {}, 2, "no pyproject.toml or setup.py in the project folder"),
     (["build", "--project", "{badconf}"], {}, 2, "unknown key in [tool.cuda-ext-farm] of pyproject.toml (abii)"),
     (["build", "--project", str(CLASSIC), "--python", "3.9"], {}, 2, "has no target for Python (3.9)"),
     (["build", "--project", str(CLASSIC), "--torch", "2.12"], {}, 2, "has no target for torch (2.12)"),
     (["build", "--target", "no-such-target"], {}, 2, "has no such target (no-such-target)"),
-    (["build", "--config", "/nonexistent.toml"], {}, 2, "configuration file does not exist"),
+    (["build", "--config", "/nonexistent.toml"], {}, 2, "--config does not exist (/nonexistent.toml)"),
     (["build", "--wheelhouse", NOT_A_DIR], {}, 3, f"the wheelhouse is not writable ({NOT_A_DIR}): Not a directory"),
     (["build"], {"FARM_BUILD_DIR": NOT_A_DIR}, 3, f"the build folder is not writable ({NOT_A_DIR})"),
     (["build-cuda", "77.7"], {}, 2, "unknown CUDA version (77.7)"),
     (["build-cuda", "13.0", "--cuda", "12.4"], {}, 2, "two CUDA versions were given"),
     (["build-all", "--jobs", "0"], {}, 2, "must be 1 or more, got 0"),
     (["develop", "--torch", "1.0"], {}, 2, "unknown torch release (1.0)"),
-    (["audit", "/nonexistent.whl"], {}, 2, "wheel file does not exist (/nonexistent.whl)"),
+    (["audit", "/nonexistent.whl"], {}, 2, "does not exist (/nonexistent.whl)"),
     (["audit", "{empty}"], {}, 2, "wheel file is empty"),
     (["audit", "{notzip}"], {}, 2, "wheel file is not a zip archive"),
     (["audit", "README.md"], {}, 2, "not a wheel file name (README.md)"),
     (["audit", "{notelf}", "--cpu"], {}, 2, "not an ELF shared library (_C.abi3.so)"),
-    (["audit", "{notelf}", "--torch-env", "/nonexistent-env"], {}, 2, "--torch-env is neither"),
+    (["audit", "{notelf}", "--torch-env", "/nonexistent-env"], {}, 2, "--torch-env does not exist (/nonexistent-env)"),
     (["matrix", "--os", "beos"], {}, 2, "invalid choice: 'beos'"),
     (["matrix", "--project", "{badconf}"], {}, 2, "(abii)"),
     (["shell", "--cuda", "5"], {}, 2, "unknown CUDA version (5)"),
     (["test-gpu", "--lanes", "bogus"], {}, 2, "unknown GPU test lane (bogus)"),
-    (["test-gpu", "--wheel", "/nonexistent.whl", "--lanes", "default"], {}, 2, "wheel file does not exist"),
+    (["test-gpu", "--wheel", "/nonexistent.whl", "--lanes", "default"], {}, 2,
+     "--wheel does not exist (/nonexistent.whl)"),
     (["run", "nonsense"], {}, 2, "invalid choice: 'nonsense'"),
     (["run", "bench", "--project", str(CLASSIC), "--wheel", "{notelf}"], {}, 2, "configures no bench command"),
     (["toolkit", "--cuda", "abc"], {}, 2, "unknown CUDA version (abc)"),
@@ -88,6 +89,14 @@ CASES: list[tuple[list[str], dict[str, str], int, str]] = [
     (["base-image", "--suite", "buster"], {}, 2, "invalid choice: 'buster'"),
     (["build-win"], {}, 3, "Windows builds need a Windows host with Visual Studio"),
     (["release", "--bogus"], {}, 2, "unrecognized arguments: --bogus"),
+    # An explicit empty list is not "the defaults"; a junk MAX_JOBS is not ignored; no abbreviated options.
+    (["build", "--arch-list", ""], {}, 2, "--arch-list is empty ('')"),
+    (["develop", "--arch-list", " "], {}, 2, "--arch-list is empty (' ')"),
+    (["build"], {"MAX_JOBS": "junk"}, 2, "MAX_JOBS is not a positive whole number ('junk')"),
+    (["build", "--wheel", "x"], {}, 2, "unrecognized arguments: --wheel x"),
+    (["build", "--project", "no-such-folder"], {}, 2,
+     f"--project does not exist (no-such-folder): pass an existing path (a relative path is read from the folder "
+     f"you ran in, {ROOT})"),
 ]
 
 
@@ -119,17 +128,19 @@ NOX_CASES: list[tuple[list[str], int, str]] = [
     (["-s", "build", "--", "--max-jobs", "0"], 2, "must be 1 or more, got 0"),
     (["-s", "build-cuda", "--", "77.7"], 2, "unknown CUDA version (77.7)"),
     (["-s", "build-cuda-13", "--", "--torch", "3.0"], 2, "unknown torch release (3.0)"),
-    (["-s", "build-all", "--", "--project", "/nonexistent-project"], 2, "project folder does not exist"),
+    (["-s", "build-all", "--", "--project", "/nonexistent-project"], 2,
+     "--project does not exist (/nonexistent-project)"),
     (["-s", "develop", "--", "--python", "2.7"], 2, "(2.7)"),
     (["-s", "matrix", "--", "--os", "beos"], 2, "invalid choice: 'beos'"),
     (["-s", "shell", "--", "--cuda", "5"], 2, "unknown CUDA version (5)"),
     (["-s", "test-gpu", "--", "--lanes", "bogus"], 2, "unknown GPU test lane (bogus)"),
-    (["-s", "audit", "--", "/nonexistent.whl"], 2, "wheel file does not exist (/nonexistent.whl)"),
+    (["-s", "audit", "--", "/nonexistent.whl"], 2, "does not exist (/nonexistent.whl)"),
     (["-s", "images", "--", "99"], 2, "unknown CUDA version (99)"),
     (["-s", "toolkit", "--", "--cuda", "x"], 2, "unknown CUDA version (x)"),
     (["-s", "build-win-cuda-13"], 3, "Windows builds need a Windows host with Visual Studio"),
     (["-s", "release", "--", "--bogus"], 2, "unrecognized arguments: --bogus"),
-    (["-s", "test-gpu-system", "--", "--wheel", "/nonexistent.whl"], 2, "wheel file does not exist"),
+    (["-s", "test-gpu-system", "--", "--wheel", "/nonexistent.whl"], 2, "--wheel does not exist (/nonexistent.whl)"),
+    (["-s", "lint", "--", "junk"], 2, "nox -s lint takes no arguments (junk)"),
 ]
 
 
@@ -140,7 +151,7 @@ def test_nox_session_with_bad_input_fails_before_creating_anything(args: list[st
                                                                    tmp_path: Path) -> None:
     envdir = tmp_path / "nox-envs"
     nox = shutil.which("nox") or str(Path(sys.executable).parent / "nox")
-    result = subprocess.run([nox, "-f", str(ROOT / "noxfile.py"), *args], cwd=tmp_path, text=True,
+    result = subprocess.run([nox, "-f", str(ROOT / "noxfile.py"), *args], cwd=ROOT, text=True,
                             env={**os.environ, "COLUMNS": "300", "FARM_NOX_ENVDIR": str(envdir),
                                  "FARM_CACHE_DIR": str(tmp_path / "cache")},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)

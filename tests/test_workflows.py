@@ -17,13 +17,15 @@ from typing import Any
 import pytest
 
 from ci import actions, gha, matrix, project, targets, workflows, yamlout
-from ci.errors import UsageError
+from ci.errors import CommandFailed, UsageError
 from ci.yamlout import Commented
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDER = ROOT / ".github" / "workflows"
 CLASSIC = ROOT / "tests" / "fixtures" / "classic_ext"
 FARM_REF = "0123456789abcdef0123456789abcdef01234567"
+ACTION = ROOT / "action.yml"
+REUSABLE = FOLDER / "farm-build.yml"
 
 
 def run_ci(*args: str) -> subprocess.CompletedProcess[str]:
@@ -104,6 +106,23 @@ def test_check_fails_on_a_hand_edit_with_one_line(tmp_path: Path) -> None:
         "workflows) and commit the result")
     assert "-    timeout-minutes: 999" in result.stdout
     assert run_ci("workflows", "--check").returncode == 0
+
+
+def test_check_leaves_hand_written_workflows_alone_but_not_stale_generated_ones(
+        config: project.ProjectConfig, tmp_path: Path) -> None:
+    folder = tmp_path / "wf"
+    shutil.copytree(FOLDER, folder)
+    (folder / "mine.yml").write_text("name: mine\n")
+    assert workflows.drift(folder, workflows.render(config)) == {}
+    result = run_ci("workflows", "--check", "--out", str(folder))
+    assert result.returncode == 0, result.stdout
+    assert "hand-written, not compared: farm-build.yml, mine.yml" in result.stdout
+    # A generated file the matrix stopped rendering (a renamed workflow) would go on running: drift.
+    shutil.copy(folder / "images.yml", folder / "old-images.yml")
+    differences = workflows.drift(folder, workflows.render(config))
+    assert set(differences) == {"old-images.yml"} and "no longer generated: delete it" in differences["old-images.yml"]
+    with pytest.raises(UsageError, match=r"disagree \(old-images.yml\)"):
+        workflows.check(folder, workflows.render(config))
 
 
 def test_writing_then_checking_round_trips(tmp_path: Path) -> None:
@@ -331,12 +350,42 @@ def test_the_workflows_pass_zizmor_and_the_workflow_schema() -> None:
     result = run_ci("workflows", "--lint")
     assert result.returncode == 0, result.stdout
     assert "No findings to report" in result.stdout and "ok -- validation done" in result.stdout
+    # The hand-written reusable workflow and the farm's action are linted too, the action with its own schema.
+    assert "farm-build.yml" in result.stdout
+    assert re.search(r"--builtin-schema vendor\.github-actions \S*action\.yml", result.stdout), result.stdout
+    assert re.search(r"\d+ workflows and action\.yml pass", result.stdout), result.stdout
+
+
+def test_lint_fails_on_a_broken_copy_of_the_action(tmp_path: Path) -> None:
+    if workflows.tool("zizmor") is None or workflows.tool("check-jsonschema") is None:
+        pytest.skip("zizmor and check-jsonschema are in ci/requirements/lint.txt")
+    folder = tmp_path / "wf"
+    folder.mkdir()
+    shutil.copy(REUSABLE, folder)
+    text = ACTION.read_text()
+    injected = tmp_path / "injected" / "action.yml"
+    injected.parent.mkdir()
+    # An input expanded inside a script is code the caller controls.
+    injected.write_text(text.replace("        set -euo pipefail\n", "        set -euo pipefail\n"
+                                     "        echo ${{ inputs.args }}\n", 1))
+    assert injected.read_text() != text
+    with pytest.raises(CommandFailed, match="zizmor found problems"):
+        workflows.lint(folder, actions=[injected])
+    malformed = tmp_path / "malformed" / "action.yml"
+    malformed.parent.mkdir()
+    malformed.write_text(text.replace("  using: composite\n", "  using: compound\n", 1))
+    assert malformed.read_text() != text
+    with pytest.raises(CommandFailed, match="check-jsonschema found problems"):
+        workflows.lint(folder, actions=[malformed])
+    assert workflows.lint(folder, actions=[ACTION]) == 0
 
 
 def test_shell_scripts_pass_shellcheck(documents: dict[str, dict[str, Any]]) -> None:
     if shutil.which("shellcheck") is None:
         pytest.skip("shellcheck is not installed (actionlint runs it in the CI workflow)")
-    problems = workflows.shellcheck(documents)
+    hand_written = workflows.load_yaml([ACTION, REUSABLE])
+    assert set(hand_written) == {"action.yml", "farm-build.yml"} or not hand_written  # without ruamel.yaml
+    problems = workflows.shellcheck({**documents, **hand_written})
     assert not problems, "\n".join(problems)
 
 
@@ -379,3 +428,158 @@ def test_only_the_default_branch_and_tags_push_builder_images(documents: dict[st
     for _, _, step in pushes:
         assert step["if"] == ("steps.pull.outputs.found != 'true' && (github.ref == 'refs/heads/main' || "
                               "startsWith(github.ref, 'refs/tags/v'))")
+
+
+# --- the farm from another repository's workflows: action.yml and farm-build.yml (docs/github-actions.md) ----
+
+
+@pytest.fixture(scope="module")
+def hand_written() -> dict[str, dict[str, Any]]:
+    yaml = pytest.importorskip("ruamel.yaml", reason="ruamel.yaml comes with check-jsonschema (lint.txt)")
+    return {path.name: yaml.YAML(typ="safe", pure=True).load(path.read_text()) for path in (ACTION, REUSABLE)}
+
+
+def test_the_action_and_the_reusable_workflow_pin_what_the_generated_workflows_pin() -> None:
+    pins = {a.repo: a for a in actions.ALL}
+    for path in (ACTION, REUSABLE):
+        refs = USES.findall(path.read_text())
+        assert refs, path
+        for ref, rest in refs:
+            if ref == "./.farm":
+                continue
+            repo, _, sha = ref.partition("@")
+            assert pins[repo].sha == sha and rest == f" # {pins[repo].version}", f"{path.name}: {ref} is not the pin"
+    # Rendering a workflow of that name would overwrite the hand-written one.
+    assert REUSABLE.name not in gha.FILES
+
+
+def _steps(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return doc["runs"]["steps"] if "runs" in doc else [s for j in doc["jobs"].values() for s in j["steps"]]
+
+
+def test_inputs_reach_scripts_only_through_the_environment(hand_written: dict[str, dict[str, Any]]) -> None:
+    for name, doc in hand_written.items():
+        scripts = [s["run"] for s in _steps(doc) if "run" in s]
+        assert scripts, name
+        for script in scripts:
+            assert "${{" not in script, f"{name}: an expression inside a script is injectable"
+        for step in _steps(doc):
+            if "actions/checkout@" in str(step.get("uses", "")):
+                assert step["with"]["persist-credentials"] is False, name
+
+
+def test_the_reusable_workflow_runs_the_action_of_its_own_commit(hand_written: dict[str, dict[str, Any]]) -> None:
+    action, workflow = hand_written["action.yml"], hand_written["farm-build.yml"]
+    assert workflow["permissions"] == {} and set(workflow["on"]) == {"workflow_call"}
+    declared = set(workflow["on"]["workflow_call"]["inputs"])
+    used = set(re.findall(r"\binputs\.([\w-]+)", REUSABLE.read_text()))
+    assert used <= declared and declared - used == set(), (used, declared)
+    (job,) = workflow["jobs"].values()
+    assert job["permissions"] == {"contents": "read"}
+    steps = {s.get("id") or s["name"]: s for s in job["steps"]}
+    caller, farm_checkout = (s for s in job["steps"] if "actions/checkout@" in str(s.get("uses", "")))
+    assert "repository" not in caller["with"] and "path" not in caller["with"]
+    assert steps["farm"]["env"]["FARM_WORKFLOW_SHA"] == "${{ fromJSON(toJSON(job)).workflow_sha }}"
+    assert steps["farm"]["env"]["FARM_WORKFLOW_REPOSITORY"] == "${{ fromJSON(toJSON(job)).workflow_repository }}"
+    assert farm_checkout["with"] == {"repository": "${{ steps.farm.outputs.repository }}",
+                                     "ref": "${{ steps.farm.outputs.ref }}", "path": ".farm",
+                                     "persist-credentials": False}
+    build = steps["build"]
+    assert build["uses"] == "./.farm"
+    assert set(build["with"]) == set(action["inputs"]), "every input of action.yml is passed on"
+    for key, value in build["with"].items():
+        assert value == f"${{{{ inputs.{key} }}}}" or key == "output-dir", key
+    upload = next(s for s in job["steps"] if "actions/upload-artifact@" in str(s.get("uses", "")))
+    assert upload["with"]["path"] == "${{ steps.build.outputs.wheelhouse }}" and "wheelhouse" in action["outputs"]
+    assert workflow["on"]["workflow_call"]["outputs"]["artifact-name"]["value"] == \
+        "${{ jobs.build.outputs.artifact-name }}"
+
+
+def _bash(script: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", "-c", script], env={**os.environ, **env}, cwd=cwd, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or os.name == "nt", reason="the runners' bash")
+def test_the_reusable_workflow_stops_when_it_cannot_tell_the_farms_commit(
+        hand_written: dict[str, dict[str, Any]], tmp_path: Path) -> None:
+    (job,) = hand_written["farm-build.yml"]["jobs"].values()
+    script = next(s for s in job["steps"] if s.get("id") == "farm")["run"]
+    out = tmp_path / "out"
+    blank = {"FARM_WORKFLOW_REPOSITORY": "", "FARM_WORKFLOW_SHA": "", "FARM_REPOSITORY_INPUT": "",
+             "FARM_REF_INPUT": "", "GITHUB_OUTPUT": str(out)}
+    result = _bash(script, blank, tmp_path)
+    assert result.returncode == 1 and "::error title=cuda-ext-farm::" in result.stdout and not out.exists()
+    # A tag or branch is not a commit: the caller pins one commit, and the farm is checked out at that one.
+    result = _bash(script, {**blank, "FARM_WORKFLOW_REPOSITORY": "owner/farm", "FARM_WORKFLOW_SHA": "v1"}, tmp_path)
+    assert result.returncode == 1
+    result = _bash(script, {**blank, "FARM_WORKFLOW_REPOSITORY": "owner/farm", "FARM_WORKFLOW_SHA": FARM_REF},
+                   tmp_path)
+    assert result.returncode == 0 and out.read_text() == f"repository=owner/farm\nref={FARM_REF}\n"
+    out.unlink()
+    other = "fedcba9876543210fedcba9876543210fedcba98"
+    result = _bash(script, {**blank, "FARM_WORKFLOW_REPOSITORY": "owner/farm", "FARM_WORKFLOW_SHA": FARM_REF,
+                            "FARM_REPOSITORY_INPUT": "fork/farm", "FARM_REF_INPUT": other}, tmp_path)
+    assert result.returncode == 0 and out.read_text() == f"repository=fork/farm\nref={other}\n"
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or os.name == "nt", reason="the runners' bash")
+def test_the_action_runs_the_farm_through_pipx_from_its_own_checkout(
+        hand_written: dict[str, dict[str, Any]], tmp_path: Path) -> None:
+    script = next(s for s in hand_written["action.yml"]["runs"]["steps"] if s.get("id") == "farm")["run"]
+    bin_dir, workspace = tmp_path / "bin", tmp_path / "ws"
+    bin_dir.mkdir()
+    (workspace / "ext").mkdir(parents=True)
+    (workspace / "ext" / "pyproject.toml").write_text("[tool.cuda-ext-farm]\n")
+    seen = tmp_path / "seen.json"
+    # A stand-in pipx that records what it was asked to run, where and with which environment.
+    pipx = bin_dir / "pipx"
+    pipx.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
+                    f"json.dump({{'argv': sys.argv[1:], 'cwd': os.getcwd(), 'env': dict(os.environ)}}, "
+                    f"open({str(seen)!r}, 'w'))\nsys.exit(7)\n")
+    pipx.chmod(0o755)
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "GITHUB_ACTION_PATH": str(ROOT),
+           "GITHUB_WORKSPACE": str(workspace), "GITHUB_OUTPUT": str(tmp_path / "out"),
+           "FARM_PYTHON": sys.executable, "FARM_INPUT_PROJECT": "ext", "FARM_INPUT_COMMAND": "build-cuda",
+           "FARM_INPUT_ARGS": "--cuda 12 --arch-list '9.0 10.0'", "FARM_INPUT_OUTPUT_DIR": "dist/wheels"}
+    result = _bash(script, env, workspace)
+    assert result.returncode == 7, result.stdout  # the farm's exit status is the step's
+    ran = json.loads(seen.read_text())
+    assert ran["argv"] == ["run", "--python", sys.executable, "--spec", str(ROOT / "farm"), "cuda-ext-farm",
+                           "build-cuda", "--cuda", "12", "--arch-list", "9.0 10.0"]
+    assert Path(ran["cwd"]) == workspace / "ext" and ran["env"]["FARM_PROJECT"] == str(workspace / "ext")
+    assert ran["env"]["FARM_WHEELHOUSE"] == str(workspace / "dist" / "wheels")
+    assert (tmp_path / "out").read_text() == f"wheelhouse={workspace / 'dist' / 'wheels'}\n"
+    result = _bash(script, {**env, "FARM_INPUT_PROJECT": "missing"}, workspace)
+    assert result.returncode == 1 and "is not a folder" in result.stdout
+    # What the action runs is the farm's distribution and its command.
+    import tomllib
+
+    farm = tomllib.loads((ROOT / "farm" / "pyproject.toml").read_text())
+    assert "cuda-ext-farm" in farm["project"]["scripts"]
+
+
+def test_the_documented_caller_workflows_pass_the_linters_and_use_what_exists(tmp_path: Path) -> None:
+    text = (ROOT / "docs" / "github-actions.md").read_text()
+    examples = re.findall(r"```yaml\n(.*?)```", text, re.DOTALL)
+    assert len(examples) == 2
+    step, job = examples
+    assert re.search(r"uses: OWNER/FARM@[0-9a-f]{40} ", step)
+    assert re.search(r"uses: OWNER/FARM/\.github/workflows/farm-build\.yml@[0-9a-f]{40} ", job)
+    assert (FOLDER / "farm-build.yml").is_file()
+    # The inputs the examples pass exist (the action's in action.yml, the workflow's in farm-build.yml).
+    action_inputs = set(re.findall(r"^  ([\w-]+):$", ACTION.read_text().split("\noutputs:")[0], re.MULTILINE))
+    workflow_inputs = set(re.findall(r"^      ([\w-]+):$", REUSABLE.read_text().split("\n    outputs:")[0],
+                                     re.MULTILINE))
+    assert {"project", "command", "args", "output-dir", "python-version"} <= action_inputs
+    passed = set(re.findall(r"^          ([\w-]+): ", step.split("uses: OWNER/FARM@")[1].split("- name:")[0],
+                            re.MULTILINE))
+    assert {"args"} <= passed <= action_inputs, passed
+    passed = set(re.findall(r"^      ([\w-]+): ", job.split("farm-build.yml@")[1].split("\n  collect:")[0],
+                            re.MULTILINE))
+    assert {"args", "artifact-name"} <= passed <= workflow_inputs, passed
+    if workflows.tool("zizmor") is None or workflows.tool("check-jsonschema") is None:
+        pytest.skip("zizmor and check-jsonschema are in ci/requirements/lint.txt")
+    for i, example in enumerate(examples):
+        (tmp_path / f"example-{i}.yml").write_text(example)
+    assert workflows.lint(tmp_path) == 0

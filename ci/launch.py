@@ -1,0 +1,48 @@
+"""The installable command, ``cuda-ext-farm``: validate the arguments, then run ``python -m ci`` in the farm's
+own hash-pinned tool environment (``ci/toolenv.py``), in the caller's folder.
+
+Validation comes first, so a bad value costs nothing (no environment is made, nothing installed); the user's
+environment (pipx's, uv's, a project venv) only ever runs this standard-library-and-packaging launcher.
+
+Standard library plus ``packaging`` only.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from ci import cli, errors, project, toolenv
+
+PROG = "cuda-ext-farm"
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if not args or args[0].startswith("-"):
+            cli.build_parser(prog=PROG).parse_args(args)  # --help (or a bad flag: one line)
+            raise errors.UsageError("no command given", " ".join(args) or "nothing",
+                                    f"run `{PROG} --help` for the commands")
+        cli.session_args(args[0], args[1:], prog=PROG)
+        python = toolenv.farm_python()
+    except errors.FarmError as exc:
+        print(exc.line(), file=sys.stderr, flush=True)
+        raise SystemExit(exc.exit_code) from None
+    except subprocess.CalledProcessError as exc:
+        print(f"error: installing the farm's tool environment failed (exit status {exc.returncode}): "
+              "see pip's output above; check the network or FARM_CACHE_DIR", file=sys.stderr, flush=True)
+        raise SystemExit(errors.EXIT_MISSING) from None
+    # Only the farm's code on the path: the tool environment's own site-packages hold the rest.
+    env = {**os.environ, "PYTHONPATH": str(project.FARM_ROOT), "FARM_PROG": PROG}
+    argv_child = [str(python), "-m", "ci", *args]
+    if os.name == "nt":  # pragma: no cover - exec does not replace the process on Windows
+        raise SystemExit(subprocess.run(argv_child, env=env).returncode)
+    os.execve(argv_child[0], argv_child, env)
+
+
+if __name__ == "__main__":
+    main()
