@@ -251,8 +251,11 @@ def _absolute_paths(args: argparse.Namespace, cwd: Path) -> None:
         given = Path(value).expanduser()
         path = given if given.is_absolute() else cwd / given
         if name in INPUT_PATHS and not path.exists():
-            flag = "--" + name.replace("_", "-") if name != "project" or "FARM_PROJECT" not in os.environ \
-                else "--project (or FARM_PROJECT)"
+            flag = "--" + name.replace("_", "-")
+            if name == "project" and "FARM_PROJECT" in os.environ:
+                flag = "--project (or FARM_PROJECT)"
+            elif args.subcommand == "audit" and name == "wheel":
+                flag = "the wheel"  # audit's positional argument
             where = "" if given.is_absolute() else f" (a relative path is read from the folder you ran in, {cwd})"
             raise UsageError(f"{flag} does not exist", value, f"pass an existing path{where}")
         setattr(args, name, str(path))

@@ -33,7 +33,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from ci import fsutil, options, proc, project
+from ci import commands, fsutil, options, proc
 from ci.errors import CommandFailed, MissingRequirement, UsageError
 from ci.targets import Target
 
@@ -116,27 +116,15 @@ def junit_counts(path: Path) -> tuple[int, int, int]:
     return tests - failed - skipped, failed, skipped
 
 
-def expand_command(command: tuple[str, ...], out: Path, wheel: Path | None, root: Path,
-                   python: Path | str = sys.executable) -> list[str]:
-    """A configured command as an argument list: placeholders filled, ``python``/``pytest`` = the interpreter
-    under test (whose torch and package are being tested)."""
-    values = {"out": str(out), "wheel": str(wheel or ""), "python": str(python), "project": str(root)}
-    parts = [project.expand(p, values) for p in command]
-    if parts and parts[0] in ("python", "python3"):
-        parts[0] = str(python)
-    elif parts and parts[0] == "pytest":
-        parts = [str(python), "-m", "pytest", *parts[1:]]
-    return parts
-
-
 def run_lane(lane: str, command: tuple[str, ...], subject: Subject, out: Path, root: Path) -> LaneResult:
     xml = out / f"junit-{lane}.xml"
     xml.unlink(missing_ok=True)
     lane_env = {**subject.env(), "FARM_LANE": lane,
                 "PYTEST_ADDOPTS": f"{os.environ.get('PYTEST_ADDOPTS', '')} --junitxml={xml} -p no:cacheprovider"}
-    cmd = expand_command(command, out, subject.wheel, root, subject.python)
+    cmd = commands.expand(command, python=subject.python, project_root=root, out=out, wheel=subject.wheel or "")
     result = LaneResult(lane)
-    code = proc.run(cmd, env=lane_env, cwd=root, check=False).returncode
+    with commands.scratch_folder() as scratch:
+        code = proc.run(cmd, env=lane_env, cwd=scratch, check=False).returncode
     if xml.exists():
         result.passed, result.failed, result.skipped = junit_counts(xml)
     elif code == 0:
@@ -161,8 +149,10 @@ def run_sanitizer(command: tuple[str, ...], subject: Subject, out: Path, root: P
     details = []
     for check in SANITIZER_TOOLS:
         cmd = [tool, "--tool", check, "--error-exitcode", "1",
-               *expand_command(command, out, subject.wheel, root, subject.python)]
-        ran = proc.run(cmd, env={**subject.env(), "FARM_LANE": "sanitizer"}, cwd=root, capture=True, check=False)
+               *commands.expand(command, python=subject.python, project_root=root, out=out, wheel=subject.wheel or "")]
+        with commands.scratch_folder() as scratch:
+            ran = proc.run(cmd, env={**subject.env(), "FARM_LANE": "sanitizer"}, cwd=scratch, capture=True,
+                           check=False)
         text = ran.stdout + ran.stderr
         fsutil.atomic_write_text(out / f"sanitizer-{check}.log", text)
         # memcheck/initcheck/synccheck: "ERROR SUMMARY: N errors"; racecheck: "... (N errors, M warnings)".
@@ -179,10 +169,23 @@ def run_sanitizer(command: tuple[str, ...], subject: Subject, out: Path, root: P
     return result
 
 
+def run_origin(subject: Subject, import_name: str) -> LaneResult:
+    """The package under test came from the wheel (its environment or install folder), not a source folder."""
+    result = LaneResult("origin")
+    with commands.scratch_folder() as scratch:
+        ran = proc.run(commands.origin_check(subject.python, import_name, *subject.pythonpath), env=subject.env(),
+                       cwd=scratch, capture=True, check=False)
+    lines = (ran.stdout + ran.stderr).strip().splitlines()
+    result.detail = lines[-1] if lines else f"exit status {ran.returncode}"
+    result.status = "passed" if ran.returncode == 0 else "failed"
+    result.passed, result.failed = (1, 0) if ran.returncode == 0 else (0, 1)
+    return result
+
+
 def run_gpu_lanes(target: Target, subject: Subject, *, ptx: Subject | None, lanes: list[str], quick: bool,
                   out: Path) -> int:
     config = target.project
-    commands = config.commands
+    configured = config.commands
     fsutil.writable_dir(out, "results folder", "--out", "FARM_TEST_RESULTS")
     if quick:
         os.environ["FARM_QUICK"] = "1"
@@ -198,32 +201,34 @@ def run_gpu_lanes(target: Target, subject: Subject, *, ptx: Subject | None, lane
     results: list[LaneResult] = []
     root = config.root
     if "default" in lanes:
-        smoke = run_lane("smoke", commands.smoke, subject, out, root)
+        smoke = run_lane("smoke", configured.smoke, subject, out, root)
         results.append(smoke)
-        if commands.gpu_test is None:
+        if subject.wheel is not None:  # an in-place build is tested from its source folder by design
+            results.append(run_origin(subject, config.import_name))
+        if configured.gpu_test is None:
             results.append(not_configured("default", "gpu-test"))
-        elif smoke.status == "passed":
-            results.append(run_lane("default", commands.gpu_test, subject, out, root))
+        elif all(r.status == "passed" for r in results):
+            results.append(run_lane("default", configured.gpu_test, subject, out, root))
     if "sanitizer" in lanes:
-        results.append(run_sanitizer(commands.sanitizer, subject, out, root) if commands.sanitizer
+        results.append(run_sanitizer(configured.sanitizer, subject, out, root) if configured.sanitizer
                        else not_configured("sanitizer", "sanitizer"))
     if "ptx-jit" in lanes:
         if ptx is None:
             results.append(LaneResult("ptx-jit", status="skipped",
                                       detail="pass --ptx-wheel (build one: nox -s build -- --arch-list 8.0+PTX)"))
-        elif commands.gpu_test is None:
+        elif configured.gpu_test is None:
             results.append(not_configured("ptx-jit", "gpu-test"))
         else:
-            results.append(run_lane("ptx-jit", commands.gpu_test, ptx, out, root))
+            results.append(run_lane("ptx-jit", configured.gpu_test, ptx, out, root))
     if "multi-gpu" in lanes:
         if len(gpus) < 2:
             results.append(LaneResult("multi-gpu", status="skipped", detail=f"{len(gpus)} GPU visible"))
-        elif commands.multi_gpu is None:
+        elif configured.multi_gpu is None:
             results.append(not_configured("multi-gpu", "multi-gpu"))
         else:
-            results.append(run_lane("multi-gpu", commands.multi_gpu, subject, out, root))
+            results.append(run_lane("multi-gpu", configured.multi_gpu, subject, out, root))
     if "bench" in lanes:
-        results.append(run_lane("bench", commands.bench, subject, out, root) if commands.bench
+        results.append(run_lane("bench", configured.bench, subject, out, root) if configured.bench
                        else not_configured("bench", "bench"))
     table = Table(title=f"test-gpu: {target.id} on {', '.join(str(g['name']) for g in gpus)}")
     for col in ("lane", "passed", "failed", "skipped", "status", "detail"):

@@ -104,18 +104,6 @@ def check_extra_index(out: Path, manifest: Manifest, python: Path | None = None)
     return results
 
 
-def _smoke_command(target: Target, python: Path, wheel: Path) -> list[str]:
-    from ci import project
-
-    values = {"python": str(python), "project": str(target.project.root), "wheel": str(wheel), "out": "."}
-    parts = [project.expand(p, values) for p in target.project.commands.smoke]
-    if parts and parts[0] in ("python", "python3"):
-        parts[0] = str(python)
-    elif parts and parts[0] == "pytest":
-        parts = [str(python), "-m", "pytest", *parts[1:]]
-    return parts
-
-
 def torch_env(target: Target, kind: str, python: str, *, index_url: str | None,
               cpu_torch: str | None) -> envs.PythonEnv:
     """An environment (cached by the farm) holding only ``python`` and the torch of the import test."""
@@ -137,7 +125,7 @@ def torch_env(target: Target, kind: str, python: str, *, index_url: str | None,
 def import_test(target: Target, kind: str, *, wheel: Path, python: str, index_url: str | None,
                 cpu_torch: str | None, from_index: str | None = None, version_spec: str | None = None) -> str:
     """Install the wheel into a new venv over a torch-only environment; ``pip check``; the smoke command."""
-    from ci import envs, proc
+    from ci import commands, envs, proc
 
     base = torch_env(target, kind, python, index_url=index_url, cpu_torch=cpu_torch)
     with tempfile.TemporaryDirectory(prefix="farm-import-") as tmp:
@@ -152,9 +140,13 @@ def import_test(target: Target, kind: str, *, wheel: Path, python: str, index_ur
         torch = proc.run([env.python, "-c", "import torch; print(torch.__version__)"], capture=True, log=False)
         run_env = {"PATH": os.pathsep.join([str(env.bin_dir), os.environ.get("PATH", "")]), "PYTHONPATH": "",
                    "FARM_LANE": f"import-{kind}"}
-        proc.run(_smoke_command(target, env.python, wheel), env=run_env, cwd=target.project.root,
-                 what=f"the smoke command failed under a {kind} torch",
-                 hint="its output is above ([tool.cuda-ext-farm.commands] smoke)")
+        smoke = commands.expand(target.project.commands.smoke, python=env.python,
+                                project_root=target.project.root, wheel=wheel)
+        with commands.scratch_folder() as scratch:
+            proc.run(smoke, env=run_env, cwd=scratch, what=f"the smoke command failed under a {kind} torch",
+                     hint="its output is above ([tool.cuda-ext-farm.commands] smoke)")
+            proc.run(commands.origin_check(env.python, target.project.import_name), env=run_env, cwd=scratch,
+                     what=f"{target.project.import_name} did not come from the wheel under test")
     return f"ok: smoke under torch {torch.stdout.strip().splitlines()[-1]}"
 
 

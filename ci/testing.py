@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from ci import envs, gpu, options, proc, wheelmeta
+from ci import commands, envs, options, proc, wheelmeta
 from ci.errors import UsageError
 from ci.targets import Target
 
@@ -39,10 +38,15 @@ def clean_env(target: Target, wheel: Path, *wanted: str) -> Iterator[envs.Python
 
 
 def _command_line(env: envs.PythonEnv, command: tuple[str, ...], out: Path, wheel: Path, root: Path) -> list[str]:
-    cmd = gpu.expand_command(command, out, wheel, root)
-    if cmd and cmd[0] == sys.executable:
-        cmd[0] = str(env.python)  # the clean environment's interpreter, not the farm's
-    return cmd
+    return commands.expand(command, python=env.python, project_root=root, out=out, wheel=wheel)
+
+
+def _run(cmd: list[str], command: tuple[str, ...], name: str, root: Path, env: dict[str, str]) -> None:
+    """Run a configured command in an empty folder (the source cannot shadow the wheel)."""
+    with commands.scratch_folder() as scratch:
+        proc.run(cmd, env=env, cwd=scratch, what=f"the project's {name} command failed",
+                 hint=f"its output is above ([tool.cuda-ext-farm.commands] {name})"
+                 + commands.relative_path_hint(command, root))
 
 
 def configured(target: Target, name: str) -> tuple[str, ...]:
@@ -64,8 +68,7 @@ def run_command(target: Target, wheel: Path, name: str, extra_args: list[str], o
         cmd = [*_command_line(env, command, results, wheel, config.root), *extra_args]
         run_env = {"PATH": os.pathsep.join([str(env.bin_dir), os.environ.get("PATH", "")]), "PYTHONPATH": "",
                    "FARM_LANE": name}
-        proc.run(cmd, env=run_env, cwd=config.root, what=f"the project's {name} command failed",
-                 hint=f"its output is above ([tool.cuda-ext-farm.commands] {name})")
+        _run(cmd, command, name, config.root, run_env)
     return 0
 
 
@@ -78,7 +81,10 @@ def run_cpu_tests(target: Target, wheel: Path) -> int:
             if command is None:
                 proc.console.print(f"[yellow]{name}: not configured[/] ([tool.cuda-ext-farm.commands] {name})")
                 continue
-            proc.run(_command_line(env, command, Path(out), wheel, config.root), env={**run_env, "FARM_LANE": name},
-                     cwd=config.root, what=f"the project's {name} command failed",
-                     hint=f"its output is above ([tool.cuda-ext-farm.commands] {name})")
+            _run(_command_line(env, command, Path(out), wheel, config.root), command, name, config.root,
+                 {**run_env, "FARM_LANE": name})
+            if name == "smoke":
+                with commands.scratch_folder() as scratch:
+                    proc.run(commands.origin_check(env.python, config.import_name), env=run_env, cwd=scratch,
+                             what=f"{config.import_name} did not come from the wheel under test")
     return 0

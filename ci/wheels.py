@@ -28,6 +28,7 @@ from pathlib import Path
 from ci import (
     audit,
     build,
+    commands,
     develop,
     envs,
     fsutil,
@@ -222,8 +223,9 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
         # The test venv is new and empty but for the same read-only torch and the wheel.
         "CIBW_BEFORE_TEST": _pth_command(site),
         "CIBW_TEST_ENVIRONMENT": " ".join(f'{k}="{v}"' for k, v in ca_env.items()),
-        # Like every configured command, the smoke test runs in the project's folder.
-        "CIBW_TEST_COMMAND": f"pip check && cd {{project}} && {smoke}",
+        # cibuildwheel runs it in an empty folder (the source cannot shadow the wheel), as the farm runs every
+        # configured command; then the package must have come from the test venv.
+        "CIBW_TEST_COMMAND": f"pip check && {smoke} && {commands.origin_check_line(target.project.import_name)}",
         "CIBW_BUILD_VERBOSITY": "1",
         # cibuildwheel's own abi3audit step fetches virtualenv from GitHub; the
         # farm runs abi3audit itself in the host-side audit.

@@ -44,3 +44,18 @@ def built_wheel() -> Path:
     if not wheels:
         pytest.skip("no built wheel: run `nox -s build` (nox -s tests does it for you)")
     return wheels[-1]
+
+
+@pytest.fixture(scope="session")
+def farm_command(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The installable command, as a user gets it: `pip install <farm>/farm` into a venv of its own (the farm's
+    distribution, built from this checkout by its build backend), then its `cuda-ext-farm` console script."""
+    import subprocess
+
+    venv = tmp_path_factory.mktemp("farm-command") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    bin_dir = venv / ("Scripts" if os.name == "nt" else "bin")
+    # A machine-wide pip constraint (a torch cap) is not the farm distribution's concern.
+    subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "--quiet", str(ROOT / "farm")], check=True,
+                   env={**os.environ, "PIP_CONSTRAINT": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    return [str(bin_dir / "cuda-ext-farm")]

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from ci import build as host_build
-from ci import envs, fsutil, proc, project, publish, report
+from ci import commands, envs, fsutil, proc, publish, report
 from ci.audit import AuditResult, Check
 from ci.targets import Target
 from windows import audit, cibw, environment, hostconfig, msvc, repair, toolkit, torchenv, vcvars
@@ -41,17 +40,6 @@ class Options:
     smoke: bool = True
 
 
-def smoke_command(command: tuple[str, ...], python: Path, wheel: Path, root: Path, out: Path) -> list[str]:
-    """The project's smoke command for the test venv's interpreter (``python``/``pytest`` become it)."""
-    values = {"out": str(out), "wheel": str(wheel), "python": str(python), "project": str(root)}
-    parts = [project.expand(p, values) for p in command]
-    if parts and parts[0] in ("python", "python3", "python.exe", sys.executable):
-        parts[0] = str(python)
-    elif parts and parts[0] == "pytest":
-        parts = [str(python), "-m", "pytest", *parts[1:]]
-    return parts
-
-
 def smoke_check(target: Target, wheel: Path, torch_site: Path, python: str) -> Check:  # pragma: no cover - Windows
     """Install the final wheel into a new venv that sees only the target's torch, run the smoke command."""
     with tempfile.TemporaryDirectory(prefix="farm-win-smoke-") as tmp:
@@ -60,10 +48,14 @@ def smoke_check(target: Target, wheel: Path, torch_site: Path, python: str) -> C
         (venv.site_packages() / "_farm_torch.pth").write_text(f"{torch_site}\n", encoding="utf-8")
         proc.run([venv.python, "-m", "pip", "install", "--no-deps", "--quiet", wheel], env=envs.pip_env(),
                  what="installing the wheel into the test venv failed")
-        cmd = smoke_command(target.project.commands.smoke, venv.python, wheel, target.project.root, Path(tmp))
+        cmd = commands.expand(target.project.commands.smoke, python=venv.python, project_root=target.project.root,
+                              out=tmp, wheel=wheel)
         path = ";".join([str(venv.bin_dir), os.environ.get("PATH", "")])
-        result = proc.run(cmd, env={"PATH": path, "PYTHONPATH": ""}, cwd=target.project.root, capture=True,
-                          check=False)
+        # In the empty temporary folder: the project's source cannot shadow the wheel.
+        result = proc.run(cmd, env={"PATH": path, "PYTHONPATH": ""}, cwd=Path(tmp), capture=True, check=False)
+        if result.returncode == 0:
+            result = proc.run(commands.origin_check(venv.python, target.project.import_name),
+                              env={"PATH": path, "PYTHONPATH": ""}, cwd=Path(tmp), capture=True, check=False)
     text = (result.stdout + result.stderr).strip()
     last = text.splitlines()[-1] if text else f"exit status {result.returncode}"
     if result.returncode != 0:

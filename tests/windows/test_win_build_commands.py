@@ -13,7 +13,7 @@ from ci import build as ci_build
 from ci import matrix
 from ci.errors import UsageError
 from ci.targets import Target
-from windows import build, cibw, dlls, repair, toolkit, torchenv
+from windows import cibw, dlls, repair, toolkit, torchenv
 
 HOME = PureWindowsPath(r"C:\farm\tools\cuda-win-13.0-0123456789ab\nvidia\cu13")
 SITE = PureWindowsPath(r"C:\farm\torch-win\torch2.11.0-py3.10-cu13-abcdef0123")
@@ -179,11 +179,3 @@ def test_delvewheel_command_repeats_exclude_flags(tmp_path: Path) -> None:
     assert not any(";" in e or ":" in e for e in excluded)  # one name per flag, whatever os.pathsep is
     assert {"c10.dll", "c10_cuda.dll", "torch_cpu.dll", "torch_cuda.dll", "cudart64_*.dll"} <= set(excluded)
     assert cmd[-1] == str(tmp_path / "a.whl")
-
-
-def test_smoke_command(tmp_path: Path) -> None:
-    py = Path("C:/t/venv/Scripts/python.exe")
-    assert build.smoke_command(("python", "tests/smoke_import.py"), py, Path("w.whl"), tmp_path, tmp_path) == [
-        str(py), "tests/smoke_import.py"]
-    assert build.smoke_command(("pytest", "{project}/tests", "-q"), py, Path("w.whl"), tmp_path, tmp_path) == [
-        str(py), "-m", "pytest", f"{tmp_path}/tests", "-q"]

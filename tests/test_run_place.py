@@ -1,0 +1,74 @@
+"""Configured commands run where the project's source cannot shadow the wheel, and prove where the package
+came from (issue 19, defect 3: a flat-layout project's tests imported its source folder, not the wheel)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ci import commands, gpu
+
+
+def _flat_project(tmp_path: Path) -> tuple[Path, Path]:
+    """A flat layout (package folder at the project root) and a separate install folder holding the 'wheel'."""
+    project = tmp_path / "proj"
+    (project / "flatpkg").mkdir(parents=True)
+    (project / "flatpkg" / "__init__.py").write_text("WHERE = 'source'\n")
+    installed = tmp_path / "site"
+    (installed / "flatpkg").mkdir(parents=True)
+    (installed / "flatpkg" / "__init__.py").write_text("WHERE = 'wheel'\n")
+    return project, installed
+
+
+def test_the_origin_check_fails_when_the_source_folder_shadows_the_wheel(tmp_path: Path) -> None:
+    project, installed = _flat_project(tmp_path)
+    env = {"PYTHONPATH": str(installed), "PATH": "/usr/bin:/bin"}
+    shadowed = subprocess.run(commands.origin_check(sys.executable, "flatpkg", installed), cwd=project, env=env,
+                              capture_output=True, text=True)
+    assert shadowed.returncode == 1
+    assert f"flatpkg was imported from {project / 'flatpkg' / '__init__.py'}, not from the installed wheel" \
+        in shadowed.stderr
+    with commands.scratch_folder() as scratch:
+        clean = subprocess.run(commands.origin_check(sys.executable, "flatpkg", installed), cwd=scratch, env=env,
+                               capture_output=True, text=True)
+    assert clean.returncode == 0, clean.stderr
+    assert clean.stdout.strip() == f"flatpkg imported from the installed wheel: {installed / 'flatpkg' / '__init__.py'}"
+
+
+def test_the_gpu_lanes_run_commands_outside_the_project(tmp_path: Path) -> None:
+    """run_lane ran in the project's folder: a flat layout's `import pkg` found the source (defect 3)."""
+    project, installed = _flat_project(tmp_path)
+    subject = gpu.Subject(Path(sys.executable), (str(installed),), "test", wheel=tmp_path / "x.whl")
+    out = tmp_path / "out"
+    out.mkdir()
+    command = ("python", "-c", "import flatpkg, sys; sys.exit(0 if flatpkg.WHERE == 'wheel' else 3)")
+    lane = gpu.run_lane("smoke", command, subject, out, project)
+    assert lane.status == "passed", lane
+    assert gpu.run_origin(subject, "flatpkg").status == "passed"
+    missing = gpu.run_origin(subject, "no_such_module_anywhere")
+    assert missing.status == "failed" and "No module named 'no_such_module_anywhere'" in missing.detail
+
+
+def test_project_placeholder_and_the_interpreter_under_test(tmp_path: Path) -> None:
+    py = Path("/envs/t/bin/python")
+    assert commands.expand(("python", "{project}/tests/smoke.py"), python=py, project_root=tmp_path) == [
+        str(py), f"{tmp_path}/tests/smoke.py"]
+    assert commands.expand(("pytest", "{project}/tests", "-q", "--out={out}"), python=py, project_root=tmp_path,
+                           out="/r") == [str(py), "-m", "pytest", f"{tmp_path}/tests", "-q", "--out=/r"]
+
+
+@pytest.mark.parametrize(("command", "hint"), [
+    (("pytest", "tests", "-q"), "write {project}/tests instead of tests"),
+    (("python", "tests/run.py"), "write {project}/tests/run.py instead of tests/run.py"),
+    (("pytest", "{project}/tests"), ""),
+    (("python", "-c", "import x"), ""),
+])
+def test_a_relative_path_in_a_failed_command_gets_the_placeholder_hint(tmp_path: Path, command: tuple[str, ...],
+                                                                      hint: str) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "run.py").write_text("")
+    got = commands.relative_path_hint(command, tmp_path)
+    assert (hint in got) if hint else got == ""
