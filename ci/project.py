@@ -33,6 +33,7 @@ environment exists.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 import shlex
 import sys
@@ -146,13 +147,17 @@ def load(project: Path | str | None = None, config: Path | str | None = None) ->
         )
     data: dict[str, Any] = _read_toml(pyproject) if pyproject.is_file() else {}
     source = pyproject
-    table = data.get("tool", {}).get(TABLE)
+    # With --config the project's own pyproject.toml is only read for [project] (name, requires-python).
+    table = _farm_table(data, pyproject) if config is None else None
     if config is not None:
         source = Path(config).expanduser().resolve()
         if not source.is_file():
             raise ConfigError("configuration file does not exist", source, "pass an existing TOML file to --config")
         extra = _read_toml(source)
-        table = extra.get("tool", {}).get(TABLE, extra)
+        table = _farm_table(extra, source) if "tool" in extra else extra
+        if table is None:
+            raise ConfigError(f"the configuration file has no [tool.{TABLE}] table", source,
+                              f"write the keys under [tool.{TABLE}], or at the top level of the file")
     if table is None:
         if not pyproject.is_file():
             raise ConfigError(
@@ -163,6 +168,21 @@ def load(project: Path | str | None = None, config: Path | str | None = None) ->
     if not isinstance(table, dict):
         raise ConfigError(f"[tool.{TABLE}] must be a table", type(table).__name__, "write it as a TOML table")
     return parse(table, root=root, source=source, pyproject=data)
+
+
+def _farm_table(data: Mapping[str, Any], source: Path) -> Any:
+    """The farm's table of a TOML document; a near miss (``[tool.cuda_ext_farm]``) is an error, not silence."""
+    tools = data.get("tool", {})
+    if not isinstance(tools, dict):
+        return None
+    if TABLE in tools:
+        return tools[TABLE]
+    near = difflib.get_close_matches(TABLE, [str(k) for k in tools], n=1, cutoff=0.75)
+    near += [k for k in tools if str(k).replace("_", "-").lower() == TABLE and k not in near]
+    if near:
+        raise ConfigError(f"{source.name} has [tool.{near[0]}], not [tool.{TABLE}]", near[0],
+                          f"rename the table to [tool.{TABLE}]")
+    return None
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -38,7 +38,15 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (badconf / "pyproject.toml").write_text('[project]\nname = "x"\n[tool.cuda-ext-farm]\nabii = "classic"\n')
     emptydir = folder / "emptydir"
     emptydir.mkdir()
-    return {"empty": empty, "notzip": notzip, "notelf": notelf, "badconf": badconf, "emptydir": emptydir}
+    # The table under a near-miss name: silently taking the defaults would build something else.
+    misnamed = folder / "misnamed"
+    misnamed.mkdir()
+    (misnamed / "pyproject.toml").write_text('[project]\nname = "x"\n[tool.cuda_ext_farm]\nabi = "stable"\n')
+    (misnamed / "setup.py").write_text("")
+    misconf = folder / "farm.toml"
+    misconf.write_text('[tool.cuda-ext-farms]\nname = "x"\n')
+    return {"empty": empty, "notzip": notzip, "notelf": notelf, "badconf": badconf, "emptydir": emptydir,
+            "misnamed": misnamed, "misconf": misconf}
 
 
 # (arguments, environment, exit code, text the last line must contain)
@@ -94,6 +102,10 @@ CASES: list[tuple[list[str], dict[str, str], int, str]] = [
     (["develop", "--arch-list", " "], {}, 2, "--arch-list is empty (' ')"),
     (["build"], {"MAX_JOBS": "junk"}, 2, "MAX_JOBS is not a positive whole number ('junk')"),
     (["build", "--wheel", "x"], {}, 2, "unrecognized arguments: --wheel x"),
+    (["build", "--project", "{misnamed}"], {}, 2,
+     "pyproject.toml has [tool.cuda_ext_farm], not [tool.cuda-ext-farm] (cuda_ext_farm): rename the table"),
+    (["matrix", "--project", "{misnamed}", "--config", "{misconf}"], {}, 2,
+     "farm.toml has [tool.cuda-ext-farms], not [tool.cuda-ext-farm] (cuda-ext-farms)"),
     (["build", "--project", "no-such-folder"], {}, 2,
      f"--project does not exist (no-such-folder): pass an existing path (a relative path is read from the folder "
      f"you ran in, {ROOT})"),
