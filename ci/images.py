@@ -72,6 +72,10 @@ def docker_cli() -> str:
     """
     chosen = env_path("FARM_DOCKER", kind="executable")
     if chosen:
+        if not _probe([chosen, "version", "--format", "{{.Client.Version}}"]).stdout.strip():
+            raise UsageError("FARM_DOCKER is not a usable docker client", chosen,
+                             f"`{chosen} version` must print the client's version: point FARM_DOCKER at a docker "
+                             "client, or unset it to use the one on PATH")
         return chosen
     candidates: list[Path] = []
     for folder in os.environ.get("PATH", "").split(os.pathsep):
@@ -306,7 +310,9 @@ def bootstrap_base(suite: str = DEBIAN_SUITE, mirror: str | None = None, *, forc
         raise ImageError("no Debian mirror found", "/etc/apt", "pass --mirror URL or set FARM_DEBIAN_MIRROR")
     with tempfile.TemporaryDirectory(prefix="farm-rootfs-") as tmp:
         rootfs = Path(tmp) / suite
-        proc.run(bootstrap_command(suite, rootfs, mirror))
+        proc.run(bootstrap_command(suite, rootfs, mirror), what=f"debootstrap of Debian {suite} failed",
+                 hint=f"from the mirror {mirror}: check that it serves {suite} (pass --mirror URL or set "
+                 "FARM_DEBIAN_MIRROR) and that this machine reaches it; debootstrap's output is above")
         # apt in the image should use the same mirror; nothing else is configured.
         # contrib/non-free: Debian's CUDA toolkit (nvidia-cuda-toolkit) lives in non-free.
         (rootfs / "etc/apt/sources.list").write_text(f"deb {mirror} {suite} main contrib non-free\n")

@@ -95,6 +95,7 @@ CASES: list[tuple[list[str], dict[str, str], int, str]] = [
     (["images"], {"FARM_DOCKER": "/nonexistent/docker"}, 2,
      "FARM_DOCKER does not point at an existing executable (/nonexistent/docker)"),
     (["base-image", "--suite", "buster"], {}, 2, "invalid choice: 'buster'"),
+    (["images"], {"FARM_DOCKER": "/bin/false"}, 2, "FARM_DOCKER is not a usable docker client (/bin/false)"),
     (["build-win"], {}, 3, "Windows builds need a Windows host with Visual Studio"),
     (["release", "--bogus"], {}, 2, "unrecognized arguments: --bogus"),
     # An explicit empty list is not "the defaults"; a junk MAX_JOBS is not ignored; no abbreviated options.
@@ -171,3 +172,19 @@ def test_nox_session_with_bad_input_fails_before_creating_anything(args: list[st
     # Validation came first: no session venv, no farm tool environment.
     assert not envdir.exists() or not any(envdir.iterdir())
     assert not (tmp_path / "cache").exists()
+
+
+def _engine_running() -> bool:
+    docker = shutil.which("docker")
+    return docker is not None and subprocess.run([docker, "info"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(shutil.which("debootstrap") is None or os.geteuid() != 0 or not _engine_running(),
+                    reason="debootstrap and a running Docker engine, as root (.ci/run installs and starts them)")
+def test_a_failed_debootstrap_names_the_suite_and_the_mirror(tmp_path: Path) -> None:
+    mirror = "http://127.0.0.1:9/debian"  # the discard port: refused at once
+    result = subprocess.run([sys.executable, "-m", "ci", "base-image", "--suite", "bullseye", "--mirror", mirror,
+                             "--force"], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "300"},
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+    check_output(result.stdout, result.returncode, 1, "debootstrap of Debian bullseye failed")
+    assert f"from the mirror {mirror}" in result.stdout.strip().splitlines()[-1]
