@@ -51,18 +51,22 @@ def relative_path_hint(command: Sequence[str], root: Path) -> str:
             f"instead of {found[0]}")
 
 
-#: Imports the package and exits non-zero (one line) unless it came from the environment: the interpreter's
-#: site-packages or a folder given after the module name. Standard library only; runs in any interpreter.
+#: Finds the module as `import` would and exits non-zero (one line) unless it comes from the environment: the
+#: interpreter's site-packages or a folder given after the module name. It locates without running the module
+#: (a top-level classic extension loads only after torch); standard library only, for any interpreter.
 ORIGIN_CHECK = """\
-import importlib, os, sys, sysconfig
+import importlib.util, os, sys, sysconfig
 name, extra = sys.argv[1], sys.argv[2:]
-module = importlib.import_module(name)
-where = os.path.realpath(getattr(module, "__file__", None) or next(iter(module.__path__)))
+spec = importlib.util.find_spec(name)
+if spec is None:
+    sys.exit(f"error: {name} is not importable in the environment under test: check [tool.cuda-ext-farm] import-name")
+where = os.path.realpath(spec.origin if spec.has_location and spec.origin else
+                         next(iter(spec.submodule_search_locations or ["?"])))
 allowed = [os.path.realpath(p) for p in {sysconfig.get_paths()[k] for k in ("purelib", "platlib")} | set(extra)]
 if not any(where == a or where.startswith(a + os.sep) for a in allowed):
-    sys.exit(f"error: {name} was imported from {where}, not from the installed wheel ({', '.join(allowed)}): "
+    sys.exit(f"error: {name} would be imported from {where}, not from the installed wheel ({', '.join(allowed)}): "
              "a source folder shadows it; run the tests from another folder and name paths with {project}")
-print(f"{name} imported from the installed wheel: {where}")
+print(f"{name} comes from the installed wheel: {where}")
 """
 
 

@@ -31,6 +31,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ci import commands, fsutil, options, proc
@@ -235,7 +236,8 @@ def run_gpu_lanes(target: Target, subject: Subject, *, ptx: Subject | None, lane
         table.add_column(col)
     for r in results:
         style = "green" if r.status == "passed" else ("red" if r.status == "failed" else "yellow")
-        table.add_row(r.lane, str(r.passed), str(r.failed), str(r.skipped), f"[{style}]{r.status}[/]", r.detail)
+        table.add_row(r.lane, str(r.passed), str(r.failed), str(r.skipped), f"[{style}]{r.status}[/]",
+                      escape(r.detail))
     console.print(table)
     fsutil.atomic_write_json(out / "summary.json", {"target": target.id, "environment": info,
                                                     "lanes": [dataclasses.asdict(r) for r in results]})

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from ci.errors import CommandFailed, Interrupted, MissingRequirement
 
@@ -55,7 +56,8 @@ def format_command(cmd: Sequence[str | Path], env: Mapping[str, str] | None = No
 
 
 def log_command(cmd: Sequence[str | Path], env: Mapping[str, str] | None = None, cwd: Path | None = None) -> None:
-    console.print(f"[bold cyan]$[/] {format_command(cmd, env, cwd)}", soft_wrap=True, markup=True)
+    # The replayable line is printed as is: brackets in it (a Python snippet, a TOML table name) are not markup.
+    console.print(f"[bold cyan]$[/] {escape(format_command(cmd, env, cwd))}", soft_wrap=True, markup=True)
 
 
 # --- signals ---------------------------------------------------------------------------------

@@ -29,13 +29,13 @@ def test_the_origin_check_fails_when_the_source_folder_shadows_the_wheel(tmp_pat
     shadowed = subprocess.run(commands.origin_check(sys.executable, "flatpkg", installed), cwd=project, env=env,
                               capture_output=True, text=True)
     assert shadowed.returncode == 1
-    assert f"flatpkg was imported from {project / 'flatpkg' / '__init__.py'}, not from the installed wheel" \
+    assert f"flatpkg would be imported from {project / 'flatpkg' / '__init__.py'}, not from the installed wheel" \
         in shadowed.stderr
     with commands.scratch_folder() as scratch:
         clean = subprocess.run(commands.origin_check(sys.executable, "flatpkg", installed), cwd=scratch, env=env,
                                capture_output=True, text=True)
     assert clean.returncode == 0, clean.stderr
-    assert clean.stdout.strip() == f"flatpkg imported from the installed wheel: {installed / 'flatpkg' / '__init__.py'}"
+    assert clean.stdout.strip() == f"flatpkg comes from the installed wheel: {installed / 'flatpkg' / '__init__.py'}"
 
 
 def test_the_gpu_lanes_run_commands_outside_the_project(tmp_path: Path) -> None:
@@ -49,7 +49,7 @@ def test_the_gpu_lanes_run_commands_outside_the_project(tmp_path: Path) -> None:
     assert lane.status == "passed", lane
     assert gpu.run_origin(subject, "flatpkg").status == "passed"
     missing = gpu.run_origin(subject, "no_such_module_anywhere")
-    assert missing.status == "failed" and "No module named 'no_such_module_anywhere'" in missing.detail
+    assert missing.status == "failed" and "no_such_module_anywhere is not importable" in missing.detail
 
 
 def test_project_placeholder_and_the_interpreter_under_test(tmp_path: Path) -> None:
@@ -72,3 +72,12 @@ def test_a_relative_path_in_a_failed_command_gets_the_placeholder_hint(tmp_path:
     (tmp_path / "tests" / "run.py").write_text("")
     got = commands.relative_path_hint(command, tmp_path)
     assert (hint in got) if hint else got == ""
+
+
+def test_a_logged_command_keeps_its_brackets() -> None:
+    """The replayable line of the origin check (and any [tool.cuda-ext-farm] text) is not rich markup."""
+    from ci import proc
+
+    with proc.console.capture() as captured:
+        proc.log_command(["python", "-c", "d[k] [tool.cuda-ext-farm.commands]"])
+    assert "'d[k] [tool.cuda-ext-farm.commands]'" in captured.get()
