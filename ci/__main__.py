@@ -58,7 +58,8 @@ def cmd_matrix(args: argparse.Namespace) -> int:
             msvc = f"{cell.windows.msc_ver[0]}-{cell.windows.msc_ver[1] - 1}"
         else:
             toolkit_src, compiler, msvc = cell.toolkit.kind, cell.host_compiler, "-"
-        table.add_row(t.id, t.torch, t.python, cell.cuda + (" (release)" if cell.release else ""), toolkit_src,
+        python = f"{t.python} (abi3 >= {t.oldest_python})" if t.abi3 else t.python  # build Python, and the floor
+        table.add_row(t.id, t.torch, python, cell.cuda + (" (release)" if cell.release else ""), toolkit_src,
                       f"{' '.join(cell.sass_archs)} / {cell.ptx_arch}", compiler, msvc,
                       cell.base_image if t.os == "linux" else "windows runner")
     console.print(table)

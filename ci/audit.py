@@ -2,8 +2,11 @@
 
 Each check is reported separately; a build publishes its wheel only when all pass.
 
-* ``wheel-tag``: ``cpXY-abi3`` for abi3 targets, ``cpXY-cpXY`` for per-Python
-  ones, and a manylinux platform tag (auditwheel repaired it);
+* ``wheel-tag``: ``cpXY-cpXY`` for per-Python targets; for abi3 ones ``cpXY-abi3``
+  whose floor XY is at or below the target's (requires-python's lower bound, else
+  the build Python): an older floor serves every CPython the target does, a newer
+  one would not install on Pythons the project promises (or on the build Python);
+  and a manylinux platform tag (auditwheel repaired it);
 * ``module-suffix``: extension modules are named for that ABI (``.abi3.so``);
 * ``metadata``: a classic wheel pins torch to the release it was built against
   and carries the target's local version (``+pt211cu130``);
@@ -36,7 +39,7 @@ from pathlib import Path
 
 from ci import matrix, proc, symbols, wheelmeta
 from ci.errors import AuditFailed
-from ci.targets import Target
+from ci.targets import Target, declared_floor
 
 SYSTEM_LIBRARIES = frozenset(
     {
@@ -251,21 +254,65 @@ def check_archs(sass: Sequence[str], ptx: Sequence[str], want_sass: Sequence[str
 
 
 def expected_prefix(target: Target | None, python: str) -> str:
-    tag = "cp" + python.replace(".", "")
-    if target is None or target.abi3:
-        return f"{tag}-abi3"
-    return f"{tag}-{tag}"
+    """The interpreter-abi tag the target's id names (``python``: without a target, the abi3 floor)."""
+    if target is not None:
+        return target.wheel_tag_prefix
+    return _cp(python) + "-abi3"
+
+
+def _cp(python: str) -> str:
+    return "cp" + python.replace(".", "")
+
+
+def _abi3_floor_of(prefix: str) -> str | None:
+    """``cp39-abi3`` -> ``3.9``; None for any other interpreter-abi pair."""
+    interpreter, _, abi = prefix.partition("-")
+    digits = interpreter.removeprefix("cp")
+    if abi != "abi3" or not interpreter.startswith("cp3") or not digits.isdigit() or len(digits) < 2:
+        return None
+    return f"{digits[0]}.{digits[1:]}"
+
+
+def _limited_api_fix(python: str) -> str:
+    minor = int(python.split(".")[1])
+    return f'build with -DPy_LIMITED_API=0x03{minor:02X}0000 and bdist_wheel py_limited_api = "{_cp(python)}"'
+
+
+def check_wheel_tag(tags: Sequence[str], target: Target | None) -> Check:
+    """The ``wheel-tag`` check (Linux and Windows audits): the interpreter-abi part of every tag."""
+    prefixes = sorted({"-".join(t.split("-")[:2]) for t in tags})
+    shown = f"tags {', '.join(tags)}"
+    if target is not None and not target.abi3:
+        want = target.wheel_tag_prefix
+        return Check("wheel-tag", prefixes == [want],
+                     shown + ("" if prefixes == [want] else f"; expected {want} for this target"))
+    floor = target.oldest_python if target else matrix.PYTHON_LIMITED_API
+    requires = target.project.requires_python if target else None
+    declared = declared_floor(requires)
+    why = f"requires-python {requires}" if declared else f"the target's oldest CPython {floor}"
+    floors = [_abi3_floor_of(p) for p in prefixes]
+    if not floors or None in floors:
+        return Check("wheel-tag", False, f"{shown}; expected {_cp(floor)}-abi3 ({why}) or an older cpXY-abi3")
+    wheel = min((f for f in floors if f), key=matrix.version_key)
+    shown += f"; abi3 floor {_cp(wheel)} ({why})"
+    if matrix.version_key(wheel) <= matrix.version_key(floor):
+        return Check("wheel-tag", True, shown)
+    build = target.python if target else floor
+    if matrix.version_key(wheel) > matrix.version_key(build):
+        where = f"the build Python {build}" if target else f"the farm's default floor {build}"
+        return Check("wheel-tag", False, f"{shown}: above {where}, so pip would never install it there; "
+                                         f"{_limited_api_fix(floor)}")
+    last_refused = f"3.{int(wheel.split('.')[1]) - 1}"
+    refused = floor if last_refused == floor else f"{floor} to {last_refused}"
+    return Check("wheel-tag", False, f"{shown}: above {_cp(floor)}, so it would not install on CPython {refused}, "
+                                     f"which {why} promises; {_limited_api_fix(floor)}")
 
 
 def check_tags(wheel: Path, target: Target | None) -> tuple[tuple[str, ...], list[Check]]:
     parsed = wheelmeta.parse_name(wheel)
-    python = target.python if target else matrix.PYTHON_LIMITED_API
-    want = expected_prefix(target, python)
-    prefixes = sorted({"-".join(t.split("-")[:2]) for t in parsed.tags})
     manylinux = all(p.startswith("manylinux") for p in parsed.platforms)
     return parsed.tags, [
-        Check("wheel-tag", prefixes == [want], f"tags {', '.join(parsed.tags)}"
-              + ("" if prefixes == [want] else f"; expected {want} for this target")),
+        check_wheel_tag(parsed.tags, target),
         Check("manylinux", manylinux, f"platform {', '.join(parsed.platforms)}"
               + ("" if manylinux else "; not repaired by auditwheel")),
     ]

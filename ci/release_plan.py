@@ -136,7 +136,7 @@ def plan(config: ProjectConfig, built: Sequence[Built], sdist: Path | None, *, t
         files.append(ReleaseFile(
             name=item.wheel.name, sha256=wheelmeta.sha256_file(item.wheel), size=item.wheel.stat().st_size,
             kind="wheel", pypi=on_pypi, pypi_reason=why, target=target.id, os=target.os, variant=target.variant,
-            cuda=target.cell.cuda, torch=target.torch, python=target.python, tags=parsed.tags,
+            cuda=target.cell.cuda, torch=target.torch, python=target.oldest_python, tags=parsed.tags,
             requires_python=_requires_python(item.wheel),
             checks=tuple(sorted((checks or {}).get(item.wheel.name, {}).items())),
         ))

@@ -9,7 +9,9 @@ platform. Its ``id`` names every axis::
 
 and everything a build writes is keyed by it: the wheelhouse folder, the report,
 the staging and build folders, the lock, nox session arguments, workflow jobs.
-Two targets never share a path.
+Two targets never share a path. An abi3 id names the wheel's floor, the oldest
+CPython it installs on (requires-python's lower bound, else the target's lowest
+Python), not ``Target.python``, the CPython that builds it.
 
 A project's targets are the farm's universe (``ci/matrix.py``) filtered by the
 project's configuration (``ci/project.py``):
@@ -29,7 +31,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 
-from packaging.version import Version
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
 
 from ci import matrix
 from ci.errors import UsageError
@@ -48,11 +51,14 @@ class Target:
     cell: matrix.Cell
     #: The exact torch version the wheel is built against (``2.11.0``).
     torch: str
-    #: The CPython used for the build; for abi3 wheels also the oldest supported one.
+    #: The CPython used for the build (for abi3 wheels the oldest the project allows that torch has wheels for).
     python: str
     os: str = "linux"
     #: A CPU-only build (no toolkit, no CUDA code): ``--cpu``.
     cpu: bool = False
+    #: abi3 only: the oldest CPython the wheel installs on (its ``cpXY-abi3`` tag); None: ``python``.
+    #: Kept apart from ``python`` because a ``Py_LIMITED_API=0x03090000`` wheel built with 3.12 is a cp39 wheel.
+    abi3_floor: str | None = None
 
     @property
     def abi3(self) -> bool:
@@ -63,15 +69,20 @@ class Target:
         return matrix.minor_of(self.torch)
 
     @property
+    def oldest_python(self) -> str:
+        """The oldest CPython the wheel serves: the abi3 floor, else the build Python."""
+        return (self.abi3_floor or self.python) if self.abi3 else self.python
+
+    @property
     def python_tag(self) -> str:
-        """``cp312`` or ``cp310abi3`` (the id's spelling)."""
-        tag = "cp" + self.python.replace(".", "")
+        """``cp312`` or ``cp310abi3`` (the id's spelling; abi3: the floor, not the build Python)."""
+        tag = "cp" + self.oldest_python.replace(".", "")
         return tag + "abi3" if self.abi3 else tag
 
     @property
     def wheel_tag_prefix(self) -> str:
         """The interpreter-abi part of the wheel tag: ``cp310-abi3`` or ``cp312-cp312``."""
-        tag = "cp" + self.python.replace(".", "")
+        tag = "cp" + self.oldest_python.replace(".", "")
         return f"{tag}-abi3" if self.abi3 else f"{tag}-{tag}"
 
     @property
@@ -124,6 +135,7 @@ class Target:
             "torch": self.torch,
             "torch_pin": self.torch_pin,
             "python": self.python,
+            "abi3_floor": self.oldest_python if self.abi3 else None,
             "wheel_tag": f"{self.wheel_tag_prefix}-{self.platform}",
             "local_version": self.local_version,
             "os": self.os,
@@ -192,6 +204,33 @@ def _cells_for(config: ProjectConfig, cuda_major: int | None) -> list[matrix.Cel
     return [matrix.with_arch_list(c, config.cuda_archs) for c in unique.values()]
 
 
+def declared_floor(requires_python: SpecifierSet | None) -> str | None:
+    """The oldest CPython minor ``requires-python`` admits, read from its lower bound (``>=3.9`` and ``>3.9``
+    give ``3.9``: 3.9.1 is admitted); None when it has no lower bound."""
+    bounds: list[tuple[int, int]] = []
+    for spec in requires_python or ():
+        if spec.operator not in (">=", ">", "~=", "=="):
+            continue
+        try:
+            version = Version(spec.version.removesuffix(".*"))
+        except InvalidVersion:
+            continue
+        bounds.append((version.major, version.minor))
+    if not bounds:
+        return None
+    major, minor = max(bounds)
+    return f"{major}.{minor}"
+
+
+def abi3_floor(config: ProjectConfig, python: str) -> str:
+    """The floor of an abi3 target built with ``python``: what requires-python declares, else ``python``.
+
+    ``python`` satisfies requires-python, so the declared floor is never above it; ``min`` keeps that so.
+    """
+    declared = declared_floor(config.requires_python)
+    return python if declared is None else min(declared, python, key=matrix.version_key)
+
+
 def _abi3_python(config: ProjectConfig, candidates: Sequence[str]) -> str:
     allowed = [p for p in _sorted_versions(candidates) if _python_allowed(config, p)]
     if not allowed:
@@ -212,7 +251,7 @@ def targets_for(config: ProjectConfig, os: str = "linux") -> tuple[Target, ...]:
         python = _abi3_python(config, all_pythons)
         for cell in _cells_for(config, None):
             matrix.validate(cell)
-            targets.append(Target(config, cell, cell.torch, python, os))
+            targets.append(Target(config, cell, cell.torch, python, os, abi3_floor=abi3_floor(config, python)))
     else:
         for release in torch_releases(config):
             cells = _cells_for(config, release.cuda_major)
@@ -234,9 +273,10 @@ def targets_for(config: ProjectConfig, os: str = "linux") -> tuple[Target, ...]:
             if not pythons:
                 continue
             chosen = [_abi3_python(config, pythons)] if config.python_abi == "abi3" else pythons
+            floor = abi3_floor(config, chosen[0]) if config.python_abi == "abi3" else None
             for cell in cells:
                 for python in chosen:
-                    targets.append(Target(config, cell, release.version, python, os))
+                    targets.append(Target(config, cell, release.version, python, os, abi3_floor=floor))
     if not targets:
         raise TargetError(f"the configuration of {config.name} selects no build", config.source,
                           "check torch, python and cuda in [tool.cuda-ext-farm]")
@@ -276,13 +316,15 @@ def select(config: ProjectConfig, selection: Selection, os: str = "linux") -> tu
                     or (cuda_major_only and t.cell.cuda_major == cell.cuda_major and t.cell.release)]
         if not matching and config.abi == "stable":
             # Any toolkit of the universe may build a stable-ABI project, listed or not.
-            matching = [Target(config, matrix.with_arch_list(cell, config.cuda_archs), cell.torch,
-                               chosen[0].python if chosen else matrix.PYTHON_LIMITED_API, os)]
+            python = chosen[0].python if chosen else matrix.PYTHON_LIMITED_API
+            matching = [Target(config, matrix.with_arch_list(cell, config.cuda_archs), cell.torch, python, os,
+                               abi3_floor=chosen[0].abi3_floor if chosen else abi3_floor(config, python))]
         if not matching:
             raise TargetError(f"{config.name} has no target for CUDA", selection.cuda,
                               f"its CUDA cells are {', '.join(sorted({t.cell.cuda for t in chosen}))}")
         chosen = matching
     if selection.torch:
+        chosen = _cells_of_torch(config, chosen, matrix.get_torch(selection.torch), bool(selection.cuda))
         if config.abi == "stable":
             release = matrix.get_torch(selection.torch)
             chosen = [dataclasses.replace(t, torch=release.version) for t in chosen]
@@ -298,9 +340,11 @@ def select(config: ProjectConfig, selection: Selection, os: str = "linux") -> tu
             chosen = matching
     if selection.python:
         if config.python_abi == "abi3":
-            if matrix.version_key(selection.python) < matrix.version_key(chosen[0].python):
-                raise TargetError(f"{config.name} builds abi3 wheels for CPython {chosen[0].python} and newer",
-                                  selection.python, f"pick {chosen[0].python} or newer")
+            # --python asks for a wheel that serves that CPython: any at or above the abi3 floor.
+            oldest = chosen[0].oldest_python
+            if matrix.version_key(selection.python) < matrix.version_key(oldest):
+                raise TargetError(f"{config.name} builds abi3 wheels for CPython {oldest} and newer",
+                                  selection.python, f"pick {oldest} or newer")
         else:
             matching = [t for t in chosen if t.python == selection.python]
             if not matching:
@@ -310,6 +354,23 @@ def select(config: ProjectConfig, selection: Selection, os: str = "linux") -> tu
     if selection.arch_list:
         chosen = [dataclasses.replace(t, cell=matrix.with_arch_list(t.cell, selection.arch_list)) for t in chosen]
     return tuple(chosen)
+
+
+def _cells_of_torch(config: ProjectConfig, chosen: Sequence[Target], release: matrix.TorchRelease,
+                    cuda_asked: bool) -> list[Target]:
+    """``chosen`` narrowed to the cells of ``release``'s CUDA major: a torch release brings its CUDA, so
+    ``--torch 2.11`` alone means its CUDA 13 cells (an explicit ``--cuda`` is left for validate to judge)."""
+    if cuda_asked:
+        return list(chosen)
+    matching = [t for t in chosen if t.cell.cuda_major == release.cuda_major]
+    if not matching:
+        raise TargetError(
+            f"torch {release.minor} is built with CUDA {release.cuda}, but none of the cells selected for "
+            f"{config.name} has CUDA {release.cuda_major}", release.minor,
+            f"its cells are {', '.join(sorted({t.cell.name for t in chosen}))}: pick a torch built for their CUDA "
+            f"major, or add a CUDA {release.cuda_major} cell to [tool.cuda-ext-farm] cuda",
+        )
+    return matching
 
 
 def default_target(config: ProjectConfig, os: str = "linux", prefer_python: str | None = None) -> Target:

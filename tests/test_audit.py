@@ -128,3 +128,12 @@ def test_wheel_with_build_machine_rpath_is_rejected(built_wheel: Path, tmp_path:
     with pytest.raises(errors.AuditFailed) as info:
         audit.raise_for_failures(result)
     assert "build-machine paths" in info.value.details
+
+
+def test_wheel_tag_without_a_target_accepts_the_default_floor_or_older() -> None:
+    def check(prefix: str) -> audit.Check:
+        return audit.check_tags(Path(f"x-1.0-{prefix}-manylinux_2_28_x86_64.whl"), None)[1][0]
+
+    assert check("cp310-abi3").ok and check("cp39-abi3").ok
+    assert not check("cp311-abi3").ok and "above the farm's default floor 3.10" in check("cp311-abi3").detail
+    assert not check("cp310-cp310").ok

@@ -2,10 +2,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
-from ci import matrix
+from ci import cli, matrix, options, project, targets
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_release_cell_is_found_by_version_name_and_major() -> None:
@@ -77,3 +80,42 @@ def test_torch_releases_are_looked_up_by_minor_or_patch() -> None:
     assert matrix.get_torch("2.11.0+cu130").version == "2.11.0"
     versions = [r.version for r in matrix.TORCH_RELEASES]
     assert versions == sorted(versions, key=matrix.version_key)
+
+
+# --- a torch release selects the cells of its own CUDA major (issue 19) ---------------------------------
+
+
+def _stable_project(tmp_path: Path, cuda: str) -> project.ProjectConfig:
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "st"\nversion = "1"\nrequires-python = ">=3.10"\n\n'
+        f'[tool.cuda-ext-farm]\nabi = "stable"\ncuda = {cuda}\n')
+    (tmp_path / "setup.py").write_text("")
+    return project.load(tmp_path)
+
+
+@pytest.mark.parametrize(("torch", "cells"), [("2.13", ["cu130", "cu132", "cu135"]), ("2.10", ["cu124"])])
+def test_torch_alone_selects_the_cells_of_its_cuda_major(torch: str, cells: list[str]) -> None:
+    chosen = targets.select(project.load(ROOT), targets.Selection(torch=torch))
+    assert [t.cell.name for t in chosen] == cells
+    assert {t.torch for t in chosen} == {matrix.get_torch(torch).version}
+
+
+def test_build_with_torch_and_python_picks_a_cell_it_can_build() -> None:
+    args = cli.session_args("build", ["--project", str(ROOT), "--torch", "2.13", "--python", "3.11"])
+    (target,) = options.resolve(args)
+    assert (target.cell.name, target.torch) == ("cu130", "2.13.0")
+
+
+def test_torch_without_a_cell_of_its_cuda_major_names_the_torch_and_the_cells(tmp_path: Path) -> None:
+    config = _stable_project(tmp_path, '["13.0", "13.2"]')
+    with pytest.raises(targets.TargetError) as info:
+        targets.select(config, targets.Selection(torch="2.10"))
+    line = info.value.line()
+    assert "\n" not in line
+    assert line.startswith("error: torch 2.10 is built with CUDA 12.8, but none of the cells selected for st has "
+                           "CUDA 12 (2.10): its cells are cu130, cu132: ")
+
+
+def test_an_explicit_cuda_of_another_major_is_still_refused() -> None:
+    with pytest.raises(matrix.MatrixError, match=r"CUDA 12.4 cannot be paired with torch 2.11.0"):
+        targets.select(project.load(ROOT), targets.Selection(torch="2.11", cuda="12.4"))

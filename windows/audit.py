@@ -43,6 +43,7 @@ from ci.audit import (
     _matches,
     check_archs,
     check_metadata,
+    check_wheel_tag,
     expected_prefix,
     no_cuda_code_advice,
     parse_cuobjdump,
@@ -249,13 +250,9 @@ def check_exports(info: pe.PeInfo, lib: str, exports: _Exports, target: Target |
 
 def check_tags(wheel: Path, target: Target | None) -> tuple[tuple[str, ...], list[Check]]:
     parsed = wheelmeta.parse_name(wheel)
-    python = target.python if target else matrix.PYTHON_LIMITED_API
-    want = expected_prefix(target, python)
-    prefixes = sorted({"-".join(t.split("-")[:2]) for t in parsed.tags})
     windows = list(parsed.platforms) == ["win_amd64"]
     return parsed.tags, [
-        Check("wheel-tag", prefixes == [want], f"tags {', '.join(parsed.tags)}"
-              + ("" if prefixes == [want] else f"; expected {want} for this target")),
+        check_wheel_tag(parsed.tags, target),  # one rule for Linux and Windows (abi3 floors included)
         Check("win-platform", windows, f"platform {', '.join(parsed.platforms)}"
               + ("" if windows else "; expected win_amd64")),
     ]
