@@ -423,11 +423,40 @@ def parse_arch_list(value: str) -> tuple[tuple[str, ...], str | None]:
     return tuple(archs), ptx
 
 
+#: The architectures nvcc compiles, oldest and newest, by toolkit (major.minor prefix): CUDA 13 dropped
+#: everything before Turing; 12.8 added Blackwell (10.0, 12.0) and 12.9 the 10.3/12.1 parts.
+ARCH_RANGES: tuple[tuple[str, tuple[str, str]], ...] = (
+    ("13.", ("7.5", "12.1")),
+    ("12.9", ("5.0", "12.1")),
+    ("12.8", ("5.0", "12.0")),
+    ("12.", ("5.0", "9.0")),
+)
+
+
+def _arch_key(arch: str) -> tuple[int, int]:
+    major, minor = arch.split(".")
+    return int(major), int(minor.rstrip("af"))
+
+
+def supported_archs(cuda: str) -> tuple[str, str] | None:
+    """The oldest and newest architecture ``cuda``'s nvcc compiles (None: not known to the farm)."""
+    return next((r for prefix, r in ARCH_RANGES if cuda.startswith(prefix)), None)
+
+
 def with_arch_list(cell: Cell, value: str | None) -> Cell:
-    """Return ``cell`` with its architectures overridden by ``value`` (if given)."""
+    """Return ``cell`` with its architectures overridden by ``value`` (if given); an architecture the cell's
+    nvcc cannot compile is refused here, before anything runs, not by the compiler after minutes of work."""
     if not value:
         return cell
     archs, ptx = parse_arch_list(value)
+    known = supported_archs(cell.cuda)
+    if known:
+        low, high = known
+        outside = [a for a in archs if not _arch_key(low) <= _arch_key(a) <= _arch_key(high)]
+        if outside:
+            raise MatrixError(f"architecture not supported by CUDA {cell.cuda}", outside[0],
+                              f"CUDA {cell.cuda} compiles {low} to {high}: pick architectures in that range "
+                              "(or another CUDA cell with --cuda)")
     return dataclasses.replace(cell, sass_archs=archs, ptx_arch=ptx or archs[-1])
 
 
