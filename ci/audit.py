@@ -319,21 +319,25 @@ def check_tags(wheel: Path, target: Target | None) -> tuple[tuple[str, ...], lis
 
 
 def check_metadata(wheel: Path, target: Target) -> Check:
+    """The target's local label is the first segment of the wheel's local version, the project's own local
+    segments (setuptools-scm's ``g<hash>``) may follow (ci/wheelmeta.py merge_local); a classic wheel pins torch."""
     parsed = wheelmeta.parse_name(wheel)
     meta = wheelmeta.read_metadata(wheel)
     requires = meta.get("Requires-Dist", [])
     torch_reqs = [r for r in requires if r.split(";")[0].strip().lower().replace("_", "-").startswith("torch")
                   and r.split(";")[0].strip()[5:6] in ("", " ", "=", "<", ">", "!", "~", "(")]
     local = parsed.version.local or ""
+    label_ok = wheelmeta.local_matches(local, target.local_version)
     if target.torch_pin is None:
-        ok = local == target.local_version
-        want = f"+{target.local_version}" if target.local_version else "no local version"
-        return Check("metadata", ok, f"version {parsed.version}, requires {', '.join(torch_reqs) or 'no torch'}"
-                     + ("" if ok else f"; a stable-ABI wheel of {target.variant} carries {want}"))
-    ok = local == target.local_version and target.torch_pin in [r.replace(" ", "") for r in torch_reqs]
+        want = (f"+{target.local_version} (then the project's own local segments, if any)" if target.local_version
+                else "no farm label (pt…/cu…/cpu) in its local version")
+        return Check("metadata", label_ok, f"version {parsed.version}, requires {', '.join(torch_reqs) or 'no torch'}"
+                     + ("" if label_ok else f"; a stable-ABI wheel of {target.variant} carries {want}"))
+    ok = label_ok and target.torch_pin in [r.replace(" ", "") for r in torch_reqs]
     return Check("metadata", ok,
                  f"version {parsed.version}, requires {', '.join(torch_reqs) or 'no torch'}"
-                 + ("" if ok else f"; expected +{target.local_version} and {target.torch_pin}"))
+                 + ("" if ok else f"; expected +{target.local_version} (then the project's own local segments, "
+                    f"if any) and {target.torch_pin}"))
 
 
 def run_abi3audit(wheel: Path) -> Check:

@@ -132,6 +132,32 @@ def reproducible_env(source: Path, epoch: str | None, seed: str) -> dict[str, st
     return env
 
 
+#: The variable setuptools-scm takes the version from instead of asking git.
+SCM_PRETEND = "SETUPTOOLS_SCM_PRETEND_VERSION"
+
+
+def uses_setuptools_scm(target: Target) -> bool:
+    """Whether the project's [build-system] requires setuptools-scm (its version comes from git tags)."""
+    return any(envs.requirement_name(r) == "setuptools-scm" for r in target.project.build_requires)
+
+
+def scm_version_env(root: Path, python: Path) -> dict[str, str]:
+    """setuptools-scm reads the version from git, but the farm builds a copy of the project's files without
+    ``.git``: ask setuptools-scm (the build environment's) in the project's own folder, where its tags, its
+    dirty state and its ``[tool.setuptools_scm]`` settings are (and the user's own
+    SETUPTOOLS_SCM_PRETEND_VERSION[_FOR_<NAME>] still win), and hand the answer to the build of the copy."""
+    # GIT_OPTIONAL_LOCKS=0: `git status` does not refresh the checkout's index (a read-only checkout builds).
+    out = proc.run([python, "-m", "setuptools_scm"], env={"GIT_OPTIONAL_LOCKS": "0"}, cwd=root, capture=True,
+                   check=False, log=False)
+    lines = out.stdout.strip().splitlines()
+    if out.returncode != 0 or not lines:
+        proc.console.print((out.stdout + out.stderr).rstrip()[-3000:], markup=False)
+        raise UsageError("setuptools-scm found no version in the project's folder", root,
+                         "build from a git checkout with a version tag (git tag v0.1.0), give [tool.setuptools_scm] "
+                         f"a fallback_version, or set {SCM_PRETEND}")
+    return {SCM_PRETEND: lines[-1].strip()}
+
+
 def git_commit(root: Path) -> str:
     out = proc.run(["git", "rev-parse", "HEAD"], cwd=root, capture=True, check=False, log=False)
     return out.stdout.strip() if out.returncode == 0 else "unknown"
@@ -211,6 +237,9 @@ def build(target: Target, outputs: publish.Outputs, *, max_jobs: int | None = No
             epoch = source_date_epoch(target.project.root)
             build_env = compiler_env(target, tk, cpu=cpu, max_jobs=max_jobs)
             build_env |= reproducible_env(source, epoch, target.id)
+            if uses_setuptools_scm(target):
+                build_env |= scm_version_env(target.project.root, env.python)
+                proc.console.print(f"version {build_env[SCM_PRETEND]} (setuptools-scm, in {target.project.root})")
             proc.run(cmd, env=build_env, cwd=source, what=f"the wheel build of {target.id} failed",
                      hint="the compiler output above shows the failing file and line; nothing was written "
                      "to the wheelhouse")

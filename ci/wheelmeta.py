@@ -7,6 +7,13 @@ wheel, not the project: ``Requires-Dist: torch==2.11.*`` and the local version
 ``+pt211cu130`` (so the builds for several torch releases of one version coexist
 on an index, and pip's resolver picks the one that matches the installed torch).
 
+A project's own local version (setuptools-scm's ``+g<hash>`` between tags, ``.d<date>`` for a dirty tree)
+is merged, not dropped: PEP 440 local segments joined by ``.``, the farm's label first
+(``1.4.1.dev1+pt211cu130.g1a2b3c4``). First, because it is the part that tells the wheels of one version
+apart (one per torch and variant) and so it stays where every tool and the audit find it; the project's
+segments follow unchanged, and a segment equal to the label is not written twice (rewriting a farm wheel
+again gives the same name).
+
 The archive is rewritten with sorted entries, fixed timestamps
 (``SOURCE_DATE_EPOCH``) and normalised permissions, and the ``RECORD`` is
 regenerated. ``wheel`` (the package) retags wheels but does not edit METADATA;
@@ -139,13 +146,34 @@ def _set_requirements(metadata: str, torch_pin: str | None, version: str) -> str
     return "\n".join(out) + (sep + body if sep else "\n")
 
 
+#: The form of the farm's local labels: ``pt211cu130``, ``pt211cpu`` (classic), ``cu124`` (stable-ABI variants).
+FARM_LABEL = re.compile(r"^(pt\d+)?(cu\d+|cpu)$")
+
+
+def merge_local(label: str, own: str) -> str:
+    """The local version of a farm wheel: the farm's ``label`` first, then the project's ``own`` local
+    segments (PEP 440: ``.``-separated; a segment equal to the label is dropped, so merging is idempotent)."""
+    segments = [s for s in own.split(".") if s and s != label]
+    return ".".join([label, *segments] if label else segments)
+
+
+def local_matches(local: str, label: str) -> bool:
+    """Whether a wheel's local version ``local`` carries the target's ``label`` as the farm writes it: the
+    label as the first segment and nowhere else; with no label, a first segment that is no farm label."""
+    segments = local.split(".") if local else []
+    if label:
+        return segments[:1] == [label] and label not in segments[1:]
+    return not segments or not FARM_LABEL.match(segments[0])
+
+
 def rewrite(wheel: Path, outdir: Path, *, local_version: str = "", torch_pin: str | None = None,
             epoch: int | None = None) -> Path:
-    """Write ``wheel`` again into ``outdir``: new local version / torch pin, deterministic archive
-    (entry times from ``epoch``, else SOURCE_DATE_EPOCH, else 1980)."""
+    """Write ``wheel`` again into ``outdir``: the farm's local label merged with the wheel's own local version
+    (:func:`merge_local`), torch pin, deterministic archive (entry times from ``epoch``, else
+    SOURCE_DATE_EPOCH, else 1980)."""
     parsed = parse_name(wheel)
-    base = str(parsed.version).split("+")[0]
-    version = f"{base}+{local_version}" if local_version else str(parsed.version)
+    local = merge_local(local_version, parsed.version.local or "")
+    version = f"{parsed.version.public}+{local}" if local else parsed.version.public
     epoch = max(epoch, ZIP_EPOCH) if epoch is not None else source_date_epoch()
     date_time = time.gmtime(epoch)[:6]
     with open_wheel(wheel) as zf:
