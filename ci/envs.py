@@ -32,6 +32,8 @@ from ci.targets import Target
 #: The tools every build environment has, hash-pinned in ci/requirements/build.txt (the project's own
 #: [build-system] requires come on top).
 BUILD_TOOLS_LOCK = "build"
+#: The .pth file that layers an environment on another one's packages.
+BASE_PTH = "_farm_base_env.pth"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +57,14 @@ class PythonEnv:
         out = proc.run([self.python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
                        capture=True, log=False).stdout
         return out.strip()
+
+    def visible_sites(self) -> list[Path]:
+        """Its own site-packages, then those of the environments it is layered on (``_farm_base_env.pth``),
+        in order: a venv layered on this one must name them all (a .pth line adds a folder, not its .pth)."""
+        own = self.site_packages()
+        pth = own / BASE_PTH
+        layered = [Path(line) for line in pth.read_text().split("\n") if line.strip()] if pth.is_file() else []
+        return [own, *layered]
 
 
 def find_interpreter(version: str, env: Mapping[str, str] | None = None) -> Path:
@@ -149,9 +159,40 @@ def build_env(python: str, torch_requirement: str | None, extra: Sequence[str] =
     requirements (those the farm's lock already holds are not installed twice)."""
     locked = set(pins.pinned_in(pins.lock_path(BUILD_TOOLS_LOCK)))
     own = [r for r in extra if requirement_name(r) not in locked]
-    reqs = list(dict.fromkeys([*([torch_requirement] if torch_requirement else []), *own]))
     name = "build-" + (torch_requirement.split(",")[0].replace("==", "") if torch_requirement else "notorch")
-    return ensure_env(name, python, reqs, locks=(BUILD_TOOLS_LOCK,))
+    base = ensure_env(name, python, [torch_requirement] if torch_requirement else [], locks=(BUILD_TOOLS_LOCK,))
+    own = [r for r in dict.fromkeys(own) if requirement_name(r) != "torch"]
+    return layered_env(base, name, python, own) if own else base
+
+
+def layered_env(base: PythonEnv, name: str, python: str, requirements: Sequence[str]) -> PythonEnv:
+    """A small venv holding ``requirements`` over ``base``'s packages (a .pth file), so a project's own build
+    requirements (scikit-build-core, setuptools-scm, ...) cost their own size, not a second torch of several GB.
+    ``base``'s command-line tools (ninja, which torch's extension builder runs from PATH) are linked in."""
+    root = toolkit.cache_root() / "envs" / f"{name}-py{python}-{env_key(python, [base.root.name, *requirements])}"
+    env = PythonEnv(root)
+    with fsutil.locked(root.with_name(root.name + ".lock"), f"the Python environment {root.name}"):
+        marker = root / ".farm-complete"
+        if marker.is_file() and env.python.exists():
+            proc.console.print(f"[green]reusing[/] the environment {root} (over {base.root.name})")
+            return env
+        shutil.rmtree(root, ignore_errors=True)
+        try:
+            proc.run([base.python, "-m", "venv", "--without-pip", root], what="creating a virtual environment failed")
+            (env.site_packages() / BASE_PTH).write_text("".join(f"{p}\n" for p in base.visible_sites()))
+            # The base's pip, seen through the .pth, installs into this venv; torch is already satisfied.
+            proc.run([env.python, "-m", "pip", "install", "--quiet", *requirements], env=pip_env(),
+                     what="installing the project's build requirements failed",
+                     hint="pip's message is above; check the network, an index mirror or the requirement")
+            for tool in sorted(base.bin_dir.iterdir()) if os.name != "nt" else ():  # Windows: no symlinks
+                if not (env.bin_dir / tool.name).exists() and not tool.name.startswith(("python", "activate", "pip")):
+                    (env.bin_dir / tool.name).symlink_to(tool)
+            fsutil.atomic_write_json(marker, {"python": python, "base": str(base.root),
+                                              "requirements": list(requirements)})
+        except BaseException:
+            shutil.rmtree(root, ignore_errors=True)
+            raise
+    return env
 
 
 def requirement_name(requirement: str) -> str:
@@ -162,7 +203,10 @@ def torch_metadata(env: PythonEnv) -> dict[str, str | None]:
     """torch's version and CUDA version in ``env``, read from its files (no interpreter start: importing
     torch takes seconds)."""
     version = cuda = None
-    for site in [*sorted(env.root.glob("lib*/python*/site-packages")), env.root / "Lib" / "site-packages"]:
+    own = [*sorted(env.root.glob("lib*/python*/site-packages")), env.root / "Lib" / "site-packages"]
+    layered = [Path(line) for site in own if (site / BASE_PTH).is_file()
+               for line in (site / BASE_PTH).read_text().split("\n") if line.strip()]
+    for site in [*own, *layered]:
         for info in site.glob("torch-*.dist-info"):
             version = info.name[len("torch-"):-len(".dist-info")]
         text = (site / "torch" / "version.py").read_text() if (site / "torch" / "version.py").is_file() else ""
@@ -189,5 +233,5 @@ def test_env(base: PythonEnv, folder: Path) -> PythonEnv:
     # environment's pip, seen through the .pth, and installs into this venv.
     proc.run([base.python, "-m", "venv", "--without-pip", folder], what="creating the test environment failed")
     site = env.site_packages()
-    (site / "_farm_base_env.pth").write_text(str(base.site_packages()) + "\n")
+    (site / BASE_PTH).write_text("".join(f"{p}\n" for p in base.visible_sites()))
     return env
