@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import os
 import re
 import shlex
 import sys
@@ -167,7 +168,44 @@ def load(project: Path | str | None = None, config: Path | str | None = None) ->
         table = {}
     if not isinstance(table, dict):
         raise ConfigError(f"[tool.{TABLE}] must be a table", type(table).__name__, "write it as a TOML table")
-    return parse(table, root=root, source=source, pyproject=data)
+    parsed = parse(table, root=root, source=source, pyproject=data)
+    check_cmake_finds_torch(root, data)
+    return parsed
+
+
+#: Build backends that build a CMakeLists.txt (the package of ``[build-system] build-backend``).
+CMAKE_BACKENDS = ("scikit_build_core", "py_build_cmake")
+
+
+def check_cmake_finds_torch(root: Path, pyproject: Mapping[str, Any]) -> None:
+    """A project whose build backend runs CMake must find torch with ``find_package(Torch)`` (in its top
+    CMakeLists.txt, or a CMakeLists.txt / .cmake file of a subfolder a few levels down): without it the library
+    links no torch and the build fails late, or builds something the audit refuses."""
+    system = pyproject.get("build-system")
+    backend = system.get("build-backend") if isinstance(system, dict) else None
+    if not isinstance(backend, str) or backend.split(".")[0].split(":")[0] not in CMAKE_BACKENDS:
+        return
+    tool = pyproject.get("tool")
+    skbuild = tool.get("scikit-build") if isinstance(tool, dict) else None
+    cmake = skbuild.get("cmake") if isinstance(skbuild, dict) else None
+    source_dir = cmake.get("source-dir") if isinstance(cmake, dict) else None
+    source = root / source_dir if isinstance(source_dir, str) else root
+    finds = re.compile(r"\bfind_package\s*\(\s*Torch\b", re.IGNORECASE)
+    top = source / "CMakeLists.txt"
+    for folder, dirs, names in os.walk(source):
+        depth = len(Path(folder).relative_to(source).parts)
+        dirs[:] = [] if depth >= 3 else [d for d in dirs if not d.startswith((".", "_skbuild")) and d != "build"]
+        for name in names:
+            if name == "CMakeLists.txt" or name.endswith(".cmake"):
+                try:
+                    text = (Path(folder) / name).read_text(errors="replace")
+                except OSError:
+                    continue
+                if finds.search("\n".join(line.split("#")[0] for line in text.splitlines())):
+                    return
+    raise ConfigError(f"the project builds with CMake ({backend}) but its CMakeLists.txt has no find_package(Torch)",
+                      top, "add find_package(Torch REQUIRED) with torch.utils.cmake_prefix_path on CMAKE_PREFIX_PATH "
+                      "(README: a CMake project), then link the torch target")
 
 
 def _farm_table(data: Mapping[str, Any], source: Path) -> Any:

@@ -45,8 +45,17 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (misnamed / "setup.py").write_text("")
     misconf = folder / "farm.toml"
     misconf.write_text('[tool.cuda-ext-farms]\nname = "x"\n')
+    # A CMake project (scikit-build-core) whose CMakeLists.txt never finds torch.
+    cmake_no_torch = folder / "cmake_no_torch"
+    cmake_no_torch.mkdir()
+    (cmake_no_torch / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["scikit-build-core", "torch"]\nbuild-backend = "scikit_build_core.build"\n'
+        '[project]\nname = "x"\nversion = "1.0"\n[tool.cuda-ext-farm]\n')
+    (cmake_no_torch / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.18)\nproject(x LANGUAGES CXX)\n# find_package(Torch REQUIRED)\n"
+        "add_library(_C MODULE x.cpp)\n")
     return {"empty": empty, "notzip": notzip, "notelf": notelf, "badconf": badconf, "emptydir": emptydir,
-            "misnamed": misnamed, "misconf": misconf}
+            "misnamed": misnamed, "misconf": misconf, "cmake_no_torch": cmake_no_torch}
 
 
 # (arguments, environment, exit code, text the last line must contain)
@@ -111,6 +120,8 @@ CASES: list[tuple[list[str], dict[str, str], int, str]] = [
      "pyproject.toml has [tool.cuda_ext_farm], not [tool.cuda-ext-farm] (cuda_ext_farm): rename the table"),
     (["matrix", "--project", "{misnamed}", "--config", "{misconf}"], {}, 2,
      "farm.toml has [tool.cuda-ext-farms], not [tool.cuda-ext-farm] (cuda-ext-farms)"),
+    (["build", "--project", "{cmake_no_torch}"], {}, 2,
+     "the project builds with CMake (scikit_build_core.build) but its CMakeLists.txt has no find_package(Torch)"),
     (["build", "--project", "no-such-folder"], {}, 2,
      f"--project does not exist (no-such-folder): pass an existing path (a relative path is read from the folder "
      f"you ran in, {ROOT})"),
