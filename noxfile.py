@@ -83,13 +83,19 @@ def _caller(session: nox.Session) -> Path:
     return Path(session.invoked_from)
 
 
+def _caller_pythonpath() -> dict[str, str]:
+    """The caller's own PYTHONPATH, kept aside for the commands `jit` runs in the caller's environment."""
+    return {"FARM_CALLER_PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}
+
+
 def _run_farm(session: nox.Session, python: str, *args: str, env: dict[str, str] | None = None) -> None:
     """Run ``python -m ci ARGS`` in the caller's folder; a failure ends nox with the farm's last line and exit
     code."""
     with tempfile.TemporaryDirectory(prefix="farm-status-") as tmp, session.chdir(_caller(session)):
         status = Path(tmp) / "code"
         session.run(python, "-m", "ci", *args, external=True, success_codes=list(range(256)),
-                    env={"PYTHONPATH": str(ROOT), "FARM_STATUS_FILE": str(status), **(env or {})}, **INTERRUPT)
+                    env={"PYTHONPATH": str(ROOT), "FARM_STATUS_FILE": str(status), **_caller_pythonpath(),
+                         **(env or {})}, **INTERRUPT)
         code = int(status.read_text()) if status.is_file() else 0
     if code != 0:
         raise SystemExit(code)

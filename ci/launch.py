@@ -38,6 +38,8 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         raise SystemExit(errors.EXIT_MISSING) from None
     # Only the farm's code on the path: the tool environment's own site-packages hold the rest.
     env = {**os.environ, "PYTHONPATH": str(project.FARM_ROOT), "FARM_PROG": PROG}
+    if "PYTHONPATH" in os.environ:  # the user's own, for the commands `jit` runs in their environment
+        env["FARM_CALLER_PYTHONPATH"] = os.environ["PYTHONPATH"]
     argv_child = [str(python), "-m", "ci", *args]
     if os.name == "nt":  # pragma: no cover - exec does not replace the process on Windows
         raise SystemExit(subprocess.run(argv_child, env=env).returncode)

@@ -12,7 +12,10 @@ process's environment points at. The farm gives the command its own:
 * on Linux, the cell's hermetic toolkit from pinned PyPI wheels
   (``ci.toolkit.ensure_toolkit``): ``CUDA_HOME``/``CUDA_PATH`` and its ``bin`` on PATH.
 
-The command's exit status is the farm's.
+The command is the caller's and runs with the caller's environment: ``python`` is the first one on the
+caller's PATH (the user's own environment and torch), never the farm's tool environment; only the toolkit's
+variables are added, and what the farm's launchers set for the farm's own process (its code on PYTHONPATH,
+``FARM_PROG``) is taken away again. The command's exit status is the farm's.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import shutil
 import sys
 from collections.abc import Mapping, Sequence
 
-from ci import matrix, proc
+from ci import matrix, proc, project
 from ci.errors import MissingRequirement, UsageError
 
 
@@ -81,11 +84,47 @@ def windows_env(cell: matrix.Cell, toolset: str | None, refresh: bool) -> dict[s
     return environment.compose(os.environ, vc, tk.cuda_home)
 
 
+#: Where the farm's launchers keep the caller's own PYTHONPATH: they point PYTHONPATH at the farm's code for
+#: the farm's process (``ci/launch.py``, ``noxfile.py``).
+CALLER_PYTHONPATH = "FARM_CALLER_PYTHONPATH"
+
+
+def _is_farm_root(entry: str) -> bool:
+    try:
+        return os.path.samefile(entry, project.FARM_ROOT)
+    except OSError:
+        return False
+
+
+def caller_environ(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment the user's command starts from: ``environ`` less what the farm's launchers set for the
+    farm's own process. The farm's code on PYTHONPATH would put its ``ci`` and ``windows`` packages before the
+    project's own modules in the user's Python; the caller's PYTHONPATH comes back when a launcher kept it."""
+    env = dict(environ)
+    env.pop("FARM_PROG", None)
+    caller = env.pop(CALLER_PYTHONPATH, None)
+    entries = env.get("PYTHONPATH", "").split(os.pathsep)
+    kept = [p for p in entries if not (p and _is_farm_root(p))]
+    if caller is not None:
+        env["PYTHONPATH"] = caller
+    elif kept == entries:
+        pass
+    elif any(kept):
+        env["PYTHONPATH"] = os.pathsep.join(kept)
+    else:
+        env.pop("PYTHONPATH", None)
+    return env
+
+
 def run(command: Sequence[str], env: Mapping[str, str], *, windows: bool) -> int:
-    """Run the user's command in ``env`` (a full environment) and return its exit status."""
-    full = {**os.environ, **env}
+    """Run the user's command in ``env`` (added to this process's environment) and return its exit status."""
+    full = caller_environ({**os.environ, **env})
     cmd = resolve_program(command, full.get("PATH", ""), windows=windows)
-    return proc.run(cmd, env=dict(env), check=False, foreground=True).returncode
+    # proc.run starts a child with os.environ plus ``env``: what only the farm's process had goes first (this
+    # process runs nothing else after the command).
+    for name in [k for k in os.environ if k not in full]:
+        del os.environ[name]
+    return proc.run(cmd, env=full, check=False, foreground=True).returncode
 
 
 def main(cuda: str, command: Sequence[str], *, toolset: str | None = None, print_env: bool = False,
