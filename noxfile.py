@@ -157,16 +157,30 @@ def _release_wheel(session: nox.Session, python: str) -> Path:
     return wheels[-1]
 
 
-@nox.session
-def tests(session: nox.Session) -> None:
-    """The farm's test suite: builds the release wheel if needed, installs it, runs pytest; then compat under a
-    CPU-only torch."""
+def _test_venv(session: nox.Session) -> Path:
+    """The test session's tools, torch and the release wheel (built first if the wheelhouse has none)."""
     session.install(RELEASE.torch_requirement, env={"PIP_CONSTRAINT": os.devnull})
     session.install("--require-hashes", "--no-deps", "-r", str(REQUIREMENTS / "test.txt"))
     wheel = _release_wheel(session, farm_python())
     session.install("--no-deps", "--force-reinstall", str(wheel))
-    session.run("pytest", *session.posargs, env={"FARM_TEST_WHEEL": str(wheel)})
+    return wheel
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The farm's test suite but the container builds (tests-containers): builds the release wheel if needed,
+    installs it, runs pytest; then compat under a CPU-only torch."""
+    wheel = _test_venv(session)
+    # The container tests bootstrap a Debian base and build builder images: most of a cold CI run's time.
+    session.run("pytest", *(session.posargs or ["-m", "not docker"]), env={"FARM_TEST_WHEEL": str(wheel)})
     session.notify("compat(torch='2.13.0+cpu')")
+
+
+@nox.session(name="tests-containers")
+def tests_containers(session: nox.Session) -> None:
+    """The container tests (a Docker engine: base image, builder images, cibuildwheel in them)."""
+    wheel = _test_venv(session)
+    session.run("pytest", "-m", "docker", *session.posargs, env={"FARM_TEST_WHEEL": str(wheel)})
 
 
 COMPAT_TORCH = ["2.13.0+cpu", "2.11.0", "2.13.0", "2.15.0"]

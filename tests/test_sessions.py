@@ -29,7 +29,8 @@ FULL = {
     "bench": ([], 2, "error: no built wheel of fusedops-stable-cu130"),
 }
 INSTALL_ONLY = {"lint", "lock"}
-RUN_BY_CI = {"tests", "compat"}
+#: CI runs tests (and compat); tests-containers is the same test environment with `-m docker`, run by hand.
+RUN_BY_CI = {"tests", "compat", "tests-containers"}
 
 
 def readme_sessions() -> set[str]:
