@@ -22,12 +22,16 @@ PROG = "cuda-ext-farm"
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     args = list(sys.argv[1:] if argv is None else argv)
+    leading = 0
+    while leading < len(args) and args[leading] == "--traceback":  # the one option before the command
+        leading += 1
+    command = args[leading:]
     try:
-        if not args or args[0].startswith("-"):
-            cli.build_parser(prog=PROG).parse_args(args)  # --help (or a bad flag: one line)
+        if not command or command[0].startswith("-"):
+            cli.build_parser(prog=PROG).parse_args(command)  # --help (or a bad flag: one line)
             raise errors.UsageError("no command given", " ".join(args) or "nothing",
                                     f"run `{PROG} --help` for the commands")
-        cli.session_args(args[0], args[1:], prog=PROG)
+        cli.session_args(command[0], command[1:], prog=PROG)
         python = toolenv.farm_python()
     except errors.FarmError as exc:
         print(exc.line(), file=sys.stderr, flush=True)
