@@ -14,7 +14,6 @@ environment is torch 2.11 plus setuptools-scm (a build environment of its own, k
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import shutil
@@ -25,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from ci import report, wheelmeta
+from tests.test_fixture_projects import Built, farm
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "two_modules_scm"
@@ -33,26 +33,6 @@ PYTHON = "3.11"
 LABEL = "pt211cu130"
 
 pytestmark = pytest.mark.slow
-
-
-@dataclasses.dataclass
-class Built:
-    project: Path
-    wheelhouse: Path
-    result: subprocess.CompletedProcess[str]
-
-    @property
-    def wheel(self) -> Path:
-        assert self.result.returncode == 0, self.result.stdout[-5000:]
-        (wheel,) = sorted(self.wheelhouse.glob("*/*.whl"))
-        return wheel
-
-
-def farm(command: list[str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run([*command, *args], cwd=cwd, text=True, env={**os.environ, "COLUMNS": "250"},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    assert "Traceback" not in result.stdout, result.stdout[-4000:]
-    return result
 
 
 def git(folder: Path, *args: str) -> str:
