@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -19,7 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ci import audit, envs, fsutil, proc, project, publish, report, symbols, toolkit
-from ci.errors import UsageError
+from ci.errors import CommandFailed, UsageError
 from ci.targets import Target
 
 #: Folders never copied from a project outside git (build outputs, environments).
@@ -171,6 +172,9 @@ def compiler_env(target: Target, tk: toolkit.InstalledToolkit | None, *, cpu: bo
     if tk is not None and not cpu:
         env |= tk.env()
         env["TORCH_CUDA_ARCH_LIST"] = target.cell.arch_list
+        libraries = toolkit.ensure_toolkit_libraries(target.cell, config.toolkit_libraries)
+        if libraries is not None:  # the linker's search path: -lcublas finds libcublas.so there
+            env["LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(libraries), os.environ.get("LIBRARY_PATH")]))
         values = build_values(target, tk.nvcc_version)
         env |= {k: project.expand(v, values) for k, v in config.build_env.items()}
     else:
@@ -178,6 +182,33 @@ def compiler_env(target: Target, tk: toolkit.InstalledToolkit | None, *, cpu: bo
         env |= {k: project.expand(v, values) for k, v in config.cpu_env.items()}
     env["MAX_JOBS"] = str(max_jobs or os.cpu_count() or 1)
     return env
+
+
+#: What the linker says when a library is missing: ``cannot find -lcublas`` (GNU ld), ``unable to find
+#: library -lcublas`` (lld).
+MISSING_LIBRARY = re.compile(r"(?:cannot find|unable to find library) -l([A-Za-z0-9_]+)")
+
+
+def run_build(cmd: list[str | Path], env: Mapping[str, str], source: Path, target: Target) -> None:
+    """The project's wheel build; a CUDA library the linker cannot find gets the configuration key that adds it."""
+    missing: list[str] = []
+
+    def watch(line: str) -> None:
+        missing.extend(MISSING_LIBRARY.findall(line))
+
+    try:
+        proc.stream(cmd, watch, env=env, cwd=source, what=f"the wheel build of {target.id} failed",
+                    hint="the compiler output above shows the failing file and line; nothing was written "
+                    "to the wheelhouse")
+    except CommandFailed:
+        linkable = target.cell.toolkit.linkable
+        wanted = [lib for lib in dict.fromkeys(missing) if lib in linkable]
+        if not wanted:
+            raise
+        raise CommandFailed(f"the wheel build of {target.id} failed: the linker found no lib{wanted[0]}.so",
+                            f"-l{wanted[0]}", f'add toolkit-libraries = ["{wanted[0]}"] to [tool.cuda-ext-farm] '
+                            f"(the farm then adds the pinned {linkable[wanted[0]]} wheel to the build's toolkit; "
+                            "the wheel links it from the user's torch install)") from None
 
 
 def check_build_torch(target: Target, found: Mapping[str, str | None]) -> None:
@@ -240,9 +271,7 @@ def build(target: Target, outputs: publish.Outputs, *, max_jobs: int | None = No
             if uses_setuptools_scm(target):
                 build_env |= scm_version_env(target.project.root, env.python)
                 proc.console.print(f"version {build_env[SCM_PRETEND]} (setuptools-scm, in {target.project.root})")
-            proc.run(cmd, env=build_env, cwd=source, what=f"the wheel build of {target.id} failed",
-                     hint="the compiler output above shows the failing file and line; nothing was written "
-                     "to the wheelhouse")
+            run_build(cmd, build_env, source, target)
             built = publish.one_wheel(stage / "dist", "the wheel build")
             search = symbols.environment_search(env.python, toolkit.cache_root() / "symbols",
                                                 [tk.cuda_home / "lib"] if tk else [])

@@ -276,7 +276,8 @@ def validate(args: argparse.Namespace) -> None:
             with wheelmeta.open_wheel(Path(value)):
                 pass
     if hasattr(args, "target"):
-        options.resolve(args, os_name="windows" if command == "build-win" else "linux")
+        options.check_toolkit_libraries(options.resolve(args, os_name="windows" if command == "build-win"
+                                                        else "linux"))
     elif hasattr(args, "project"):
         options.load_project(args)
     if command in ("shell", "toolkit", "jit"):

@@ -49,6 +49,11 @@ class Toolkit:
     #: extensions need them, stable-ABI ones do not.
     library_headers: tuple[str, ...] = ()
 
+    @property
+    def linkable(self) -> dict[str, str]:
+        """The libraries a project may link (``toolkit-libraries``): those pinned here, by name (``cublas``)."""
+        return {req.split("==")[0].removeprefix("nvidia-"): req for req in self.library_headers}
+
 
 @dataclasses.dataclass(frozen=True)
 class WindowsFacts:

@@ -76,6 +76,17 @@ def resolve(args: argparse.Namespace, *, os_name: str = "linux") -> tuple[target
     return chosen
 
 
+def check_toolkit_libraries(chosen: tuple[targets.Target, ...]) -> None:
+    """``toolkit-libraries`` the targets' cells cannot add: refused before any toolkit is installed."""
+    for target in chosen:
+        wanted, known = target.project.toolkit_libraries, target.cell.toolkit.linkable
+        unknown = [n for n in wanted if n not in known] if target.cell.toolkit.kind == "pypi" else []
+        if unknown:
+            raise UsageError(f"[tool.cuda-ext-farm] toolkit-libraries names a library cell {target.cell.name} does "
+                             "not pin", unknown[0],
+                             f"the libraries the farm can add are {', '.join(sorted(known)) or 'none'}")
+
+
 def current_python() -> str:
     return f"{sys.version_info.major}.{sys.version_info.minor}"
 

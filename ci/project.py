@@ -110,6 +110,8 @@ class ProjectConfig:
     debug_env: Mapping[str, str]
     cuda_libraries: tuple[str, ...]
     cpu_libraries: tuple[str, ...]
+    #: CUDA toolkit libraries the extension links (``cublas``): their pinned PyPI wheels join the build's toolkit.
+    toolkit_libraries: tuple[str, ...]
     commands: Commands
     #: ``[build-system] requires`` without torch (the farm installs the target's torch itself).
     build_requires: tuple[str, ...]
@@ -127,7 +129,7 @@ class ProjectConfig:
 
 _KEYS = {
     "version", "name", "import-name", "abi", "python-abi", "torch", "python", "cuda", "cuda-archs",
-    "build-env", "cpu-env", "debug-env", "cuda-libraries", "cpu-libraries", "commands",
+    "build-env", "cpu-env", "debug-env", "cuda-libraries", "cpu-libraries", "commands", "toolkit-libraries",
 }
 
 
@@ -280,6 +282,11 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
     debug_env = _string_table(table, "debug-env", {}, BUILD_PLACEHOLDERS)
     cuda_libraries = _string_list(table, "cuda-libraries", ("*",))
     cpu_libraries = _string_list(table, "cpu-libraries", ())
+    toolkit_libraries = _string_list(table, "toolkit-libraries", ())
+    bad = [lib for lib in toolkit_libraries if not re.fullmatch(r"[a-z][a-z0-9_]*", lib)]
+    if bad:
+        raise ConfigError(f"{where} toolkit-libraries names a library by something else than its name", bad[0],
+                          'write the library as the linker names it, without lib or .so: ["cublas"]')
 
     commands_table = table.get("commands", {})
     if not isinstance(commands_table, dict):
@@ -300,7 +307,7 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
         torch=torch, torch_spec=torch_spec, python=python, python_spec=python_spec,
         requires_python=requires_python, cuda=cuda, cuda_archs=cuda_archs, build_env=build_env,
         cpu_env=cpu_env, debug_env=debug_env, cuda_libraries=cuda_libraries, cpu_libraries=cpu_libraries,
-        commands=commands,
+        toolkit_libraries=toolkit_libraries, commands=commands,
         build_requires=_build_requires(pyproject),
     )
 

@@ -168,6 +168,26 @@ def _add_library_headers(cell: matrix.Cell, cuda_home: Path) -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
+def ensure_toolkit_libraries(cell: matrix.Cell, names: tuple[str, ...]) -> Path | None:
+    """The folder holding ``lib<name>.so`` for each of ``names`` (the cell's pinned library wheels, installed
+    once beside the toolkit; the linker needs the unversioned name, the wheels ship only ``.so.<major>``).
+
+    Only the build links them: the wheel's library finds them at run time in the user's torch install (torch
+    depends on the same wheels), and the repair never grafts them."""
+    if not names:
+        return None
+    # The names were checked against cell.toolkit.linkable with the arguments (options.check_toolkit_libraries).
+
+    def finish(root: Path) -> None:
+        for versioned in sorted((root / cell.toolkit.home_subdir / "lib").glob("lib*.so.*")):
+            link = versioned.with_name(versioned.name.split(".so.")[0] + ".so")
+            if not link.exists():
+                link.symlink_to(versioned.name)
+
+    root = _install_once(f"cuda-{cell.cuda}-libraries", pins.headers_lock(cell), finish)
+    return root / cell.toolkit.home_subdir / "lib"
+
+
 def preinstalled(cell: matrix.Cell) -> InstalledToolkit | None:
     """``FARM_CUDA_HOME``: a toolkit installed by other means (inside a builder image)."""
     home = env_path("FARM_CUDA_HOME", kind="folder")

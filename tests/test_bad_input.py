@@ -54,7 +54,16 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (cmake_no_torch / "CMakeLists.txt").write_text(
         "cmake_minimum_required(VERSION 3.18)\nproject(x LANGUAGES CXX)\n# find_package(Torch REQUIRED)\n"
         "add_library(_C MODULE x.cpp)\n")
-    return {"empty": empty, "notzip": notzip, "notelf": notelf, "badconf": badconf, "emptydir": emptydir,
+    curand = folder / "curand"
+    curand.mkdir()
+    (curand / "pyproject.toml").write_text('[project]\nname = "x"\n[tool.cuda-ext-farm]\n'
+                                           'toolkit-libraries = ["curand"]\n')
+    libname = folder / "libname"
+    libname.mkdir()
+    (libname / "pyproject.toml").write_text('[project]\nname = "x"\n[tool.cuda-ext-farm]\n'
+                                            'toolkit-libraries = ["libcublas.so"]\n')
+    return {"curand": curand, "libname": libname,
+            "empty": empty, "notzip": notzip, "notelf": notelf, "badconf": badconf, "emptydir": emptydir,
             "misnamed": misnamed, "misconf": misconf, "cmake_no_torch": cmake_no_torch}
 
 
@@ -116,6 +125,10 @@ CASES: list[tuple[list[str], dict[str, str], int, str]] = [
     (["develop", "--arch-list", " "], {}, 2, "--arch-list is empty (' ')"),
     (["build"], {"MAX_JOBS": "junk"}, 2, "MAX_JOBS is not a positive whole number ('junk')"),
     (["build", "--wheel", "x"], {}, 2, "unrecognized arguments: --wheel x"),
+    (["build", "--project", "{curand}"], {}, 2, "toolkit-libraries names a library cell cu130 does not pin (curand): "
+     "the libraries the farm can add are cublas, cusolver, cusparse"),
+    (["matrix", "--project", "{libname}"], {}, 2, "toolkit-libraries names a library by something else than its "
+     "name (libcublas.so)"),
     (["build", "--project", "{misnamed}"], {}, 2,
      "pyproject.toml has [tool.cuda_ext_farm], not [tool.cuda-ext-farm] (cuda_ext_farm): rename the table"),
     (["matrix", "--project", "{misnamed}", "--config", "{misconf}"], {}, 2,
