@@ -22,7 +22,7 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from ci import fsutil, matrix, pins, proc, toolkit
@@ -113,35 +113,46 @@ def pip_env() -> dict[str, str]:
     return {"PIP_CONSTRAINT": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
 
 
+def _made_once(root: Path, create: Callable[[PythonEnv], None], record: Mapping[str, object],
+               reusing: str = "") -> PythonEnv:
+    """The environment at ``root``, made by ``create`` once under a lock and marked complete last; a half-made
+    one (killed, failed) is removed, never reused."""
+    env = PythonEnv(root)
+    with fsutil.locked(root.with_name(root.name + ".lock"), f"the Python environment {root.name}"):
+        marker = root / ".farm-complete"
+        if marker.is_file() and env.python.exists():
+            proc.console.print(f"[green]reusing[/] the environment {root}{reusing}")
+            return env
+        shutil.rmtree(root, ignore_errors=True)
+        try:
+            create(env)
+            fsutil.atomic_write_json(marker, dict(record))
+        except BaseException:
+            shutil.rmtree(root, ignore_errors=True)
+            raise
+    return env
+
+
 def ensure_env(name: str, python: str, requirements: Sequence[str], locks: Sequence[str] = ()) -> PythonEnv:
     """Create (or reuse) the environment ``name`` for ``python`` holding ``requirements`` and the hash-pinned
     ``locks`` (ci/requirements/<lock>.txt)."""
     interpreter = find_interpreter(python)
     keyed = [*requirements, *(pins.lock_path(lock).read_text() for lock in locks)]
     root = toolkit.cache_root() / "envs" / f"{name}-py{python}-{env_key(python, keyed)}"
-    env = PythonEnv(root)
-    with fsutil.locked(root.with_name(root.name + ".lock"), f"the Python environment {root.name}"):
-        marker = root / ".farm-complete"
-        if marker.is_file() and env.python.exists():
-            proc.console.print(f"[green]reusing[/] the environment {root}")
-            return env
-        shutil.rmtree(root, ignore_errors=True)
-        try:
-            proc.run([interpreter, "-m", "venv", root], what="creating a virtual environment failed",
-                     hint=f"check that {interpreter} has the venv module (Debian: apt-get install python3-venv)")
-            for lock in locks:
-                proc.run([env.python, "-m", "pip", "install", "--quiet", *pins.requirement_args(lock)],
-                         env=pip_env(), what=f"installing the hash-pinned {lock} tools failed",
-                         hint="a hash mismatch means a file changed on the index; otherwise check the network")
-            if requirements:
-                proc.run([env.python, "-m", "pip", "install", "--quiet", *requirements], env=pip_env(),
-                         what="installing the build environment failed",
-                         hint="pip's message is above; check the network, an index mirror or the requirement")
-            fsutil.atomic_write_json(marker, {"python": python, "requirements": list(requirements)})
-        except BaseException:
-            shutil.rmtree(root, ignore_errors=True)
-            raise
-    return env
+
+    def create(env: PythonEnv) -> None:
+        proc.run([interpreter, "-m", "venv", env.root], what="creating a virtual environment failed",
+                 hint=f"check that {interpreter} has the venv module (Debian: apt-get install python3-venv)")
+        for lock in locks:
+            proc.run([env.python, "-m", "pip", "install", "--quiet", *pins.requirement_args(lock)],
+                     env=pip_env(), what=f"installing the hash-pinned {lock} tools failed",
+                     hint="a hash mismatch means a file changed on the index; otherwise check the network")
+        if requirements:
+            proc.run([env.python, "-m", "pip", "install", "--quiet", *requirements], env=pip_env(),
+                     what="installing the build environment failed",
+                     hint="pip's message is above; check the network, an index mirror or the requirement")
+
+    return _made_once(root, create, {"python": python, "requirements": list(requirements)})
 
 
 def build_python(target_python: str, abi3: bool) -> str:
@@ -170,29 +181,20 @@ def layered_env(base: PythonEnv, name: str, python: str, requirements: Sequence[
     requirements (scikit-build-core, setuptools-scm, ...) cost their own size, not a second torch of several GB.
     ``base``'s command-line tools (ninja, which torch's extension builder runs from PATH) are linked in."""
     root = toolkit.cache_root() / "envs" / f"{name}-py{python}-{env_key(python, [base.root.name, *requirements])}"
-    env = PythonEnv(root)
-    with fsutil.locked(root.with_name(root.name + ".lock"), f"the Python environment {root.name}"):
-        marker = root / ".farm-complete"
-        if marker.is_file() and env.python.exists():
-            proc.console.print(f"[green]reusing[/] the environment {root} (over {base.root.name})")
-            return env
-        shutil.rmtree(root, ignore_errors=True)
-        try:
-            proc.run([base.python, "-m", "venv", "--without-pip", root], what="creating a virtual environment failed")
-            (env.site_packages() / BASE_PTH).write_text("".join(f"{p}\n" for p in base.visible_sites()))
-            # The base's pip, seen through the .pth, installs into this venv; torch is already satisfied.
-            proc.run([env.python, "-m", "pip", "install", "--quiet", *requirements], env=pip_env(),
-                     what="installing the project's build requirements failed",
-                     hint="pip's message is above; check the network, an index mirror or the requirement")
-            for tool in sorted(base.bin_dir.iterdir()) if os.name != "nt" else ():  # Windows: no symlinks
-                if not (env.bin_dir / tool.name).exists() and not tool.name.startswith(("python", "activate", "pip")):
-                    (env.bin_dir / tool.name).symlink_to(tool)
-            fsutil.atomic_write_json(marker, {"python": python, "base": str(base.root),
-                                              "requirements": list(requirements)})
-        except BaseException:
-            shutil.rmtree(root, ignore_errors=True)
-            raise
-    return env
+
+    def create(env: PythonEnv) -> None:
+        proc.run([base.python, "-m", "venv", "--without-pip", env.root], what="creating a virtual environment failed")
+        (env.site_packages() / BASE_PTH).write_text("".join(f"{p}\n" for p in base.visible_sites()))
+        # The base's pip, seen through the .pth, installs into this venv; torch is already satisfied.
+        proc.run([env.python, "-m", "pip", "install", "--quiet", *requirements], env=pip_env(),
+                 what="installing the project's build requirements failed",
+                 hint="pip's message is above; check the network, an index mirror or the requirement")
+        for tool in sorted(base.bin_dir.iterdir()) if os.name != "nt" else ():  # Windows: no symlinks
+            if not (env.bin_dir / tool.name).exists() and not tool.name.startswith(("python", "activate", "pip")):
+                (env.bin_dir / tool.name).symlink_to(tool)
+
+    return _made_once(root, create, {"python": python, "base": str(base.root), "requirements": list(requirements)},
+                      reusing=f" (over {base.root.name})")
 
 
 def requirement_name(requirement: str) -> str:
