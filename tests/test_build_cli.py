@@ -74,6 +74,7 @@ def test_compile_error_is_shown_and_leaves_no_wheel(project: Path) -> None:
     assert not list((project / "package" / "fusedops").glob("*.so")) and not (project / "build").exists()
 
 
+@pytest.mark.extended
 def test_dev_loop_recompiles_only_the_touched_file(project: Path) -> None:
     first = run_ci("develop", "--project", str(project), "--arch-list", "9.0+PTX", "--no-cache")
     assert first.returncode == 0, first.stdout[-3000:]

@@ -29,8 +29,9 @@ FULL = {
     "bench": ([], 2, "error: no built wheel of fusedops-stable-cu130"),
 }
 INSTALL_ONLY = {"lint", "lock"}
-#: CI runs tests (and compat); tests-containers is the same test environment with `-m docker`, run by hand.
-RUN_BY_CI = {"tests", "compat", "tests-containers"}
+#: CI runs tests (and compat); tests-extended is the same test environment with `-m 'docker or extended'`,
+#: run by hand.
+RUN_BY_CI = {"tests", "compat", "tests-extended"}
 
 
 def readme_sessions() -> set[str]:
