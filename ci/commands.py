@@ -11,6 +11,7 @@ After a command that imports the package, :func:`origin_check` proves the module
 from __future__ import annotations
 
 import contextlib
+import os
 import shlex
 import sys
 import tempfile
@@ -31,6 +32,13 @@ def expand(command: Sequence[str], *, python: Path | str = sys.executable, proje
     elif parts and parts[0] == "pytest":
         parts = [str(python), "-m", "pytest", *parts[1:]]
     return parts
+
+
+def no_writes_env() -> dict[str, str]:
+    """What keeps a configured command from writing into the project it names with ``{project}``: no bytecode
+    caches beside its test files, no ``.pytest_cache`` in its folder (the farm writes only ``wheelhouse/``)."""
+    addopts = f"{os.environ.get('PYTEST_ADDOPTS', '')} -p no:cacheprovider".strip()
+    return {"PYTHONDONTWRITEBYTECODE": "1", "PYTEST_ADDOPTS": addopts}
 
 
 @contextlib.contextmanager

@@ -120,8 +120,9 @@ def junit_counts(path: Path) -> tuple[int, int, int]:
 def run_lane(lane: str, command: tuple[str, ...], subject: Subject, out: Path, root: Path) -> LaneResult:
     xml = out / f"junit-{lane}.xml"
     xml.unlink(missing_ok=True)
-    lane_env = {**subject.env(), "FARM_LANE": lane,
-                "PYTEST_ADDOPTS": f"{os.environ.get('PYTEST_ADDOPTS', '')} --junitxml={xml} -p no:cacheprovider"}
+    no_writes = commands.no_writes_env()
+    lane_env = {**subject.env(), **no_writes, "FARM_LANE": lane,
+                "PYTEST_ADDOPTS": f"{no_writes['PYTEST_ADDOPTS']} --junitxml={xml}"}
     cmd = commands.expand(command, python=subject.python, project_root=root, out=out, wheel=subject.wheel or "")
     result = LaneResult(lane)
     with commands.scratch_folder() as scratch:

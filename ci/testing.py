@@ -44,7 +44,7 @@ def _command_line(env: envs.PythonEnv, command: tuple[str, ...], out: Path, whee
 def _run(cmd: list[str], command: tuple[str, ...], name: str, root: Path, env: dict[str, str]) -> None:
     """Run a configured command in an empty folder (the source cannot shadow the wheel)."""
     with commands.scratch_folder() as scratch:
-        proc.run(cmd, env=env, cwd=scratch, what=f"the project's {name} command failed",
+        proc.run(cmd, env={**env, **commands.no_writes_env()}, cwd=scratch, what=f"the project's {name} command failed",
                  hint=f"its output is above ([tool.cuda-ext-farm.commands] {name})"
                  + commands.relative_path_hint(command, root))
 

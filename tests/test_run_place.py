@@ -81,3 +81,18 @@ def test_a_logged_command_keeps_its_brackets() -> None:
     with proc.console.capture() as captured:
         proc.log_command(["python", "-c", "d[k] [tool.cuda-ext-farm.commands]"])
     assert "'d[k] [tool.cuda-ext-farm.commands]'" in captured.get()
+
+
+def test_a_lane_writes_nothing_into_the_project(tmp_path: Path) -> None:
+    """pytest's cache and bytecode would land beside the project's tests (the farm writes only wheelhouse/)."""
+    project = tmp_path / "proj"
+    (project / "tests").mkdir(parents=True)
+    (project / "tests" / "test_one.py").write_text("import helper\n\ndef test_one():\n    assert helper.X == 1\n")
+    (project / "tests" / "helper.py").write_text("X = 1\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    subject = gpu.Subject(Path(sys.executable), (), "test", wheel=tmp_path / "x.whl")
+    lane = gpu.run_lane("default", ("pytest", "{project}/tests", "-q"), subject, out, project)
+    assert lane.status == "passed" and lane.passed == 1, lane
+    written = sorted(str(p.relative_to(project)) for p in project.rglob("*"))
+    assert written == ["tests", "tests/helper.py", "tests/test_one.py"], written
