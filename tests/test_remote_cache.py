@@ -23,7 +23,7 @@ from ci import toolkit
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "fixtures" / "tiny_ext"
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 
 
 class Store(http.server.BaseHTTPRequestHandler):
