@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import sys
 import time
@@ -20,7 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ci import audit, envs, fsutil, proc, project, publish, report, symbols, toolkit
-from ci.errors import CommandFailed, UsageError
+from ci.errors import UsageError
 from ci.targets import Target
 
 #: Folders never copied from a project outside git (build outputs, environments).
@@ -184,31 +183,16 @@ def compiler_env(target: Target, tk: toolkit.InstalledToolkit | None, *, cpu: bo
     return env
 
 
-#: What the linker says when a library is missing: ``cannot find -lcublas`` (GNU ld), ``unable to find
-#: library -lcublas`` (lld).
-MISSING_LIBRARY = re.compile(r"(?:cannot find|unable to find library) -l([A-Za-z0-9_]+)")
-
-
 def run_build(cmd: list[str | Path], env: Mapping[str, str], source: Path, target: Target) -> None:
-    """The project's wheel build; a CUDA library the linker cannot find gets the configuration key that adds it."""
-    missing: list[str] = []
-
-    def watch(line: str) -> None:
-        missing.extend(MISSING_LIBRARY.findall(line))
-
-    try:
-        proc.stream(cmd, watch, env=env, cwd=source, what=f"the wheel build of {target.id} failed",
-                    hint="the compiler output above shows the failing file and line; nothing was written "
-                    "to the wheelhouse")
-    except CommandFailed:
-        linkable = target.cell.toolkit.linkable
-        wanted = [lib for lib in dict.fromkeys(missing) if lib in linkable]
-        if not wanted:
-            raise
-        raise CommandFailed(f"the wheel build of {target.id} failed: the linker found no lib{wanted[0]}.so",
-                            f"-l{wanted[0]}", f'add toolkit-libraries = ["{wanted[0]}"] to [tool.cuda-ext-farm] '
-                            f"(the farm then adds the pinned {linkable[wanted[0]]} wheel to the build's toolkit; "
-                            "the wheel links it from the user's torch install)") from None
+    """The project's wheel build. Its output goes straight to ours: read through a pipe, a full pipe would stall
+    ninja's own clean-up of its compilers on an interrupt (ninja puts each compiler in a process group of its
+    own), so a missing CUDA library is named by the hint rather than detected."""
+    linkable = ", ".join(sorted(target.cell.toolkit.linkable))
+    missing = (f"; a linker's `cannot find -l<name>` for a CUDA library ({linkable}) means: add "
+               f'toolkit-libraries = ["<name>"] to [tool.cuda-ext-farm]') if linkable else ""
+    proc.run(cmd, env=env, cwd=source, what=f"the wheel build of {target.id} failed",
+             hint=f"the compiler output above shows the failing file and line{missing}; nothing was written "
+             "to the wheelhouse")
 
 
 def check_build_torch(target: Target, found: Mapping[str, str | None]) -> None:
