@@ -143,6 +143,20 @@ def cmd_toolkit(args: argparse.Namespace) -> int:
     from ci import toolkit
 
     cell = matrix.resolve(args.cuda)
+    if sys.platform == "win32":
+        # Windows' toolkits are laid out differently (nvcc.exe, lib\x64) and CUDA 12's comes from NVIDIA's
+        # installer: the Windows code installs (and checks) what `build-win` will then find.
+        from windows import environment
+        from windows import toolkit as win_toolkit
+
+        win = win_toolkit.ensure(cell, install=True)
+        if args.print_env:
+            path = ";".join([*win_toolkit.path_entries(win.cuda_home), "%PATH%"])
+            for line in environment.batch_lines({**win.env(), "PATH": path}):
+                print(line)
+            return 0
+        console.print(f"CUDA_HOME={win.cuda_home}\nnvcc {win.nvcc_version} ({win.source})", highlight=False)
+        return 0
     tk = toolkit.ensure_toolkit(cell)
     if args.print_env:
         for key, value in tk.env().items():
@@ -325,11 +339,16 @@ def cmd_bench_builds(args: argparse.Namespace) -> int:
 
 
 def cmd_lock(args: argparse.Namespace) -> int:
-    from ci import pins
+    from ci import lockcheck, pins
 
     for path in pins.write_locks(proc.which("uv")):
         console.print(f"locked {path.relative_to(pins.REQUIREMENTS.parent.parent)} "
                       f"({len(pins.pinned_in(path))} pins)")
+    # uv resolves for every platform but never asks whether a pinned release has a file for each one: the index does
+    # (a Linux-only pin without its marker, a release too new for the oldest CPython served).
+    index = lockcheck.Index()
+    lockcheck.require(index=index)
+    console.print(f"every lock installs from wheels on each CPython and platform it serves ({index.url})")
     return 0
 
 

@@ -24,227 +24,47 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ci import actions, matrix, targets
 from ci.errors import UsageError
-from ci.project import ProjectConfig
+from ci.gha_steps import DISK_NEEDED_GIB as DISK_NEEDED_GIB
+from ci.gha_steps import FARM_PYTHON as FARM_PYTHON
+from ci.gha_steps import (
+    GPU_RUNNER_VARIABLE,
+    IMAGE_INPUTS,
+    LINUX_RUNNER,
+    MSVC_COMPONENTS,
+    PYTORCH_INDEX,
+    SELF_REPOSITORY_IGNORE,
+    Job,
+    Step,
+    base_image_env,
+    cell_summary,
+    checkout,
+    document,
+    download,
+    env_step,
+    free_disk,
+    image_steps,
+    permissions,
+    prologue,
+    registry_login,
+    target_python_env,
+    upload,
+)
+
+# Re-exported: the workflows' callers (ci/workflows.py, the tests) need only this module.
+from ci.gha_steps import Context as Context
+from ci.gha_steps import FarmSource as FarmSource
+from ci.gha_steps import context as context
+from ci.gha_steps import header as header
+from ci.gha_steps import job_key as job_key
 from ci.yamlout import Commented
+from windows import toolkit as windows_toolkit
 
-Job = dict[str, Any]
-Step = dict[str, Any]
-
-LINUX_RUNNER = "ubuntu-24.04"
-#: The farm's own Python on the runners (any CPython >= 3.10 runs the farm).
-FARM_PYTHON = "3.12"
-PYTORCH_INDEX = "https://download.pytorch.org/whl"
-DEBIAN_MIRROR = "http://deb.debian.org/debian"
-GPU_RUNNER_VARIABLE = "GPU_RUNNER_LABEL"
 FILES = ("ci.yml", "images.yml", "wheels.yml", "gpu-tests.yml", "release.yml")
-
-#: MSVC toolsets the cells pin -> the Visual Studio component that installs that toolset, and the GitHub
-#: runner image whose Visual Studio can hold it (VS 2022 has 14.3x-14.4x, VS 2026 has 14.5x).
-MSVC_COMPONENTS: Mapping[str, tuple[str, str]] = {
-    "14.38": ("Microsoft.VisualStudio.Component.VC.14.38.17.8.x86.x64", "windows-2022"),
-    "14.44": ("Microsoft.VisualStudio.Component.VC.14.44.17.14.x86.x64", "windows-2022"),
-    "14.50": ("Microsoft.VisualStudio.Component.VC.14.50.18.0.x86.x64", "windows-2025"),
-}
-
-
-@dataclasses.dataclass(frozen=True)
-class FarmSource:
-    """Where the workflows find the farm: the project's own repository (the farm's checkout), or the farm's
-    repository checked out at a pinned commit into ``.farm`` (any other project)."""
-
-    repository: str | None = None
-    ref: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.repository is not None and not re.fullmatch(r"[0-9a-f]{40}", self.ref or ""):
-            raise UsageError("the farm's commit must be a full 40-hex SHA", self.ref,
-                             "pass --farm-ref $(git -C FARM rev-parse HEAD)")
-
-    @property
-    def path(self) -> str:
-        return "." if self.repository is None else ".farm"
-
-
-@dataclasses.dataclass(frozen=True)
-class Context:
-    config: ProjectConfig
-    linux: tuple[targets.Target, ...]
-    windows: tuple[targets.Target, ...]
-    farm: FarmSource
-    default_branch: str = "main"
-
-    @property
-    def external(self) -> bool:
-        return self.farm.repository is not None
-
-    def requirements(self, lock: str) -> str:
-        return f"{self.farm.path}/ci/requirements/{lock}.txt" if self.external else f"ci/requirements/{lock}.txt"
-
-    @property
-    def noxfile(self) -> str:
-        return " -f .farm/noxfile.py" if self.external else ""
-
-    def workflow_env(self) -> dict[str, str] | None:
-        """Another project runs the farm from its pinned checkout, on itself (FARM_PROJECT)."""
-        if not self.external:
-            return None
-        return {"PYTHONPATH": "${{ github.workspace }}/.farm", "FARM_PROJECT": "${{ github.workspace }}"}
-
-    @property
-    def linux_cells(self) -> tuple[matrix.Cell, ...]:
-        return tuple({t.cell.name: t.cell for t in self.linux}.values())
-
-    @property
-    def release_target(self) -> targets.Target:
-        return targets.default_target(self.config)
-
-
-def context(config: ProjectConfig, farm: FarmSource, default_branch: str = "main") -> Context:
-    return Context(config, targets.targets_for(config, "linux"), targets.targets_for(config, "windows"), farm,
-                   default_branch)
-
-
-#: Why a job holds each permission: written next to it (zizmor's undocumented-permissions audit wants that too).
-WHY: Mapping[tuple[str, str], str] = {
-    ("contents", "read"): "check out the repository",
-    ("contents", "write"): "create the GitHub Release and upload its files",
-    ("packages", "read"): "pull builder images from the repository's registry",
-    ("packages", "write"): "push builder images to the repository's registry",
-    ("attestations", "write"): "store the build provenance attestations",
-    ("pages", "write"): "deploy the index site to GitHub Pages",
-}
-
-
-def permissions(*, oidc: str = "", **levels: str) -> dict[str, Commented]:
-    """A job's permissions, each with its reason; ``oidc`` says what the OIDC token (id-token) is for."""
-    result = {name.replace("_", "-"): Commented(level, WHY[(name, level)]) for name, level in levels.items()}
-    if oidc:
-        result["id-token"] = Commented("write", f"OIDC token: {oidc}")
-    return result
-
-
-#: GitHub's newer "$/" self-repository form is not yet known to actionlint or the workflow schema.
-SELF_REPOSITORY_IGNORE = "zizmor: ignore[self-repository]"
-
-
-def job_key(prefix: str, target_id: str) -> str:
-    """A job id for a target: GitHub allows letters, digits, ``-`` and ``_`` (``torch2.11`` -> ``torch2_11``)."""
-    return f"{prefix}-" + re.sub(r"[^A-Za-z0-9_-]", "_", target_id)
-
-
-def header(ctx: Context, name: str) -> str:
-    source = "the farm's matrix and [tool.cuda-ext-farm]" if ctx.external else "ci/matrix.py and [tool.cuda-ext-farm]"
-    return (f"{name}: generated by `python -m ci workflows` (nox -s workflows) from {source}\n"
-            f"of {ctx.config.name}. Do not edit it: change the matrix or the configuration and run that again.\n"
-            "`python -m ci workflows --check` (the tests and the lint job) fails when this file and the matrix\n"
-            "disagree. docs/releasing.md explains the jobs.")
-
-
-# --- steps -------------------------------------------------------------------------------------------------
-
-
-def checkout(ctx: Context) -> list[Step]:
-    steps: list[Step] = [{"name": "Check out", "uses": actions.CHECKOUT.uses(),
-                          "with": {"persist-credentials": False}}]
-    if ctx.external:
-        steps.append({"name": "Check out the farm", "uses": actions.CHECKOUT.uses(), "with": {
-            "repository": ctx.farm.repository, "ref": ctx.farm.ref, "path": ".farm", "persist-credentials": False}})
-    return steps
-
-
-def setup_python(version: str = FARM_PYTHON) -> Step:
-    return {"name": f"Python {version}", "uses": actions.SETUP_PYTHON.uses(), "with": {"python-version": version}}
-
-
-def farm_tools(ctx: Context, lock: str = "farm") -> Step:
-    return {"name": f"The farm's tools (ci/requirements/{lock}.txt, hash-pinned)",
-            "run": f"python -m pip install --require-hashes --no-deps -r {ctx.requirements(lock)}"}
-
-
-def prologue(ctx: Context, python: str = FARM_PYTHON, lock: str = "farm") -> list[Step]:
-    return [*checkout(ctx), setup_python(python), farm_tools(ctx, lock)]
-
-
-def registry_login() -> Step:
-    return {"name": "Log in to the repository's container registry (GITHUB_TOKEN)",
-            "uses": actions.DOCKER_LOGIN.uses(),
-            "with": {"registry": "ghcr.io", "username": "${{ github.actor }}", "password": "${{ github.token }}"}}
-
-
-def upload(name: str, path: str, *, retention: int | None = None, when: str | None = None,
-           if_missing: str = "error") -> Step:
-    step: Step = {"name": f"Upload {name}"}
-    if when:
-        step["if"] = when
-    step["uses"] = actions.UPLOAD_ARTIFACT.uses()
-    step["with"] = {"name": name, "path": path, "if-no-files-found": if_missing}
-    if retention is not None:
-        step["with"]["retention-days"] = retention
-    return step
-
-
-def download(name: str | None, path: str, *, pattern: str | None = None) -> Step:
-    with_: dict[str, Any] = {"path": path}
-    if pattern:
-        with_["pattern"] = pattern
-    else:
-        with_ = {"name": name, **with_}
-    return {"name": f"Download {name or pattern}", "uses": actions.DOWNLOAD_ARTIFACT.uses(), "with": with_}
-
-
-def base_image_env(cells: Iterable[matrix.Cell]) -> dict[str, str]:
-    """Cells whose toolkit comes from Debian packages build on the bootstrapped Debian base, as here."""
-    return {f"FARM_BASE_IMAGE_{c.name.upper()}": "cuda-ext-farm/base" for c in cells if c.toolkit.kind == "debian"}
-
-
-def image_steps(ctx: Context, cell: matrix.Cell, *, push: bool) -> list[Step]:
-    """Pull the cell's builder image by its content tag; build it when the registry lacks it (and push)."""
-    missing = "steps.pull.outputs.found != 'true'"
-    steps: list[Step] = [{"name": f"Builder image {cell.name}: pull it by its content tag", "id": "pull",
-                          "run": f"python -m ci workflows --pull-image {cell.name}"}]
-    if cell.toolkit.kind == "debian":
-        steps.append({
-            "name": f"Debian {cell.debian_suite} base (the cell's toolkit comes from Debian packages)",
-            "if": missing, "timeout-minutes": 30,
-            "run": "sudo apt-get update -qq\n"
-                   "sudo apt-get install -y -qq debootstrap debian-archive-keyring\n"
-                   # debootstrap needs root; the farm runs with the runner's Python and its tools.
-                   'sudo --preserve-env=PYTHONPATH "$(command -v python)" -m ci base-image '
-                   f"--suite {cell.debian_suite} --mirror {DEBIAN_MIRROR}\n"})
-    steps.append({"name": f"Builder image {cell.name}: build it (its tag is new)", "if": missing,
-                  "timeout-minutes": 60, "run": f"python -m ci images {cell.name}"})
-    if push:
-        # Only the default branch and release tags write the registry later releases pull from.
-        trusted = f"(github.ref == 'refs/heads/{ctx.default_branch}' || startsWith(github.ref, 'refs/tags/v'))"
-        steps.append({"name": f"Builder image {cell.name}: push it (default branch and tags only)",
-                      "if": f"{missing} && {trusted}",
-                      "run": f"python -m ci workflows --push-image {cell.name}"})
-    return steps
-
-
-def document(ctx: Context, name: str, on: Mapping[str, Any], jobs: Mapping[str, Job],
-             concurrency: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """A workflow: no permissions at the top (each job says what it needs), bash everywhere (Windows too)."""
-    doc: dict[str, Any] = {"name": name, "on": dict(on), "permissions": {}}
-    if concurrency:
-        doc["concurrency"] = dict(concurrency)
-    env = ctx.workflow_env()
-    if env:
-        doc["env"] = env
-    doc["defaults"] = {"run": {"shell": "bash"}}
-    doc["jobs"] = dict(jobs)
-    return doc
-
-
-def _cell_summary(cell: matrix.Cell) -> str:
-    return f"CUDA {cell.cuda}, torch {cell.torch}, {cell.host_compiler}, SASS {' '.join(cell.sass_archs)}"
-
 
 # --- ci.yml ------------------------------------------------------------------------------------------------
 
@@ -315,7 +135,7 @@ def ci_workflow(ctx: Context) -> dict[str, Any]:
         if env:
             job["env"] = env
         target_args = " ".join(f"--target {i}" for i in ids)
-        job["steps"] = [*prologue(ctx), registry_login(), *image_steps(ctx, cell, push=False),
+        job["steps"] = [*prologue(ctx), free_disk(cell), registry_login(), *image_steps(ctx, cell, push=False),
                         {"name": "cibuildwheel in the image, repair, audit",
                          "run": f"python -m ci build-cuda {target_args} --wheelhouse wheelhouse"},
                         upload(f"ci-wheels-{cell.name}", "wheelhouse/", retention=7)]
@@ -330,15 +150,15 @@ def ci_workflow(ctx: Context) -> dict[str, Any]:
 
 def images_workflow(ctx: Context) -> dict[str, Any]:
     paths = [".github/workflows/images.yml"] if ctx.external else \
-        [".github/workflows/images.yml", "docker/**", "ci/images.py", "ci/matrix.py"]
+        [".github/workflows/images.yml", *IMAGE_INPUTS]
     jobs: dict[str, Job] = {}
     for cell in ctx.linux_cells:
-        job: Job = {"name": f"builder image {cell.name} ({_cell_summary(cell)})", "runs-on": LINUX_RUNNER,
+        job: Job = {"name": f"builder image {cell.name} ({cell_summary(cell)})", "runs-on": LINUX_RUNNER,
                     "timeout-minutes": 120, "permissions": permissions(contents="read", packages="write")}
         env = base_image_env([cell])
         if env:
             job["env"] = env
-        job["steps"] = [*prologue(ctx), registry_login(), *image_steps(ctx, cell, push=True)]
+        job["steps"] = [*prologue(ctx), free_disk(cell), registry_login(), *image_steps(ctx, cell, push=True)]
         jobs[f"image-{cell.name}"] = job
     return document(ctx, "Builder images", {"workflow_call": None, "workflow_dispatch": None,
                                             "push": {"branches": [ctx.default_branch], "paths": paths}}, jobs,
@@ -380,10 +200,16 @@ def windows_runner(cell: matrix.Cell) -> str:
     return MSVC_COMPONENTS[cell.windows.toolset][1]
 
 
+#: The farm's cache on Windows runners: short (MAX_PATH) and fixed, so the generated cache step can name the
+#: toolkit folder the toolkit step fills and the build reads (windows/toolkit.py ``cached_folder``).
+WINDOWS_CACHE = "C:\\farm"
+
+
 def toolkit_cache_key(cell: matrix.Cell) -> str:
-    """Changes whenever the cell's Windows toolkit pins change (the matrix decides, so drift shows it)."""
+    """Changes whenever the cell's Windows toolkit pins or its locks change (drift shows it)."""
     assert cell.windows is not None
-    pins = json.dumps({"cuda": cell.cuda, "windows": dataclasses.asdict(cell.windows)}, sort_keys=True)
+    pins = json.dumps({"cuda": cell.cuda, "windows": dataclasses.asdict(cell.windows),
+                       "folder": windows_toolkit.install_name(cell)}, sort_keys=True)
     return f"cuda-toolkit-windows-{cell.name}-{hashlib.sha256(pins.encode()).hexdigest()[:16]}"
 
 
@@ -400,8 +226,8 @@ def linux_build_job(ctx: Context, target: targets.Target) -> Job:
     if env:
         job["env"] = env
     job["steps"] = [
-        *prologue(ctx), registry_login(), *image_steps(ctx, cell, push=False),
-        {"name": f"cibuildwheel in the {cell.name} image, repair, audit ({_cell_summary(cell)})",
+        *prologue(ctx), free_disk(cell), registry_login(), *image_steps(ctx, cell, push=False),
+        {"name": f"cibuildwheel in the {cell.name} image, repair, audit ({cell_summary(cell)})",
          "run": f"python -m ci build-cuda --target {target.id} --wheelhouse wheelhouse"},
         upload(f"wheel-{target.id}", f"wheelhouse/{target.id}/"),
     ]
@@ -413,20 +239,22 @@ def windows_build_job(ctx: Context, target: targets.Target) -> Job:
     assert cell.windows is not None
     facts = cell.windows
     what = ", ".join(facts.packages) if facts.packages else "the cell's PyPI toolkit wheels"
+    python = build_python(target)
     steps: list[Step] = [
-        *prologue(ctx, python=build_python(target)),
+        *prologue(ctx, target_python=python),
         _windows_toolset_step(cell),
         {"name": "Restore the CUDA toolkit (not in a release: inputs.cache is false there)", "if": "inputs.cache",
          "uses": actions.CACHE.uses(),
-         "with": {"path": "~/.cache/cuda-ext-farm/tools", "key": toolkit_cache_key(cell)}},
+         "with": {"path": str(windows_toolkit.cached_folder(cell, WINDOWS_CACHE)), "key": toolkit_cache_key(cell)}},
         {"name": f"CUDA {cell.cuda} toolkit ({facts.toolkit}: {what})", "timeout-minutes": 30,
          "run": f"python -m ci toolkit --cuda {cell.cuda}"},
-        {"name": f"Build, repair (delvewheel), audit with MSVC {facts.toolset}",
+        {"name": f"Build with CPython {python}, repair (delvewheel), audit with MSVC {facts.toolset}",
+         **env_step(target_python_env(python)),
          "run": f"python -m ci build-win --target {target.id} --wheelhouse wheelhouse"},
         upload(f"wheel-{target.id}", f"wheelhouse/{target.id}/"),
     ]
     return {"name": f"build {target.id}", "runs-on": windows_runner(cell), "timeout-minutes": 180,
-            "permissions": permissions(contents="read"), "steps": steps}
+            "permissions": permissions(contents="read"), "env": {"FARM_CACHE_DIR": WINDOWS_CACHE}, "steps": steps}
 
 
 def torch_cuda_index(target: targets.Target) -> str:
@@ -434,15 +262,25 @@ def torch_cuda_index(target: targets.Target) -> str:
     return f"{PYTORCH_INDEX}/cu{matrix.get_torch(target.torch).cuda.replace('.', '')}"
 
 
+def import_commands(target: targets.Target, wheel: str = "dist") -> list[tuple[str, str]]:
+    """(step name, command) of a target's import tests: the workflow runs them, and so does the release dry run
+    (with ``--torch-index`` replaced where PyTorch's indexes cannot be reached)."""
+    base = f"python -m ci release --import-test {wheel} --target {target.id} --test-python {target.python}"
+    found = []
+    if target.project.cpu_libraries:
+        found.append((f"Import on CPython {target.python} with a CPU-only torch {target.torch}",
+                      f"{base} --torch-kind cpu --torch-index {PYTORCH_INDEX}/cpu"))
+    found.append((f"Import on CPython {target.python} with the CUDA torch of {target.cell.name} (torch {target.torch})",
+                  f"{base} --torch-kind cuda --torch-index {torch_cuda_index(target)}"))
+    return found
+
+
 def import_job(ctx: Context, target: targets.Target) -> Job:
     runner = LINUX_RUNNER if target.os == "linux" else windows_runner(target.cell)
-    base = f"python -m ci release --import-test dist --target {target.id}"
-    steps: list[Step] = [*prologue(ctx, python=target.python), download(f"wheel-{target.id}", "dist")]
-    if target.project.cpu_libraries:
-        steps.append({"name": f"Import with a CPU-only torch {target.torch}",
-                      "run": f"{base} --torch-kind cpu --torch-index {PYTORCH_INDEX}/cpu"})
-    steps.append({"name": f"Import with the CUDA torch of {target.cell.name} (torch {target.torch})",
-                  "run": f"{base} --torch-kind cuda --torch-index {torch_cuda_index(target)}"})
+    steps: list[Step] = [*prologue(ctx, target_python=target.python), download(f"wheel-{target.id}", "dist")]
+    env = env_step(target_python_env(target.python))
+    for name, command in import_commands(target):
+        steps.append({"name": name, **env, "run": command})
     return {"name": f"import-test {target.id} (CPython {target.python})", "needs": job_key("build", target.id),
             "runs-on": runner, "timeout-minutes": 60, "permissions": permissions(contents="read"), "steps": steps}
 
@@ -486,12 +324,16 @@ def gpu_workflow(ctx: Context) -> dict[str, Any]:
         steps: list[Step] = [
             *checkout(ctx), download(f"wheel-{target.id}", "dist"),
             {"name": f"nox -s test-gpu on {target.id}",
-             "run": "python3 -m venv .venv-gpu\n"
+             "run": "python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {\n"
+                    '  echo "::error title=GPU runner::the farm needs python3 >= 3.11 on the runner, it has '
+                    '$(python3 --version 2>&1)"; exit 1; }\n'
+                    "python3 -m venv .venv-gpu\n"
                     f".venv-gpu/bin/python -m pip install --require-hashes --no-deps -r {ctx.requirements('lint')}\n"
                     'wheel="$(ls dist/*.whl)"\n'
                     f".venv-gpu/bin/nox{ctx.noxfile} -s test-gpu -- --target {target.id} "
                     f'--wheel "$wheel" --out "test-results/{target.id}"\n'},
-            upload(f"gpu-results-{target.id}", f"test-results/{target.id}/", when="always()", if_missing="warn"),
+            upload(f"gpu-results-{target.id}", f"test-results/{target.id}/", when="always()", if_missing="warn",
+                   overwrite=True),
         ]
         jobs[job_key("test-gpu", target.id)] = {
             "name": f"test-gpu {target.id}", "if": f"{variable} != ''",
@@ -509,7 +351,8 @@ def local_workflow(name: str) -> Commented:
 
 def release_workflow(ctx: Context) -> dict[str, Any]:
     name = ctx.config.name
-    is_tag = "github.ref_type == 'tag'"
+    # A run started by hand on a tag is a rehearsal: only the tag's own push publishes.
+    is_tag = "github.event_name == 'push' && github.ref_type == 'tag'"
     assemble_script = (
         "tag_args=()\n"
         'if [ "$GITHUB_REF_TYPE" = tag ]; then tag_args=(--tag "$GITHUB_REF_NAME"); fi\n'
@@ -517,8 +360,13 @@ def release_workflow(ctx: Context) -> dict[str, Any]:
         '"${tag_args[@]}"\n'
     )
     release_script = (
-        'gh release create "$GITHUB_REF_NAME" --repo "$GITHUB_REPOSITORY" --verify-tag \\\n'
-        f'  --title "{name} $GITHUB_REF_NAME" --notes-file notes/release-notes.md assets/*\n'
+        # A re-run finds the release it made: it uploads again (same names, --clobber) instead of failing.
+        'if gh release view "$GITHUB_REF_NAME" --repo "$GITHUB_REPOSITORY" > /dev/null 2>&1; then\n'
+        '  gh release upload "$GITHUB_REF_NAME" --repo "$GITHUB_REPOSITORY" --clobber assets/*\n'
+        "else\n"
+        '  gh release create "$GITHUB_REF_NAME" --repo "$GITHUB_REPOSITORY" --verify-tag \\\n'
+        f'    --title "{name} $GITHUB_REF_NAME" --notes-file notes/release-notes.md assets/*\n'
+        "fi\n"
         # GitHub renames assets with characters it dislikes; the indexes link the names we uploaded.
         'gh release view "$GITHUB_REF_NAME" --repo "$GITHUB_REPOSITORY" --json assets --jq ".assets[].name" \\\n'
         "  | sort > uploaded.txt\n"
@@ -558,16 +406,19 @@ def release_workflow(ctx: Context) -> dict[str, Any]:
                       upload("release-pypi", "release/pypi/"), upload("release-assets", "release/assets/"),
                       upload("release-notes", "release/release-notes.md"), upload("release-index", "release/index/")]},
         "publish-pypi": {
-            "name": "publish to PyPI (trusted publishing, attestations)", "if": is_tag, "needs": "assemble",
+            # After the GitHub Release: PyPI cannot take a file back, so it comes last.
+            "name": "publish to PyPI (trusted publishing, attestations)", "if": is_tag, "needs": "publish-github",
             "runs-on": LINUX_RUNNER, "timeout-minutes": 20,
             "environment": {"name": "pypi", "url": f"https://pypi.org/project/{name}/"},
             "permissions": permissions(oidc="PyPI trusted publishing and its attestations"),
             "steps": [download("release-pypi", "dist"),
                       {"name": "Upload to PyPI", "uses": actions.PYPI_PUBLISH.uses(),
-                       "with": {"packages-dir": "dist/", "attestations": True, "print-hash": True}}]},
+                       # A re-run skips what the first run uploaded (PyPI refuses a second file of a name).
+                       "with": {"packages-dir": "dist/", "attestations": True, "print-hash": True,
+                                "skip-existing": True}}]},
         "publish-github": {
             "name": "GitHub Release: every wheel, SHA256SUMS, manifest, provenance", "if": is_tag,
-            "needs": ["assemble", "publish-pypi"], "runs-on": LINUX_RUNNER, "timeout-minutes": 30,
+            "needs": "assemble", "runs-on": LINUX_RUNNER, "timeout-minutes": 30,
             "permissions": permissions(contents="write", attestations="write", oidc="sign the build provenance"),
             "steps": [download("release-assets", "assets"), download("release-notes", "notes"),
                       {"name": "Build provenance for every file in SHA256SUMS",

@@ -74,6 +74,10 @@ class WindowsFacts:
     packages: tuple[str, ...] = ()
     #: NVIDIA's network installer (nvidia-installer cells).
     installer: str = ""
+    #: The installer's checksum as ``<algorithm>:<hex>`` (pip's ``--hash`` form), checked before it runs:
+    #: ``sha256:...``, or ``md5:...``, the only checksum NVIDIA publishes for it (``docs/sidebar/md5sum.txt``
+    #: of the release); windows/toolkit.py prints the download's SHA-256 so the pin can be strengthened.
+    installer_hash: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -279,6 +283,9 @@ CELLS: tuple[Cell, ...] = (
                       "cusolver_dev_12.4"),
             installer="https://developer.download.nvidia.com/compute/cuda/12.4.1/network_installers/"
                       "cuda_12.4.1_windows_network.exe",
+            # The MD5 other projects pin for this file (NVIDIA publishes MD5s only); not checked against a download
+            # here (no NVIDIA site was reachable): the first Windows run checks it and prints the SHA-256 to pin.
+            installer_hash="md5:8901c95cd9e20b8fc73fc76e96065d03",
         ),
     ),
 )

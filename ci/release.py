@@ -89,6 +89,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="--import-test: the CUDA torch of the target's cell, or a CPU-only torch")
     parser.add_argument("--torch-index", help="--import-test: the index torch comes from (default: pip's own, "
                         f"e.g. {PYTORCH_INDEX}/cpu)")
+    parser.add_argument("--test-python", metavar="VERSION",
+                        help="--import-test: the CPython of the test environment (default: the target's oldest; "
+                             "FARM_PYTHON_3_10 and the like name an interpreter); the farm itself runs on its own")
     parser.add_argument("--cpu-torch", help="the torch release of the CPU-only import test (default: the "
                         "target's; a stable-ABI wheel may be tested with any later one)")
 
@@ -148,9 +151,9 @@ def _print_summary(manifest: Manifest, out: Path, seconds: float | None = None) 
 
 
 def _cmd_dry_run(args: argparse.Namespace) -> int:
-    from ci import audit, buildall, images, options, proc, publish, targets, toolkit
+    from ci import audit, buildall, envs, images, options, proc, publish, rehearsal, targets, toolkit
     from ci.release_assembly import prepare_out, verify_release, write_release
-    from ci.release_checks import check_extra_index, check_index_install, run_import_tests
+    from ci.release_checks import check_extra_index, check_index_install
     from ci.release_manifest import write_manifest
     from ci.release_plan import find_built, plan, verify_built
     from ci.sdist import build_sdist
@@ -165,6 +168,8 @@ def _cmd_dry_run(args: argparse.Namespace) -> int:
     # Preflight: what the build needs, before hours of compiling.
     images.require_engine()
     outputs.check_writable()
+    for python in sorted({t.python for t in chosen}):
+        envs.find_interpreter(python)  # the import tests run on the target's own CPython, as in the workflow
     by_id = {t.id: t for t in chosen}
     reusable = []
     if args.reuse_wheels:
@@ -196,7 +201,7 @@ def _cmd_dry_run(args: argparse.Namespace) -> int:
         write_release(out, manifest, sources)
     manifest = _record_checks(manifest, check_index_install(out, manifest), "index-install")
     manifest = _record_checks(manifest, check_extra_index(out, manifest), "extra-index")
-    for name, results in run_import_tests(out, manifest, by_id, cpu_torch=args.cpu_torch).items():
+    for name, results in rehearsal.import_tests(out, manifest, by_id, config.root, cpu_torch=args.cpu_torch).items():
         manifest = _record_all(manifest, name, results)
     write_manifest(out, manifest)
     verify_release(out)
@@ -270,7 +275,8 @@ def _cmd_import_test(args: argparse.Namespace) -> int:
         proc.console.print(f"[yellow]skipped[/]: {target.project.name} declares no cpu-libraries, so its wheels "
                            "need a CUDA torch")
         return 0
-    result = import_test(target, kind, wheel=wheels[0], python=options.current_python(), index_url=args.torch_index,
+    result = import_test(target, kind, wheel=wheels[0], python=args.test_python or target.python,
+                         index_url=args.torch_index,
                          cpu_torch=args.cpu_torch)
     proc.console.print(f"[green]{wheels[0].name}[/]: {result}")
     return 0

@@ -24,7 +24,7 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ci import fsutil, matrix, pins, proc
@@ -67,19 +67,28 @@ def parse_nvcc_version(text: str) -> str:
     return m.group(2)
 
 
-def pip_install_target(lock: str, target: Path) -> list[str]:
-    """The pip command that installs the hash-pinned wheels of ``ci/requirements/<lock>.txt`` into ``target``."""
+def pip_install_target(lock: str, target: Path, extra: Sequence[str] = ()) -> list[str]:
+    """The pip command that installs the hash-pinned wheels of ``ci/requirements/<lock>.txt`` into ``target``.
+
+    ``extra``: more pip options; ``--platform win_amd64 --python-version 3.12`` installs the Windows wheels on
+    another host (what the recorded-layout check of windows/toolkit.py does; pip picks the host's otherwise)."""
     return [
         sys.executable, "-m", "pip", "install", "--only-binary=:all:", "--disable-pip-version-check",
-        "--target", str(target), *pins.requirement_args(lock),
+        "--target", str(target), *extra, *pins.requirement_args(lock),
     ]
 
 
-def install_root(name: str, lock: str, also_keyed_by: tuple[str, ...] = ()) -> Path:
-    """Where lock ``lock`` is installed: keyed by the locks' contents, so a changed pin is a new folder."""
+def install_folder_name(name: str, lock: str, also_keyed_by: tuple[str, ...] = ()) -> str:
+    """The name of lock ``lock``'s folder under ``<cache>/tools``: keyed by the locks' contents, so a changed pin is
+    a new folder. Machine-independent: a workflow generated elsewhere can name the folder it caches."""
     contents = tuple(pins.lock_path(n).read_text() if pins.lock_path(n).is_file() else n
                      for n in (lock, *also_keyed_by))
-    return cache_root() / "tools" / f"{name}-{install_key(contents)}"
+    return f"{name}-{install_key(contents)}"
+
+
+def install_root(name: str, lock: str, also_keyed_by: tuple[str, ...] = ()) -> Path:
+    """Where lock ``lock`` is installed (see install_folder_name)."""
+    return cache_root() / "tools" / install_folder_name(name, lock, also_keyed_by)
 
 
 def cached_toolkit(cell: matrix.Cell) -> Path | None:
@@ -95,9 +104,10 @@ def _install_once(
     finish: Callable[[Path], None] | None = None,
     verify: Callable[[Path], bool] | None = None,
     also_keyed_by: tuple[str, ...] = (),
+    pip_extra: Sequence[str] = (),
 ) -> Path:
     """Install lock ``lock`` into the tool cache once, keyed by its content (and ``also_keyed_by``:
-    the locks ``finish`` adds)."""
+    the locks ``finish`` adds); ``pip_extra``: see pip_install_target."""
     root = install_root(name, lock, also_keyed_by)
     tools = root.parent
     fsutil.writable_dir(tools, "tool cache", "FARM_CACHE_DIR", "FARM_CACHE_DIR")
@@ -115,7 +125,7 @@ def _install_once(
         tmp = root.with_name(root.name + f".tmp-pid{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         try:
-            proc.run(pip_install_target(lock, tmp), env={"PIP_CONSTRAINT": os.devnull},
+            proc.run(pip_install_target(lock, tmp, pip_extra), env={"PIP_CONSTRAINT": os.devnull},
                      what=f"installing the pinned {name} wheels failed",
                      hint="check the network or an index mirror; a hash mismatch means a file changed on the "
                      "index (or the pins in ci/matrix.py changed without `nox -s lock`)")
@@ -156,12 +166,13 @@ def nvcc_version(cuda_home: Path, executable: str = "nvcc") -> str | None:
         return None
 
 
-def _add_library_headers(cell: matrix.Cell, cuda_home: Path) -> None:
-    """Install the cell's cuBLAS/cuSPARSE/cuSOLVER wheels aside and keep only their headers."""
+def _add_library_headers(cell: matrix.Cell, cuda_home: Path, pip_extra: Sequence[str] = ()) -> None:
+    """Install the cell's cuBLAS/cuSPARSE/cuSOLVER wheels aside and keep only their headers (the wheels of both
+    platforms keep them in ``<home_subdir>/include``)."""
     if not cell.toolkit.library_headers:
         return
     aside = cuda_home.parent.parent / "library-wheels"
-    proc.run(pip_install_target(pins.headers_lock(cell), aside), env={"PIP_CONSTRAINT": os.devnull},
+    proc.run(pip_install_target(pins.headers_lock(cell), aside, pip_extra), env={"PIP_CONSTRAINT": os.devnull},
              what="installing the pinned CUDA library headers failed")
     for include in sorted(aside.glob(f"{cell.toolkit.home_subdir}/include")):
         shutil.copytree(include, cuda_home / "include", dirs_exist_ok=True)

@@ -181,7 +181,8 @@ def test_only_publish_jobs_get_an_oidc_token(documents: dict[str, dict[str, Any]
     assert set(jobs["publish-pypi"]["permissions"]) == {"id-token"}
     assert jobs["publish-pypi"]["environment"]["name"] == "pypi"
     for key in ("publish-pypi", "publish-github", "publish-index"):
-        assert jobs[key]["if"] == "github.ref_type == 'tag'"
+        # A run started by hand on a tag is a rehearsal: only the tag's push publishes.
+        assert jobs[key]["if"] == "github.event_name == 'push' && github.ref_type == 'tag'"
         assert not any("checkout" in str(s.get("uses", "")) for s in jobs[key]["steps"]) or key == "publish-index"
     writers = {(n, k) for n, d in documents.items() for k, j in d["jobs"].items()
                if any(str(v.value) == "write" for s, v in j["permissions"].items() if s != "id-token")}
@@ -230,9 +231,15 @@ def test_release_runs_build_test_publish_in_that_order(documents: dict[str, dict
     assert jobs["wheels"]["needs"] == "images"
     assert jobs["gpu-tests"]["needs"] == "wheels"
     assert jobs["assemble"]["needs"] == ["wheels", "sdist", "gpu-tests"]
-    assert jobs["publish-pypi"]["needs"] == "assemble"
-    assert jobs["publish-github"]["needs"] == ["assemble", "publish-pypi"]
+    # PyPI cannot take a file back: it comes after the GitHub Release, and both survive a re-run.
+    assert jobs["publish-github"]["needs"] == "assemble"
+    assert jobs["publish-pypi"]["needs"] == "publish-github"
     assert jobs["publish-index"]["needs"] == "publish-github"
+    pypi = next(s for s in jobs["publish-pypi"]["steps"] if "gh-action-pypi-publish" in str(s.get("uses", "")))
+    assert pypi["with"]["skip-existing"] is True
+    create = next(s["run"] for s in jobs["publish-github"]["steps"] if "gh release" in s.get("run", ""))
+    assert "gh release upload" in create and "--clobber" in create and create.index("gh release view") < \
+        create.index("gh release create")
     steps = jobs["publish-github"]["steps"]
     attest = next(s for s in steps if "attest-build-provenance" in str(s.get("uses", "")))
     assert attest["with"] == {"subject-checksums": "assets/SHA256SUMS"}
@@ -250,6 +257,8 @@ def test_gpu_tests_are_skipped_visibly_without_the_runner_variable(documents: di
         assert job["if"] == "vars.GPU_RUNNER_LABEL != ''"
         assert job["runs-on"] == ["self-hosted", "${{ vars.GPU_RUNNER_LABEL }}"]
         assert any("nox -s test-gpu -- --target" in s.get("run", "") for s in job["steps"])
+        results = next(s for s in job["steps"] if str(s["name"]).startswith("Upload gpu-results-"))
+        assert results["with"]["overwrite"] is True  # a re-run's upload would answer 409 otherwise
 
 
 def test_windows_jobs_pin_the_msvc_toolset_the_cell_accepts(documents: dict[str, dict[str, Any]],
@@ -266,6 +275,11 @@ def test_windows_jobs_pin_the_msvc_toolset_the_cell_accepts(documents: dict[str,
         assert install["timeout-minutes"] == 30
         cache = next(s for s in job["steps"] if "actions/cache@" in str(s.get("uses", "")))
         assert cache["with"]["key"] == gha.toolkit_cache_key(target.cell)
+        # The cached folder is the one the toolkit step fills and build-win reads, under the job's FARM_CACHE_DIR.
+        from windows import toolkit as windows_toolkit
+
+        assert job["env"]["FARM_CACHE_DIR"] == gha.WINDOWS_CACHE
+        assert cache["with"]["path"] == str(windows_toolkit.cached_folder(target.cell, gha.WINDOWS_CACHE))
         assert any(f"build-win --target {target.id}" in s.get("run", "") for s in job["steps"])
     cell = dataclasses.replace(matrix.get_cell("13.0"), windows=dataclasses.replace(
         matrix.get_cell("13.0").windows, toolset="14.99"))  # type: ignore[type-var]
@@ -284,6 +298,39 @@ def test_import_tests_use_a_cpu_torch_only_when_the_project_promises_it(document
     job = classic["wheels.yml"]["jobs"][gha.job_key("import", "classic_ext-torch2.11-cu130-cp311-linux_x86_64")]
     runs = [s["run"] for s in job["steps"] if "run" in s]
     assert not any("--torch-kind cpu" in r for r in runs) and any("--torch-kind cuda" in r for r in runs)
+
+
+def test_the_farms_tools_run_on_the_farms_python_and_tests_on_the_targets(
+        documents: dict[str, dict[str, Any]], config: project.ProjectConfig) -> None:
+    """The farm's lock serves the farm's Python; the target's CPython is set up apart and handed to the farm by
+    path (setup-python's output: Windows has no python3.10 on PATH)."""
+    jobs = documents["wheels.yml"]["jobs"]
+    for target in (*targets.targets_for(config, "linux"), *targets.targets_for(config, "windows")):
+        steps = jobs[gha.job_key("import", target.id)]["steps"]
+        names = [str(s["name"]) for s in steps]
+        pythons = [s for s in steps if "setup-python" in str(s.get("uses", ""))]
+        assert [p["with"]["python-version"] for p in pythons] == [target.python, gha.FARM_PYTHON]
+        assert pythons[0]["id"] == "target-python"
+        assert names.index(f"Python {gha.FARM_PYTHON} (the farm's)") < next(
+            i for i, n in enumerate(names) if n.startswith("The farm's tools"))
+        runs = [s for s in steps if "--import-test" in s.get("run", "")]
+        variable = f"FARM_PYTHON_{target.python.replace('.', '_')}"
+        assert runs and all(f"--test-python {target.python}" in s["run"] for s in runs)
+        assert all(s["env"] == {variable: "${{ steps.target-python.outputs.python-path }}"} for s in runs)
+
+
+def test_a_push_touching_any_input_of_an_image_rebuilds_it(documents: dict[str, dict[str, Any]],
+                                                            config: project.ProjectConfig) -> None:
+    import fnmatch
+
+    from ci import images
+
+    paths = documents["images.yml"]["on"]["push"]["paths"]
+    for cell in {t.cell.name: t.cell for t in targets.targets_for(config, "linux")}.values():
+        spec = images.ImageSpec(cell, "base", ())
+        for source in spec.context_files().values():
+            relative = source.resolve().relative_to(ROOT).as_posix()
+            assert any(fnmatch.fnmatch(relative, p.replace("**", "*")) for p in paths), relative
 
 
 def test_another_project_gets_its_own_workflows_with_the_farm_pinned(tmp_path: Path) -> None:
@@ -583,3 +630,21 @@ def test_the_documented_caller_workflows_pass_the_linters_and_use_what_exists(tm
     for i, example in enumerate(examples):
         (tmp_path / f"example-{i}.yml").write_text(example)
     assert workflows.lint(tmp_path) == 0
+
+
+def test_every_job_that_pulls_or_builds_an_image_makes_room_first(documents: dict[str, dict[str, Any]]) -> None:
+    seen = 0
+    for name, doc in documents.items():
+        for key, job in doc["jobs"].items():
+            names = [str(s.get("name", "")) for s in job.get("steps", [])]
+            pulls = [i for i, n in enumerate(names) if n.startswith("Builder image") and n.endswith("content tag")]
+            if not pulls:
+                continue
+            seen += 1
+            room = [i for i, n in enumerate(names) if n.startswith("Free disk")]
+            assert room and room[0] < pulls[0], f"{name} {key}"
+            script = job["steps"][room[0]]["run"]
+            cell = names[pulls[0]].split()[2].rstrip(":")
+            need = gha.DISK_NEEDED_GIB[matrix.get_cell(cell).toolkit.kind]
+            assert "exit 1" in script and f'-lt {need} ]' in script
+    assert seen >= 4

@@ -1,0 +1,66 @@
+"""The release dry run's rehearsal of the release workflow's jobs: the commands the generated workflow runs
+(``ci/gha.py``), run here the way the workflow runs them.
+
+What differs from GitHub, and why it keeps the check honest:
+
+* PyTorch's indexes (download.pytorch.org) cannot be reached here. For the CUDA import test the torch from
+  pip's own index replaces ``--torch-index …/cu130``: PyTorch publishes on PyPI exactly the build of its
+  ``cu<matrix.TorchRelease.cuda>`` index, which is the index ``gha.torch_cuda_index`` names. For the CPU-only
+  import test ``--cpu-torch`` (a CPU torch pip can reach) replaces ``--torch-index …/cpu``.
+* Each command runs as ``python -m ci …`` in the farm's own interpreter, in the project's folder, as the
+  workflow's step does; the test environment uses the target's CPython (``--test-python``), found as
+  ``FARM_PYTHON_3_10`` or ``python3.10``.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ci import gha, proc
+
+if TYPE_CHECKING:
+    from ci.release_manifest import Manifest
+    from ci.targets import Target
+
+
+def local_command(command: str, *, wheel: Path, cpu_torch: str | None) -> list[str]:
+    """A generated ``python -m ci release --import-test`` line as this machine runs it (see the module's note)."""
+    words = shlex.split(command)
+    if words[:3] != ["python", "-m", "ci"]:
+        raise ValueError(f"not a farm command: {command}")
+    args = words[3:]
+    index = args.index("--torch-index")
+    kind = args[args.index("--torch-kind") + 1]
+    del args[index:index + 2]
+    if kind == "cpu" and cpu_torch:
+        args += ["--cpu-torch", cpu_torch]
+    args[args.index("--import-test") + 1] = str(wheel)
+    return [sys.executable, "-m", "ci", *args]
+
+
+def import_tests(out: Path, manifest: Manifest, by_id: Mapping[str, Target], project_root: Path, *,
+                 cpu_torch: str | None) -> dict[str, dict[str, str]]:
+    """Every Linux wheel's import-test steps, from the generated workflow's own commands."""
+    from ci.release_checks import host_can_run
+
+    results: dict[str, dict[str, str]] = {}
+    for item in manifest.wheels:
+        target = by_id[str(item.target)]
+        wheel = out / "assets" / item.name
+        reason = host_can_run(item, target.python)
+        checks: dict[str, str] = {}
+        for name, command in gha.import_commands(target):
+            kind = "import-cpu" if "--torch-kind cpu" in command else "import-cuda"
+            if reason is not None:
+                checks[kind] = f"not run here: {reason}"
+                continue
+            proc.run(local_command(command, wheel=wheel, cpu_torch=cpu_torch), cwd=project_root,
+                     what=f"the workflow's step failed here: {name}", hint=f"the generated command: {command}")
+            checks[kind] = f"ok: {name}"
+        checks.setdefault("import-cpu", "not applicable: the project declares no cpu-libraries")
+        results[item.name] = checks
+    return results
