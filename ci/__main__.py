@@ -221,13 +221,17 @@ def cmd_images(args: argparse.Namespace) -> int:
     table = Table(title="builder images")
     for col in ("cell", "tag", "size", "build time"):
         table.add_column(col)
+    tags: list[str] = []
     for cell in matrix.cells(args.cells or None):
         started = time.monotonic()
         spec = images.spec_for(matrix.validate(cell), args.base_image)
         tag = images.ensure_image(spec, rebuild=args.rebuild)
         size = f"{images.image_size(tag) / 2**20:.0f} MiB"
         table.add_row(cell.name, tag, size, f"{time.monotonic() - started:.1f} s")
+        tags.append(tag)
     console.print(table)
+    for tag in tags:  # what each layer costs: the jobs' disk needs (docs/releasing.md, "Disk") come from these
+        images.report_layers(tag, console)
     return 0
 
 

@@ -172,22 +172,29 @@ def target_python_env(version: str) -> dict[str, str]:
     return {f"FARM_PYTHON_{version.replace('.', '_')}": "${{ steps.target-python.outputs.python-path }}"}
 
 
-#: GiB free on / a job needs before it pulls or builds a cell's image and runs the build in it: the image, the
-#: torch volume (the cell's CUDA torch and its nvidia-* wheels), pip's cache of them, the build. Measured here
-#: (docs/releasing.md, "Disk"); a standard runner guarantees 14 GiB.
-DISK_NEEDED_GIB: Mapping[str, int] = {"debian": 24, "pypi": 18}
+#: GiB free on / a job needs before it pulls or builds a cell's builder image and builds in it, measured here
+#: (``nox -s images`` prints each layer): the CUDA 12 (Debian packages) image is 5.3 GiB and its build peaks
+#: near 10 GiB, a wheels job needs about 14 (the pulled image twice, compressed and unpacked; the torch volume,
+#: 4; pip's cache and the build); a PyPI-toolkit image is 0.9 GiB, with torch about 7 in all. A standard
+#: ubuntu-24.04 runner guarantees 14 GiB free.
+DISK_NEEDED_GIB: Mapping[str, int] = {"debian": 20, "pypi": 10}
 #: Preinstalled SDKs no job of the farm uses (about 30 GiB on ubuntu-24.04).
 UNUSED_SDKS = ("/usr/share/dotnet", "/usr/local/lib/android", "/opt/ghc", "/opt/hostedtoolcache/CodeQL",
                "/usr/local/share/boost", "/usr/local/.ghcup")
 
 
 def free_disk(cell: matrix.Cell) -> Step:
-    """Make room for the cell's image and torch, then stop early, with the figure, when there still is none."""
+    """Make room for the cell's image and torch when there is too little (removing SDKs takes a minute or two),
+    then stop early, with the figures, when there still is too little."""
     need = DISK_NEEDED_GIB[cell.toolkit.kind]
+    free = "$(df --output=avail -BG / | tail -n 1 | tr -dc 0-9)"
     return {"name": f"Free disk for the {cell.name} image and torch ({need} GiB)", "run":
-            f"sudo rm -rf {' '.join(UNUSED_SDKS)}\n"
-            "sudo docker image prune --all --force > /dev/null\n"
-            "free=$(df --output=avail -BG / | tail -n 1 | tr -dc 0-9)\n"
+            f"free={free}\n"
+            f'if [ "$free" -lt {need} ]; then\n'
+            f"  sudo rm -rf {' '.join(UNUSED_SDKS)}\n"
+            "  sudo docker image prune --all --force > /dev/null\n"
+            f"  free={free}\n"
+            "fi\n"
             f'echo "free on /: ${{free}} GiB (the {cell.name} build needs {need})"\n'
             f'if [ "$free" -lt {need} ]; then\n'
             f'  echo "::error title=Disk::${{free}} GiB free, the {cell.name} build needs {need} GiB: '
@@ -271,7 +278,15 @@ def document(ctx: Context, name: str, on: Mapping[str, Any], jobs: Mapping[str, 
 
 
 def cell_summary(cell: matrix.Cell) -> str:
-    return f"CUDA {cell.cuda}, torch {cell.torch}, {cell.host_compiler}, SASS {' '.join(cell.sass_archs)}"
+    return f"CUDA {cell.cuda}, torch {cell.torch}, {runner_compiler(cell)}, SASS {' '.join(cell.sass_archs)}"
+
+
+def runner_compiler(cell: matrix.Cell) -> str:
+    """The compiler the cell's image has on GitHub: Debian's ``gcc-N`` on the Debian base (toolkit from Debian
+    packages), the manylinux base's ``gcc-toolset-N`` otherwise (``docker/detect-toolchain.sh`` finds it)."""
+    if cell.toolkit.kind == "debian" or not cell.base_image.startswith("quay.io/pypa/manylinux"):
+        return cell.host_compiler
+    return cell.host_compiler.replace("gcc-", "gcc-toolset-", 1)
 
 
 def env_step(variables: Mapping[str, str]) -> Step:

@@ -64,3 +64,15 @@ def import_tests(out: Path, manifest: Manifest, by_id: Mapping[str, Target], pro
         checks.setdefault("import-cpu", "not applicable: the project declares no cpu-libraries")
         results[item.name] = checks
     return results
+
+
+def tool_installs() -> str:
+    """What every job's ``pip install --require-hashes -r ci/requirements/<lock>.txt`` installs, resolved for each
+    CPython and platform the lock serves (Windows jobs included): a wheel with a hash of the lock for every pin,
+    from the index pip uses (``ci/lockcheck.py``)."""
+    from ci import lockcheck, pins
+
+    names = pins.all_locks()
+    lockcheck.require(names)
+    environments = sum(len(lockcheck.environments(name)) for name in names)
+    return f"{len(names)} locks install from wheels in each of their {environments} (CPython, platform) pairs"

@@ -170,6 +170,7 @@ def _cmd_dry_run(args: argparse.Namespace) -> int:
     outputs.check_writable()
     for python in sorted({t.python for t in chosen}):
         envs.find_interpreter(python)  # the import tests run on the target's own CPython, as in the workflow
+    proc.console.print(f"[green]tool installs[/]: {rehearsal.tool_installs()}")
     by_id = {t.id: t for t in chosen}
     reusable = []
     if args.reuse_wheels:

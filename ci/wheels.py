@@ -12,6 +12,8 @@
   and the publishing run on the host (``ci/publish.py``).
 * Pip and ccache caches are named volumes; containers carry a label with the
   job, so an interrupted build removes them.
+* The compilers (``CC``, ``CXX``) are those the image found in its base at build time
+  (``docker/detect-toolchain.sh``): Debian's ``gcc-12`` and manylinux's gcc-toolset live in different places.
 """
 
 from __future__ import annotations
@@ -75,10 +77,12 @@ class ContainerBuild:
     outputs: publish.Outputs
     max_jobs: int | None = None
     job: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex[:12])
+    #: The compilers ``image`` recorded (:func:`images.image_toolchain`); ``build_in_container`` reads them.
+    toolchain: images.Toolchain | None = None
 
-
-def gcc_major(cell: matrix.Cell) -> str:
-    return cell.host_compiler.split("-")[1]
+    def compilers(self) -> images.Toolchain:
+        """The recorded compilers; without them (a job rendered but not built) the Debian base's known layout."""
+        return self.toolchain or images.planned_toolchain(self.spec)
 
 
 def nvcc_version(cell: matrix.Cell) -> str | None:
@@ -172,11 +176,12 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
     excludes = " ".join(f"--exclude {lib}" for lib in excluded)
     nvcc = nvcc_version(cell) or ""
     values = build.build_values(target, nvcc or None)
+    compilers = job.compilers()
     build_env = {
         "TORCH_CUDA_ARCH_LIST": cell.arch_list,
         "MAX_JOBS": str(job.max_jobs or os.cpu_count() or 2),
-        "CXX": f"/usr/lib/ccache/g++-{gcc_major(cell)}",
-        "CC": f"gcc-{gcc_major(cell)}",
+        "CXX": compilers.cxx,
+        "CC": compilers.cc,
         "PYTORCH_NVCC": "/usr/local/bin/nvcc-ccache",  # see docker/Dockerfile
         # Deterministic objects (see ci/build.py); toolkits older than 12.8 lack -frandom-seed.
         "NVCC_APPEND_FLAGS": build.deterministic_nvcc_flags(target.id, nvcc),
@@ -282,6 +287,8 @@ def build_in_container(job: ContainerBuild) -> report.BuildReport:
     target = job.target
     python = build_python(target, job.spec)
     job.outputs.check_writable()
+    if job.toolchain is None:
+        job = dataclasses.replace(job, toolchain=images.image_toolchain(job.image))
     cuobjdump = toolkit.ensure_cuobjdump()
     with fsutil.locked(job.outputs.lock(target), f"the build of {target.id}"):
         volume = ensure_torch_volume(job, python)
