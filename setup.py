@@ -21,9 +21,11 @@ through environment variables:
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 from setuptools import find_packages, setup
@@ -161,11 +163,17 @@ def build_ext_class():
     return BuildExtensionWithInfo.with_options(use_ninja=True)
 
 
+#: The commands that compile, and need torch. The others (``sdist``, ``egg_info``, ``dist_info``) only write files:
+#: without torch installed they run with no extension (the sdist's sources come from MANIFEST.in), so the sdist is
+#: written without the CUDA torch. With torch installed nothing changes.
+COMPILING = {"build", "build_ext", "bdist_wheel", "bdist", "bdist_egg", "install", "develop", "editable_wheel"}
+WITH_EXTENSIONS = importlib.util.find_spec("torch") is not None or bool(COMPILING & set(sys.argv[1:]))
+
 setup(
     packages=find_packages("package"),
     package_dir={"": "package"},
-    ext_modules=extensions(),
-    cmdclass={"build_ext": build_ext_class()},
+    ext_modules=extensions() if WITH_EXTENSIONS else [],
+    cmdclass={"build_ext": build_ext_class()} if WITH_EXTENSIONS else {},
     options={
         "bdist_wheel": {"py_limited_api": "cp310"},
         # Separate build folders keep release, debug and dev objects apart.

@@ -203,7 +203,7 @@ def build_parser(prog: str | None = None) -> Parser:
 
 #: Options that name something the user already has: it must exist, read from the caller's folder.
 INPUT_PATHS = ("project", "config", "wheel", "ptx_wheel", "torch_env", "assemble", "import_test", "sdist_dir",
-               "manifests")
+               "wheel_from_sdist", "manifests")
 #: Options that name where the farm writes: made absolute against the caller's folder.
 OUTPUT_PATHS = ("wheelhouse", "build_dir", "out", "sdist", "site")
 #: Commands that compile, and so read MAX_JOBS.

@@ -33,7 +33,7 @@ def selection(args: argparse.Namespace) -> targets.Selection:
 
 
 def selection_from_wheel(name: str, arch_list: str | None) -> targets.Selection:
-    """The target a wheel was built for, read from its name: ``+pt211cu130`` (torch and cell), ``+cu124``
+    """The target a wheel was built for, read from its name: ``+pt2.11.cu130`` (torch and cell), ``+cu124``
     (cell), and the interpreter tag of a per-Python wheel."""
     import re
 
@@ -42,7 +42,8 @@ def selection_from_wheel(name: str, arch_list: str | None) -> targets.Selection:
     parsed = wheelmeta.parse_name(Path(name))
     local = parsed.version.local or ""
     torch = cuda = python = None
-    m = re.fullmatch(r"pt(\d)(\d+)(cu\d+|cpu)", local)
+    # pt2.11.cu130 (and the older pt211cu130), then the project's own segments (g1a2b3c4 of setuptools-scm).
+    m = re.match(r"pt(\d+)\.(\d+)\.(cu\d+|cpu)(\.|$)", local) or re.match(r"pt(\d)(\d+)(cu\d+|cpu)(\.|$)", local)
     if m:
         torch, cuda = f"{m.group(1)}.{m.group(2)}", (m.group(3) if m.group(3) != "cpu" else None)
     elif re.fullmatch(r"cu\d+", local):

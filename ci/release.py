@@ -69,7 +69,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     mode.add_argument("--import-test", metavar="WHEEL",
                       help="install WHEEL (or the one wheel in a folder) into a new environment with a torch of "
                            "--torch-kind and run the project's smoke command")
-    mode.add_argument("--sdist", metavar="DIR", help="build the project's sdist into DIR")
+    mode.add_argument("--sdist", metavar="DIR", help="build the project's sdist into DIR (without the CUDA torch; "
+                      "--torch-index: where a CPU torch comes from when setup.py imports torch) and check it")
+    mode.add_argument("--wheel-from-sdist", metavar="DIR",
+                      help="build the release target's wheel from the sdist in DIR alone, audited (into --out, "
+                           "default sdist-wheel): the proof that the sdist builds")
     mode.add_argument("--site", metavar="DIR",
                       help="write the per-variant indexes of every release in --manifests into DIR, linking "
                            "the GitHub Release downloads under --base-url")
@@ -101,6 +105,8 @@ def cmd_release(args: argparse.Namespace) -> int:
         return _cmd_import_test(args)
     if args.sdist:
         return _cmd_sdist(args)
+    if args.wheel_from_sdist:
+        return _cmd_wheel_from_sdist(args)
     if args.site:
         return _cmd_site(args)
     if args.assemble:
@@ -152,11 +158,12 @@ def _print_summary(manifest: Manifest, out: Path, seconds: float | None = None) 
 
 def _cmd_dry_run(args: argparse.Namespace) -> int:
     from ci import audit, buildall, envs, images, options, proc, publish, rehearsal, targets, toolkit
+    from ci.install_lines import check_install_lines
     from ci.release_assembly import prepare_out, verify_release, write_release
     from ci.release_checks import check_extra_index, check_index_install
     from ci.release_manifest import write_manifest
     from ci.release_plan import find_built, plan, verify_built
-    from ci.sdist import build_sdist
+    from ci.sdist import build_sdist, build_wheel_from_sdist
 
     started = time.monotonic()
     config = options.load_project(args)
@@ -195,13 +202,20 @@ def _cmd_dry_run(args: argparse.Namespace) -> int:
         audit.raise_for_failures(result)
         checks[item.wheel.name] = {"audit": f"{at_build}; ok: {len(result.checks)} checks again on the host"}
     with tempfile.TemporaryDirectory(prefix="farm-release-") as tmp:
-        sdist = build_sdist(config, Path(tmp) / "sdist")
+        # As the workflow: the sdist written without the CUDA torch and checked, then a wheel built from it alone.
+        sdist = build_sdist(config, Path(tmp) / "sdist", cpu_torch=args.cpu_torch)
+        from_sdist = build_wheel_from_sdist(config, sdist, Path(tmp) / "sdist-wheel", max_jobs=args.max_jobs)
         manifest = plan(config, built, sdist, tag=args.tag, commit=_git_commit(config.root), checks=checks)
+        manifest = _record_all(manifest, sdist.name, {
+            "wheel-from-sdist": f"ok: {from_sdist.name}, built from the sdist alone and audited"})
         prepare_out(out)
         sources = {item.wheel.name: item.wheel for item in built} | {sdist.name: sdist}
         write_release(out, manifest, sources)
     manifest = _record_checks(manifest, check_index_install(out, manifest), "index-install")
     manifest = _record_checks(manifest, check_extra_index(out, manifest), "extra-index")
+    release = targets.default_target(config)
+    torch_env = envs.build_env(options.current_python(), release.torch_requirement, config.build_requires)
+    manifest = _record_install_lines(manifest, check_install_lines(out, manifest, torch_envs=(torch_env,)))
     for name, results in rehearsal.import_tests(out, manifest, by_id, config.root, cpu_torch=args.cpu_torch).items():
         manifest = _record_all(manifest, name, results)
     write_manifest(out, manifest)
@@ -216,6 +230,14 @@ def _record_checks(manifest: Manifest, results: Mapping[str, str], name: str) ->
     return dataclasses.replace(manifest, files=files)
 
 
+def _record_install_lines(manifest: Manifest, results: Mapping[str, str]) -> Manifest:
+    """``{"<line id> <wheel>": result}`` -> each wheel's ``install-line <line id>`` checks."""
+    for key, result in sorted(results.items()):
+        line_id, _, wheel = key.rpartition(" ")
+        manifest = _record_all(manifest, wheel, {f"install-line {line_id}": result})
+    return manifest
+
+
 def _record_all(manifest: Manifest, file_name: str, results: Mapping[str, str]) -> Manifest:
     files = tuple(f.with_checks(results) if f.name == file_name else f for f in manifest.files)
     return dataclasses.replace(manifest, files=files)
@@ -223,6 +245,7 @@ def _record_all(manifest: Manifest, file_name: str, results: Mapping[str, str]) 
 
 def _cmd_assemble(args: argparse.Namespace) -> int:
     from ci import audit, options, proc, toolkit
+    from ci.install_lines import check_install_lines
     from ci.release_assembly import prepare_out, verify_release, write_release
     from ci.release_checks import check_extra_index, check_index_install
     from ci.release_manifest import write_manifest
@@ -253,6 +276,7 @@ def _cmd_assemble(args: argparse.Namespace) -> int:
                                                                                      else {}))
     manifest = _record_checks(manifest, check_index_install(out, manifest), "index-install")
     manifest = _record_checks(manifest, check_extra_index(out, manifest), "extra-index")
+    manifest = _record_install_lines(manifest, check_install_lines(out, manifest))
     write_manifest(out, manifest)
     verify_release(out)
     _print_summary(manifest, out)
@@ -291,8 +315,19 @@ def _cmd_sdist(args: argparse.Namespace) -> int:
     from ci import options, proc
     from ci.sdist import build_sdist
 
-    sdist = build_sdist(options.load_project(args), Path(args.sdist))
+    sdist = build_sdist(options.load_project(args), Path(args.sdist), cpu_torch=args.cpu_torch,
+                        torch_index=args.torch_index)
     proc.console.print(f"[green]sdist[/] {sdist}")
+    return 0
+
+
+def _cmd_wheel_from_sdist(args: argparse.Namespace) -> int:
+    from ci import options
+    from ci.sdist import build_wheel_from_sdist, find_sdist
+
+    config = options.load_project(args)
+    out = options.path_option(args.out, "FARM_SDIST_WHEEL_DIR", Path.cwd() / "sdist-wheel")
+    build_wheel_from_sdist(config, find_sdist(Path(args.wheel_from_sdist)), out, max_jobs=args.max_jobs)
     return 0
 
 

@@ -187,7 +187,7 @@ def run_import_tests(out: Path, manifest: Manifest, by_id: Mapping[str, Target],
     results: dict[str, dict[str, str]] = {}
     for item in manifest.wheels:
         target = by_id[str(item.target)]
-        url = (out / "index" / str(item.variant)).resolve().as_uri() + "/"
+        url = (out / "index" / item.index_name).resolve().as_uri() + "/"
         public, local = version_parts(item.name)
         spec = f"{manifest.project}=={public}{'+' + local if local else ''}"
         python = _test_python(target)

@@ -1,5 +1,6 @@
 """What a release records: its files (``ReleaseFile``), the manifest (``release-manifest.json``), SHA256SUMS
-and the per-variant PEP 503 indexes of a manifest (written by ``ci/index.py``): the release folder's own
+and the PEP 503 indexes of a manifest (written by ``ci/index.py``; one per CUDA variant, for classic projects one
+per torch release x variant: :func:`index_name`): the release folder's own
 ``index/`` (relative links to ``assets/``) and the GitHub Pages site of every release (GitHub Release downloads).
 """
 
@@ -38,6 +39,15 @@ class ReleaseFile:
     tags: tuple[str, ...] = ()
     requires_python: str | None = None
     checks: tuple[tuple[str, str], ...] = ()
+    #: The index the file is listed in (:func:`index_name`); None in manifests written before it existed: the
+    #: variant's.
+    index: str | None = None
+    #: ``stable`` or ``classic`` (None: written before it was recorded).
+    abi: str | None = None
+
+    @property
+    def index_name(self) -> str:
+        return self.index or str(self.variant)
 
     def with_checks(self, results: Mapping[str, str]) -> ReleaseFile:
         return dataclasses.replace(self, checks=tuple(sorted({**dict(self.checks), **results}.items())))
@@ -71,10 +81,14 @@ class Manifest:
         return tuple(f for f in self.files if f.kind == "wheel")
 
     def variants(self) -> dict[str, list[ReleaseFile]]:
+        """The wheels of each index (:func:`index_name`: the CUDA variant; for classic projects the torch release
+        and the variant), as the release folder's ``index/`` and the GitHub Pages site lay them out."""
         found: dict[str, list[ReleaseFile]] = {}
         for item in self.wheels:
-            found.setdefault(str(item.variant), []).append(item)
+            found.setdefault(item.index_name, []).append(item)
         return found
+
+    indexes = variants
 
     def to_json(self) -> str:
         data = {"schema": MANIFEST_SCHEMA, "generated-by": "python -m ci release", "project": self.project,
@@ -98,6 +112,16 @@ class Manifest:
 
 
 
+def index_name(abi: str, variant: str, torch: str | None) -> str:
+    """The index a wheel is listed in: its CUDA variant (``cu124``) for a stable-ABI project, whose wheel serves
+    every later torch, as PyTorch's own per-CUDA indexes; ``torch2.10-cu124`` for a classic project, bound to
+    one torch release: one index per torch release x variant (as PyG's ``torch-2.5.0+cu124`` pages), so an
+    index never offers a build of another torch and pip cannot trade the user's torch for one."""
+    if abi == "stable" or not torch:
+        return variant
+    return f"torch{'.'.join(torch.split('+')[0].split('.')[:2])}-{variant}"
+
+
 def sums_text(files: Iterable[tuple[str, str]]) -> str:
     """``sha256sum -c`` format: ``<hex>  <name>``, sorted by name."""
     return "".join(f"{digest}  {name}\n" for name, digest in sorted(files))
@@ -112,7 +136,7 @@ def parse_sums(text: str) -> dict[str, str]:
 
 
 def local_index(manifest: Manifest) -> dict[str, dict[str, list[Any]]]:
-    """Every variant's index, linking the release folder's ``assets/`` (index/<variant>/<project>/ -> ../../../)."""
+    """Every index, linking the release folder's ``assets/`` (index/<index>/<project>/ -> ../../../)."""
     from ci import index
 
     return {variant: {manifest.project: [
@@ -121,7 +145,7 @@ def local_index(manifest: Manifest) -> dict[str, dict[str, list[Any]]]:
 
 
 def site_index(manifests: Iterable[Manifest], base_url: str) -> dict[str, dict[str, list[Any]]]:
-    """Every variant's index over every release, linking ``<base_url>/<tag>/<file>`` (GitHub Release downloads)."""
+    """Every index over every release, linking ``<base_url>/<tag>/<file>`` (GitHub Release downloads)."""
     from ci import index
 
     site: dict[str, dict[str, list[Any]]] = {}

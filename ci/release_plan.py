@@ -5,12 +5,13 @@ which file goes where: PyPI or not, which variant's index; a release pip could m
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ci.errors import UsageError
-from ci.release_manifest import Manifest, ReleaseFile
+from ci.release_manifest import Manifest, ReleaseFile, index_name
 
 if TYPE_CHECKING:
     from ci.project import ProjectConfig
@@ -139,6 +140,7 @@ def plan(config: ProjectConfig, built: Sequence[Built], sdist: Path | None, *, t
             cuda=target.cell.cuda, torch=target.torch, python=target.oldest_python, tags=parsed.tags,
             requires_python=_requires_python(item.wheel),
             checks=tuple(sorted((checks or {}).get(item.wheel.name, {}).items())),
+            index=index_name(target.project.abi, target.variant, target.torch), abi=target.project.abi,
         ))
     if sdist is not None:
         base = sdist.name.removesuffix(".tar.gz")
@@ -164,5 +166,31 @@ def plan(config: ProjectConfig, built: Sequence[Built], sdist: Path | None, *, t
             "two targets build wheels of one file name", f"{name}: {', '.join(ids)}",
             "a GitHub Release is one folder and pip cannot tell them apart: the variants need local labels "
             "(+cu124; see docs/releasing.md 'Variants and local versions')")
+    check_label_order(files)
     return Manifest(project=config.name, version=version, tag=tag, commit=commit, pypi_variant=variant,
                     files=tuple(sorted(files, key=lambda f: f.name)))
+
+
+def check_label_order(files: Iterable[ReleaseFile]) -> None:
+    """Refuse classic wheels whose versions sort against their torch releases: pip takes the highest version
+    it may install and changes torch to fit it, so with ``+pt29cu124`` above ``+pt210cu124`` (PEP 440 compares
+    that segment as a string) a torch 2.10 user would get torch 2.9. The farm's labels (``+pt2.10.cu124``,
+    ci/wheelmeta.py classic_label) put the torch minor in a numeric segment of its own."""
+    from ci import matrix, wheelmeta
+
+    groups: dict[tuple[str | None, tuple[str, ...]], list[ReleaseFile]] = {}
+    for item in files:
+        if item.kind == "wheel" and item.abi == "classic" and item.torch:
+            groups.setdefault((item.variant, item.tags), []).append(item)
+    for group in groups.values():
+        by_torch = sorted(group, key=lambda f: matrix.version_key(str(f.torch)))
+        for older, newer in itertools.pairwise(by_torch):
+            if matrix.minor_of(str(older.torch)) == matrix.minor_of(str(newer.torch)):
+                continue
+            if wheelmeta.parse_name(Path(older.name)).version >= wheelmeta.parse_name(Path(newer.name)).version:
+                raise UsageError(
+                    "classic wheels' local labels sort against their torch releases",
+                    f"+{version_parts(older.name)[1]} (torch {older.torch}) sorts above "
+                    f"+{version_parts(newer.name)[1]} (torch {newer.torch})",
+                    "pip takes the highest label and changes torch to fit it: label classic builds "
+                    "+pt2.10.cu124 (ci/wheelmeta.py classic_label), whose torch minor PEP 440 compares as a number")

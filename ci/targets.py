@@ -21,7 +21,7 @@ project's configuration (``ci/project.py``):
 * classic: one wheel per torch release x Python (or per torch release for
   ``python-abi = "abi3"``), built in the release cell of the torch's CUDA major
   (or in each cell the project lists), with torch pinned in its metadata and a
-  local version ``+pt211cu130`` so several torch builds coexist on an index.
+  local version ``+pt2.11.cu130`` so several torch builds coexist on an index.
 
 Only the standard library and ``packaging``: ``noxfile.py`` uses this module.
 """
@@ -105,13 +105,13 @@ class Target:
     @property
     def local_version(self) -> str:
         """The PEP 440 local label that gives every wheel of a release a name of its own (a GitHub Release is
-        one flat folder; pip cannot tell two same-named files apart): ``pt211cu130`` for classic wheels;
+        one flat folder; pip cannot tell two same-named files apart): ``pt2.11.cu130`` for classic wheels;
         ``cu124`` for a stable-ABI wheel of a variant other than the project's PyPI variant, as PyTorch labels
         its builds (``pip install --extra-index-url .../cu124`` then prefers it to PyPI's); none for the PyPI
         variant's stable-ABI wheels (PyPI refuses local versions) and CPU-only builds."""
         if self.project.abi == "stable":
             return "" if self.cpu or self.cell.name == pypi_variant(self.project) else self.variant
-        return f"pt{self.torch_minor.replace('.', '')}{self.variant}"
+        return f"pt{self.torch_minor}.{self.variant}"  # wheelmeta.classic_label: the minor sorts as a number
 
     @property
     def torch_requirement(self) -> str:

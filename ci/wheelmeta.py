@@ -4,8 +4,8 @@ deterministic archives.
 A classic extension is bound to the torch release it was compiled against, but
 its ``setup.py`` usually says ``install_requires=["torch"]``. The farm fixes the
 wheel, not the project: ``Requires-Dist: torch==2.11.*`` and the local version
-``+pt211cu130`` (so the builds for several torch releases of one version coexist
-on an index, and pip's resolver picks the one that matches the installed torch).
+``+pt2.11.cu130`` (:func:`classic_label`; so the builds for several torch releases of one version coexist in a
+GitHub Release, and sort by torch release: the torch minor is a numeric PEP 440 segment).
 
 A project's own local version (setuptools-scm's ``+g<hash>`` between tags, ``.d<date>`` for a dirty tree)
 is merged, not dropped: PEP 440 local segments joined by ``.``, the farm's label first
@@ -146,24 +146,49 @@ def _set_requirements(metadata: str, torch_pin: str | None, version: str) -> str
     return "\n".join(out) + (sep + body if sep else "\n")
 
 
-#: The form of the farm's local labels: ``pt211cu130``, ``pt211cpu`` (classic), ``cu124`` (stable-ABI variants).
-FARM_LABEL = re.compile(r"^(pt\d+)?(cu\d+|cpu)$")
+#: The form of the farm's local labels at the start of a local version: ``pt2.11.cu130``, ``pt2.11.cpu``
+#: (classic, :func:`classic_label`), ``cu124`` (stable-ABI variants), and the older one-segment classic form
+#: ``pt211cu130`` (its torch part sorts as a string: ``pt29`` above ``pt210``).
+FARM_LABEL = re.compile(r"^(pt\d+\.\d+\.(cu\d+|cpu)|(pt\d+)?(cu\d+|cpu))(\.|$)")
+
+
+def classic_label(torch_minor: str, variant: str) -> str:
+    """The local label of a classic wheel: ``pt2.10.cu124`` for torch 2.10 and variant ``cu124``.
+
+    PEP 440 splits a local version at ``.`` and compares numeric segments as numbers, others as strings: in
+    ``pt210cu124`` the torch release is part of a string, and ``pt29cu124`` sorts above it, so pip, which takes
+    the highest version it may install, would give a torch 2.10 user the torch 2.9 build (and torch 2.9).
+    ``pt2.10.cu124`` has the minor in a numeric segment: ``pt2.10`` sorts above ``pt2.9``."""
+    major, minor = torch_minor.split("+")[0].split(".")[:2]
+    return f"pt{int(major)}.{int(minor)}.{variant}"
 
 
 def merge_local(label: str, own: str) -> str:
-    """The local version of a farm wheel: the farm's ``label`` first, then the project's ``own`` local
-    segments (PEP 440: ``.``-separated; a segment equal to the label is dropped, so merging is idempotent)."""
-    segments = [s for s in own.split(".") if s and s != label]
-    return ".".join([label, *segments] if label else segments)
+    """The local version of a farm wheel: the farm's ``label`` (one or more segments) first, then the project's
+    ``own`` local segments (PEP 440: ``.``-separated; the label already leading ``own``, or a segment equal to a
+    one-segment label, is dropped, so merging is idempotent)."""
+    head = label.split(".") if label else []
+    segments = [s for s in own.split(".") if s]
+    n = len(head)
+    if n:
+        i = 0
+        while i + n <= len(segments):  # every copy of the label in the project's part goes, wherever it is
+            if segments[i:i + n] == head:
+                del segments[i:i + n]
+            else:
+                i += 1
+    return ".".join([*head, *segments])
 
 
 def local_matches(local: str, label: str) -> bool:
     """Whether a wheel's local version ``local`` carries the target's ``label`` as the farm writes it: the
-    label as the first segment and nowhere else; with no label, a first segment that is no farm label."""
+    label's segments first and nowhere else; with no label, a start that is no farm label."""
     segments = local.split(".") if local else []
     if label:
-        return segments[:1] == [label] and label not in segments[1:]
-    return not segments or not FARM_LABEL.match(segments[0])
+        head = label.split(".")
+        n = len(head)
+        return segments[:n] == head and not any(segments[i:i + n] == head for i in range(n, len(segments)))
+    return not segments or not FARM_LABEL.match(local)
 
 
 def rewrite(wheel: Path, outdir: Path, *, local_version: str = "", torch_pin: str | None = None,

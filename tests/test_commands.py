@@ -276,8 +276,11 @@ def test_sources_are_synced_incrementally_without_build_outputs(tmp_path: Path) 
 def test_the_target_of_a_wheel_is_read_from_its_name() -> None:
     from ci import options
 
-    sel = options.selection_from_wheel("classic_ext-0.3.0+pt211cu130-cp312-cp312-manylinux_2_34_x86_64.whl", None)
+    sel = options.selection_from_wheel("classic_ext-0.3.0+pt2.11.cu130-cp312-cp312-manylinux_2_34_x86_64.whl", None)
     assert (sel.torch, sel.cuda, sel.python) == ("2.11", "cu130", "3.12")
+    for older in ("0.3.0+pt211cu130", "0.3.1.dev1+pt2.11.cu130.g1a2b3c4"):  # the older label; setuptools-scm's part
+        sel = options.selection_from_wheel(f"classic_ext-{older}-cp312-cp312-manylinux_2_34_x86_64.whl", None)
+        assert (sel.torch, sel.cuda, sel.python) == ("2.11", "cu130", "3.12"), older
     target = targets.select(project.load(CLASSIC), sel)[0]
     assert target.id == "classic_ext-torch2.11-cu130-cp312-linux_x86_64"
     stable = options.selection_from_wheel("fusedops-0.1.0-cp310-abi3-manylinux_2_34_x86_64.whl", None)

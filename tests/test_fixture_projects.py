@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 TORCH = "2.11"
 PYTHON = "3.11"
-LOCAL = "+pt211cu130"
+LOCAL = "+pt2.11.cu130"
 
 pytestmark = pytest.mark.slow
 

@@ -36,16 +36,16 @@ def make_wheel(folder: Path, version: str, requires: tuple[str, ...] = ("torch",
 def target() -> targets.Target:
     config = project.load(SCM)
     (found,) = targets.select(config, targets.Selection(torch="2.11", python="3.11"))
-    assert found.local_version == "pt211cu130" and found.torch_pin == "torch==2.11.*"
+    assert found.local_version == "pt2.11.cu130" and found.torch_pin == "torch==2.11.*"
     return found
 
 
 @pytest.mark.parametrize(("label", "own", "merged"), [
-    ("pt211cu130", "", "pt211cu130"),                                   # a tagged release
-    ("pt211cu130", "g1a2b3c4", "pt211cu130.g1a2b3c4"),                  # setuptools-scm between tags
-    ("pt211cu130", "g1a2b3c4.d20260102", "pt211cu130.g1a2b3c4.d20260102"),  # ... with a dirty tree
-    ("pt211cu130", "pt211cu130.g1a2b3c4", "pt211cu130.g1a2b3c4"),       # a farm wheel rewritten again
-    ("pt211cu130", "g1a2b3c4.pt211cu130", "pt211cu130.g1a2b3c4"),       # the label is never written twice
+    ("pt2.11.cu130", "", "pt2.11.cu130"),                                   # a tagged release
+    ("pt2.11.cu130", "g1a2b3c4", "pt2.11.cu130.g1a2b3c4"),                  # setuptools-scm between tags
+    ("pt2.11.cu130", "g1a2b3c4.d20260102", "pt2.11.cu130.g1a2b3c4.d20260102"),  # ... with a dirty tree
+    ("pt2.11.cu130", "pt2.11.cu130.g1a2b3c4", "pt2.11.cu130.g1a2b3c4"),       # a farm wheel rewritten again
+    ("pt2.11.cu130", "g1a2b3c4.pt2.11.cu130", "pt2.11.cu130.g1a2b3c4"),       # the label is never written twice
     ("cu124", "g1a2b3c4", "cu124.g1a2b3c4"),                            # a stable-ABI variant
     ("", "g1a2b3c4", "g1a2b3c4"),                                       # no label: the project's own, as it is
     ("", "", ""),
@@ -58,12 +58,12 @@ def test_the_farm_label_comes_first_and_the_project_part_follows(label: str, own
 
 
 @pytest.mark.parametrize(("local", "label"), [
-    ("", "pt211cu130"),                        # the label dropped
-    ("g1a2b3c4", "pt211cu130"),                # ... and only the project's part kept
-    ("pt213cu130", "pt211cu130"),              # another torch's label
-    ("pt211cu130.pt211cu130", "pt211cu130"),   # written twice
-    ("g1a2b3c4.pt211cu130", "pt211cu130"),     # not first
-    ("pt211cu130", ""),                        # a label where the target has none (PyPI's variant)
+    ("", "pt2.11.cu130"),                        # the label dropped
+    ("g1a2b3c4", "pt2.11.cu130"),                # ... and only the project's part kept
+    ("pt2.13.cu130", "pt2.11.cu130"),              # another torch's label
+    ("pt2.11.cu130.pt2.11.cu130", "pt2.11.cu130"),   # written twice
+    ("g1a2b3c4.pt2.11.cu130", "pt2.11.cu130"),     # not first
+    ("pt2.11.cu130", ""),                        # a label where the target has none (PyPI's variant)
     ("cu124.g1a2b3c4", ""),
 ])
 def test_a_wrong_missing_or_doubled_label_does_not_match(local: str, label: str) -> None:
@@ -72,31 +72,33 @@ def test_a_wrong_missing_or_doubled_label_does_not_match(local: str, label: str)
 
 def test_merged_labels_sort_by_torch_first() -> None:
     """pip compares local segments in order: the farm label first keeps one torch's builds together."""
-    versions = ["1.4.1.dev1+pt213cu130.g0000000", "1.4.1.dev1+pt211cu130.gfffffff", "1.4.1.dev1+pt211cu130.g0000000"]
+    versions = ["1.4.1.dev1+pt2.13.cu130.g0000000", "1.4.1.dev1+pt2.11.cu130.gfffffff",
+                "1.4.1.dev1+pt2.11.cu130.g0000000"]
     assert sorted(versions, key=Version) == [versions[2], versions[1], versions[0]]
 
 
 def test_rewrite_keeps_the_scm_local_part_after_the_label(tmp_path: Path) -> None:
     built = make_wheel(tmp_path / "dist", "1.4.1.dev1+g1a2b3c4")
-    out = wheelmeta.rewrite(built, tmp_path / "final", local_version="pt211cu130", torch_pin="torch==2.11.*")
-    assert out.name == f"two_modules_scm-1.4.1.dev1+pt211cu130.g1a2b3c4-cp311-cp311-{PLATFORM}.whl"
+    out = wheelmeta.rewrite(built, tmp_path / "final", local_version="pt2.11.cu130", torch_pin="torch==2.11.*")
+    assert out.name == f"two_modules_scm-1.4.1.dev1+pt2.11.cu130.g1a2b3c4-cp311-cp311-{PLATFORM}.whl"
     meta = wheelmeta.read_metadata(out)
-    assert meta["Version"] == ["1.4.1.dev1+pt211cu130.g1a2b3c4"] and meta["Requires-Dist"] == ["torch==2.11.*"]
+    assert meta["Version"] == ["1.4.1.dev1+pt2.11.cu130.g1a2b3c4"] and meta["Requires-Dist"] == ["torch==2.11.*"]
     with zipfile.ZipFile(out) as zf:
-        assert zf.namelist()[-1] == "two_modules_scm-1.4.1.dev1+pt211cu130.g1a2b3c4.dist-info/RECORD"
-    again = wheelmeta.rewrite(out, tmp_path / "again", local_version="pt211cu130", torch_pin="torch==2.11.*")
+        assert zf.namelist()[-1] == "two_modules_scm-1.4.1.dev1+pt2.11.cu130.g1a2b3c4.dist-info/RECORD"
+    again = wheelmeta.rewrite(out, tmp_path / "again", local_version="pt2.11.cu130", torch_pin="torch==2.11.*")
     assert again.name == out.name and again.read_bytes() == out.read_bytes()
 
 
 def test_rewrite_of_a_tagged_build_and_without_a_label(tmp_path: Path) -> None:
-    tagged = wheelmeta.rewrite(make_wheel(tmp_path / "a", "1.4.0"), tmp_path / "b", local_version="pt211cu130")
-    assert tagged.name.startswith("two_modules_scm-1.4.0+pt211cu130-")
+    tagged = wheelmeta.rewrite(make_wheel(tmp_path / "a", "1.4.0"), tmp_path / "b", local_version="pt2.11.cu130")
+    assert tagged.name.startswith("two_modules_scm-1.4.0+pt2.11.cu130-")
     unlabelled = wheelmeta.rewrite(make_wheel(tmp_path / "c", "1.4.1.dev1+g1a2b3c4"), tmp_path / "d")
     assert unlabelled.name.startswith("two_modules_scm-1.4.1.dev1+g1a2b3c4-")
 
 
 def test_the_metadata_check_accepts_the_merged_version(target: targets.Target, tmp_path: Path) -> None:
-    for version in ("1.4.0+pt211cu130", "1.4.1.dev1+pt211cu130.g1a2b3c4", "1.4.1.dev1+pt211cu130.g1a2b3c4.d20260102"):
+    for version in ("1.4.0+pt2.11.cu130", "1.4.1.dev1+pt2.11.cu130.g1a2b3c4",
+                    "1.4.1.dev1+pt2.11.cu130.g1a2b3c4.d20260102"):
         wheel = make_wheel(tmp_path / version, version, requires=("torch==2.11.*",))
         check = audit.check_metadata(wheel, target)
         assert check.ok, check.detail
@@ -104,17 +106,17 @@ def test_the_metadata_check_accepts_the_merged_version(target: targets.Target, t
 
 @pytest.mark.parametrize("version", [
     "1.4.1.dev1+g1a2b3c4",                   # the farm's label missing
-    "1.4.1.dev1+pt213cu130.g1a2b3c4",        # another torch's label
-    "1.4.1.dev1+g1a2b3c4.pt211cu130",        # the label after the project's part
-    "1.4.1.dev1+pt211cu130.pt211cu130",      # the label twice
+    "1.4.1.dev1+pt2.13.cu130.g1a2b3c4",        # another torch's label
+    "1.4.1.dev1+g1a2b3c4.pt2.11.cu130",        # the label after the project's part
+    "1.4.1.dev1+pt2.11.cu130.pt2.11.cu130",      # the label twice
     "1.4.0",
 ])
 def test_the_metadata_check_refuses_a_wrong_label(target: targets.Target, tmp_path: Path, version: str) -> None:
     wheel = make_wheel(tmp_path, version, requires=("torch==2.11.*",))
     check = audit.check_metadata(wheel, target)
-    assert not check.ok and "expected +pt211cu130" in check.detail, check.detail
+    assert not check.ok and "expected +pt2.11.cu130" in check.detail, check.detail
 
 
 def test_the_metadata_check_still_wants_the_torch_pin(target: targets.Target, tmp_path: Path) -> None:
-    wheel = make_wheel(tmp_path, "1.4.1.dev1+pt211cu130.g1a2b3c4", requires=("torch",))
+    wheel = make_wheel(tmp_path, "1.4.1.dev1+pt2.11.cu130.g1a2b3c4", requires=("torch",))
     assert not audit.check_metadata(wheel, target).ok

@@ -126,7 +126,7 @@ def test_classic_identity_local_version_and_pin() -> None:
     config = project.load(CLASSIC)
     target = targets.select(config, targets.Selection(torch="2.13", python="3.12"))[0]
     assert target.id == "classic_ext-torch2.13-cu130-cp312-linux_x86_64"
-    assert target.local_version == "pt213cu130" and target.torch_pin == "torch==2.13.*"
+    assert target.local_version == "pt2.13.cu130" and target.torch_pin == "torch==2.13.*"
     assert target.torch_requirement == "torch==2.13.0,!=2.13.0+cpu"
     assert target.wheel_tag_prefix == "cp312-cp312"
 

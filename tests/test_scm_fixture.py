@@ -4,7 +4,7 @@ CUDA) and pure-Python code, its version from git tags (setuptools-scm), built by
 The fixture is copied into pytest's tmp_path and made a git repository tagged ``v1.4.0``. The farm copies
 what git lists into its work folder (no ``.git`` there), so it asks setuptools-scm in the project's folder and
 passes the version on (ci/build.py scm_version_env); it then merges its local label with the project's own
-local part (ci/wheelmeta.py merge_local): ``1.4.0+pt211cu130`` on the tag, ``1.4.1.dev1+pt211cu130.g<hash>``
+local part (ci/wheelmeta.py merge_local): ``1.4.0+pt2.11.cu130`` on the tag, ``1.4.1.dev1+pt2.11.cu130.g<hash>``
 one commit later.
 
 Real toolchain, as in tests/test_fixture_projects.py: the pinned CUDA 13.0 toolkit, torch 2.11 for CPython
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "two_modules_scm"
 TORCH = "2.11"
 PYTHON = "3.11"
-LABEL = "pt211cu130"
+LABEL = "pt2.11.cu130"
 
 pytestmark = pytest.mark.slow
 

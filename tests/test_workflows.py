@@ -230,7 +230,12 @@ def test_release_runs_build_test_publish_in_that_order(documents: dict[str, dict
     assert documents["release.yml"]["on"]["push"] == {"tags": ["v*"]}
     assert jobs["wheels"]["needs"] == "images"
     assert jobs["gpu-tests"]["needs"] == "wheels"
-    assert jobs["assemble"]["needs"] == ["wheels", "sdist", "gpu-tests"]
+    assert jobs["assemble"]["needs"] == ["wheels", "sdist", "sdist-wheel", "gpu-tests"]
+    # The sdist is written without the CUDA torch, and proven by a wheel built from it alone.
+    sdist_run = next(s["run"] for s in jobs["sdist"]["steps"] if "--sdist" in s.get("run", ""))
+    assert "--torch-index https://download.pytorch.org/whl/cpu" in sdist_run
+    assert jobs["sdist-wheel"]["needs"] == "sdist"
+    assert any("--wheel-from-sdist sdist" in s.get("run", "") for s in jobs["sdist-wheel"]["steps"])
     # PyPI cannot take a file back: it comes after the GitHub Release, and both survive a re-run.
     assert jobs["publish-github"]["needs"] == "assemble"
     assert jobs["publish-pypi"]["needs"] == "publish-github"

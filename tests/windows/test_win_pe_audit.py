@@ -160,7 +160,7 @@ def test_classic_per_python_wheel(tmp_path: Path, pe_files: dict[str, Path], tor
     target = next(t for t in classic_targets if t.python == "3.12" and t.torch.startswith("2.11"))
     files = {"classic_ext/_C.cp312-win_amd64.pyd": pe_files["classic312"].read_bytes(),
              "classic_ext/__init__.py": b""}
-    wheel = pebuild.make_wheel(tmp_path, "classic_ext", "0.3.0+pt211cu130", "cp312-cp312-win_amd64", files,
+    wheel = pebuild.make_wheel(tmp_path, "classic_ext", "0.3.0+pt2.11.cu130", "cp312-cp312-win_amd64", files,
                                requires=["torch==2.11.*"])
     result = audit.audit_wheel(wheel, target, torch=audit.TorchDlls.scan(torch_site))
     assert result.ok, _failed(result)
