@@ -27,8 +27,10 @@ if TYPE_CHECKING:
     from ci.targets import Target
 
 
-def local_command(command: str, *, wheel: Path, cpu_torch: str | None) -> list[str]:
-    """A generated ``python -m ci release --import-test`` line as this machine runs it (see the module's note)."""
+def local_command(command: str, *, wheel: Path, cpu_torch: str | None, cpu_python: str | None = None) -> list[str]:
+    """A generated ``python -m ci release --import-test`` line as this machine runs it (see the module's note);
+    ``cpu_python``: the CPython of the CPU-only import test where the CPU torch here has no wheel for the
+    target's (this machine's CPU torch is one local wheel, for one CPython)."""
     words = shlex.split(command)
     if words[:3] != ["python", "-m", "ci"]:
         raise ValueError(f"not a farm command: {command}")
@@ -38,12 +40,14 @@ def local_command(command: str, *, wheel: Path, cpu_torch: str | None) -> list[s
     del args[index:index + 2]
     if kind == "cpu" and cpu_torch:
         args += ["--cpu-torch", cpu_torch]
+    if kind == "cpu" and cpu_python:
+        args[args.index("--test-python") + 1] = cpu_python
     args[args.index("--import-test") + 1] = str(wheel)
     return [sys.executable, "-m", "ci", *args]
 
 
 def import_tests(out: Path, manifest: Manifest, by_id: Mapping[str, Target], project_root: Path, *,
-                 cpu_torch: str | None) -> dict[str, dict[str, str]]:
+                 cpu_torch: str | None, cpu_python: str | None = None) -> dict[str, dict[str, str]]:
     """Every Linux wheel's import-test steps, from the generated workflow's own commands."""
     from ci.release_checks import host_can_run
 
@@ -58,9 +62,11 @@ def import_tests(out: Path, manifest: Manifest, by_id: Mapping[str, Target], pro
             if reason is not None:
                 checks[kind] = f"not run here: {reason}"
                 continue
-            proc.run(local_command(command, wheel=wheel, cpu_torch=cpu_torch), cwd=project_root,
-                     what=f"the workflow's step failed here: {name}", hint=f"the generated command: {command}")
-            checks[kind] = f"ok: {name}"
+            local = local_command(command, wheel=wheel, cpu_torch=cpu_torch, cpu_python=cpu_python)
+            proc.run(local, cwd=project_root, what=f"the workflow's step failed here: {name}",
+                     hint=f"the generated command: {command}")
+            python = local[local.index("--test-python") + 1]
+            checks[kind] = f"ok: {name}" + (f" (here on CPython {python})" if python != target.python else "")
         checks.setdefault("import-cpu", "not applicable: the project declares no cpu-libraries")
         results[item.name] = checks
     return results

@@ -96,6 +96,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--test-python", metavar="VERSION",
                         help="--import-test: the CPython of the test environment (default: the target's oldest; "
                              "FARM_PYTHON_3_10 and the like name an interpreter); the farm itself runs on its own")
+    parser.add_argument("--cpu-test-python", metavar="VERSION",
+                        help="--dry-run: the CPython of the CPU-only import tests where the --cpu-torch here has no "
+                             "wheel for the target's (the workflow uses the target's; recorded in the check)")
     parser.add_argument("--cpu-torch", help="the torch release of the CPU-only import test (default: the "
                         "target's; a stable-ABI wheel may be tested with any later one)")
 
@@ -216,7 +219,8 @@ def _cmd_dry_run(args: argparse.Namespace) -> int:
     release = targets.default_target(config)
     torch_env = envs.build_env(options.current_python(), release.torch_requirement, config.build_requires)
     manifest = _record_install_lines(manifest, check_install_lines(out, manifest, torch_envs=(torch_env,)))
-    for name, results in rehearsal.import_tests(out, manifest, by_id, config.root, cpu_torch=args.cpu_torch).items():
+    for name, results in rehearsal.import_tests(out, manifest, by_id, config.root, cpu_torch=args.cpu_torch,
+                                                 cpu_python=args.cpu_test_python).items():
         manifest = _record_all(manifest, name, results)
     write_manifest(out, manifest)
     verify_release(out)
