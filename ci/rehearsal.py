@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import shlex
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -82,3 +82,22 @@ def tool_installs() -> str:
     lockcheck.require(names)
     environments = sum(len(lockcheck.environments(name)) for name in names)
     return f"{len(names)} locks install from wheels in each of their {environments} (CPython, platform) pairs"
+
+
+def windows_toolkits(windows_targets: Sequence[Target]) -> dict[str, str]:
+    """The Windows jobs' toolkit step (``python -m ci toolkit --cuda X``) for each Windows cell, run here on the
+    real win_amd64 wheels: the cell's hash-pinned lock installed for win_amd64 and the farm's Python, then the
+    Windows layout found in it (nvcc.exe, include, lib/x64/cudart.lib, the DLL folders). nvcc.exe cannot run here:
+    the nvcc wheel's version stands in for its ``--version``. NVIDIA's installer (CUDA 12) runs on Windows only."""
+    from windows import toolkit as windows_toolkit
+
+    results: dict[str, str] = {}
+    for cell in {t.cell.name: t.cell for t in windows_targets}.values():
+        assert cell.windows is not None
+        if cell.windows.toolkit != "pypi":
+            results[cell.name] = f"not run here: NVIDIA's {cell.windows.toolkit} runs on Windows only"
+            continue
+        found = windows_toolkit.ensure_pypi(cell, probe=None, pip_platform=(
+            "--platform", "win_amd64", "--python-version", gha.FARM_PYTHON, "--only-binary=:all:"))
+        results[cell.name] = f"ok: nvcc {found.nvcc_version} for win_amd64 at {found.cuda_home}"
+    return results

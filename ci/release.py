@@ -181,6 +181,8 @@ def _cmd_dry_run(args: argparse.Namespace) -> int:
     for python in sorted({t.python for t in chosen}):
         envs.find_interpreter(python)  # the import tests run on the target's own CPython, as in the workflow
     proc.console.print(f"[green]tool installs[/]: {rehearsal.tool_installs()}")
+    for cell, step in rehearsal.windows_toolkits(targets.targets_for(config, "windows")).items():
+        proc.console.print(f"[green]Windows toolkit step[/] {cell}: {step}")
     by_id = {t.id: t for t in chosen}
     reusable = []
     if args.reuse_wheels:
