@@ -216,7 +216,7 @@ def cmd_base_image(args: argparse.Namespace) -> int:
 
 
 def cmd_images(args: argparse.Namespace) -> int:
-    from ci import images
+    from ci import image_contents, images
 
     table = Table(title="builder images")
     for col in ("cell", "tag", "size", "build time"):
@@ -231,7 +231,7 @@ def cmd_images(args: argparse.Namespace) -> int:
         tags.append(tag)
     console.print(table)
     for tag in tags:  # what each layer costs: the jobs' disk needs (docs/releasing.md, "Disk") come from these
-        images.report_layers(tag, console)
+        image_contents.report_layers(tag, console)
     return 0
 
 

@@ -124,3 +124,7 @@ def env_path(name: str, *, must_exist: bool = True, kind: str = "folder",
                 f"fix or unset {name}",
             )
     return value
+
+
+class MatrixError(UsageError):
+    """A request that the universe cannot satisfy (``ci/matrix.py``, ``ci/archs.py``); the message says what to do."""

@@ -24,14 +24,13 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
-from ci.errors import UsageError
+from ci.archs import parse_arch_list as parse_arch_list
+from ci.archs import supported_archs as supported_archs
+from ci.archs import with_arch_list as with_arch_list
+from ci.errors import MatrixError as MatrixError
 
 ToolkitKind = Literal["pypi", "debian", "nvidia-repo"]
 WindowsToolkitKind = Literal["pypi", "nvidia-installer"]
-
-
-class MatrixError(UsageError):
-    """A request that the universe cannot satisfy; the message says what to do."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,6 +125,10 @@ class Cell:
         data = dataclasses.asdict(self)
         data.update(name=self.name, arch_list=self.arch_list, torch_requirement=self.torch_requirement)
         return data
+
+
+#: The Python each Debian suite brings (the interpreter cibuildwheel drives).
+DEBIAN_PYTHON = {"bookworm": "3.11", "trixie": "3.13"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -405,71 +408,6 @@ def validate(cell: Cell) -> Cell:
         if cell.toolkit.kind == "pypi" and "==" not in req:
             raise MatrixError("toolkit package must be pinned with ==", req, "pin it in ci/matrix.py")
     return cell
-
-
-def parse_arch_list(value: str) -> tuple[tuple[str, ...], str | None]:
-    """Parse a ``TORCH_CUDA_ARCH_LIST`` value into (SASS archs, PTX arch).
-
-    Accepts ``;``, ``,`` or spaces as separators, like torch does.
-    """
-    archs: list[str] = []
-    ptx: str | None = None
-    for raw in value.replace(",", ";").replace(" ", ";").split(";"):
-        item = raw.strip()
-        if not item:
-            continue
-        base = item.removesuffix("+PTX")
-        try:
-            major, minor = base.split(".")
-            int(major)
-            int(minor.rstrip("af"))
-        except ValueError:
-            raise MatrixError(
-                "bad architecture in the arch list", item, "use forms like '8.0' or '12.0+PTX', separated by ';'"
-            ) from None
-        archs.append(base)
-        if item.endswith("+PTX"):
-            ptx = base
-    if not archs:
-        raise MatrixError("empty architecture list", repr(value), "give at least one architecture, like '9.0+PTX'")
-    return tuple(archs), ptx
-
-
-#: The architectures nvcc compiles, oldest and newest, by toolkit (major.minor prefix): CUDA 13 dropped
-#: everything before Turing; 12.8 added Blackwell (10.0, 12.0) and 12.9 the 10.3/12.1 parts.
-ARCH_RANGES: tuple[tuple[str, tuple[str, str]], ...] = (
-    ("13.", ("7.5", "12.1")),
-    ("12.9", ("5.0", "12.1")),
-    ("12.8", ("5.0", "12.0")),
-    ("12.", ("5.0", "9.0")),
-)
-
-
-def _arch_key(arch: str) -> tuple[int, int]:
-    major, minor = arch.split(".")
-    return int(major), int(minor.rstrip("af"))
-
-
-def supported_archs(cuda: str) -> tuple[str, str] | None:
-    """The oldest and newest architecture ``cuda``'s nvcc compiles (None: not known to the farm)."""
-    return next((r for prefix, r in ARCH_RANGES if cuda.startswith(prefix)), None)
-
-
-def with_arch_list(cell: Cell, value: str | None) -> Cell:
-    """Return ``cell`` with its architectures overridden by ``value`` (if given); an architecture the cell's
-    nvcc cannot compile is refused here, before anything runs, not by the compiler after minutes of work."""
-    if not value:
-        return cell
-    archs, ptx = parse_arch_list(value)
-    known = supported_archs(cell.cuda)
-    if known:
-        low, high = known
-        outside = [a for a in archs if not _arch_key(low) <= _arch_key(a) <= _arch_key(high)]
-        if outside:
-            raise MatrixError(f"architecture not supported by CUDA {cell.cuda}", outside[0],
-                              f"CUDA {cell.cuda} compiles {low} to {high}: pick architectures in that range "
-                              "(or another CUDA cell with --cuda)")
-    return dataclasses.replace(cell, sass_archs=archs, ptx_arch=ptx or archs[-1])
 
 
 def resolve(

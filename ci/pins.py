@@ -79,10 +79,8 @@ def _versions(found: set[str]) -> tuple[str, ...]:
 
 def served(name: str) -> Serves:
     """Which CPythons and platforms lock ``name`` serves (the module's docstring says why)."""
-    from ci import images  # images imports this module
-
     farm = set(FARM_PYTHONS)
-    in_images = {c.python for c in matrix.CELLS} | set(images.DEBIAN_PYTHON.values())
+    in_images = {c.python for c in matrix.CELLS} | set(matrix.DEBIAN_PYTHON.values())
     if name in ("farm", "lint"):
         return Serves(_versions(farm), (LINUX_X86_64, LINUX_AARCH64, WIN_AMD64))
     if name == "test":

@@ -34,6 +34,7 @@ from ci import (
     develop,
     envs,
     fsutil,
+    image_contents,
     images,
     matrix,
     pins,
@@ -77,12 +78,12 @@ class ContainerBuild:
     outputs: publish.Outputs
     max_jobs: int | None = None
     job: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex[:12])
-    #: The compilers ``image`` recorded (:func:`images.image_toolchain`); ``build_in_container`` reads them.
-    toolchain: images.Toolchain | None = None
+    #: The compilers ``image`` recorded (:func:`image_contents.image_toolchain`); ``build_in_container`` reads them.
+    toolchain: image_contents.Toolchain | None = None
 
-    def compilers(self) -> images.Toolchain:
+    def compilers(self) -> image_contents.Toolchain:
         """The recorded compilers; without them (a job rendered but not built) the Debian base's known layout."""
-        return self.toolchain or images.planned_toolchain(self.spec)
+        return self.toolchain or image_contents.planned_toolchain(self.spec)
 
 
 def nvcc_version(cell: matrix.Cell) -> str | None:
@@ -288,7 +289,7 @@ def build_in_container(job: ContainerBuild) -> report.BuildReport:
     python = build_python(target, job.spec)
     job.outputs.check_writable()
     if job.toolchain is None:
-        job = dataclasses.replace(job, toolchain=images.image_toolchain(job.image))
+        job = dataclasses.replace(job, toolchain=image_contents.image_toolchain(job.image))
     cuobjdump = toolkit.ensure_cuobjdump()
     with fsutil.locked(job.outputs.lock(target), f"the build of {target.id}"):
         volume = ensure_torch_volume(job, python)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from ci import images, project, publish, targets, wheels
+from ci import image_contents, images, project, publish, targets, wheels
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = f"{images.BASE_REPO}:bookworm"
@@ -85,7 +85,7 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                            capture_output=True, text=True)
     try:
         assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
-        images.image_toolchain.cache_clear()
+        image_contents.image_toolchain.cache_clear()
         yield TAG
     finally:
         # Disk is scarce on CI machines: the image goes (BuildKit's cache of its steps is left to its own GC).
@@ -107,7 +107,7 @@ def test_the_dockerfile_runs_the_same_steps() -> None:
 
 
 def test_the_toolsets_compiler_is_detected(image: str) -> None:
-    found = images.image_toolchain(image)
+    found = image_contents.image_toolchain(image)
     assert (found.cc, found.cxx_real) == (f"{TOOLSET}/gcc", f"{TOOLSET}/g++")
     assert found.version.startswith("12.")
     # Not the unversioned ccache link: ccache would run the first g++ on PATH, another toolset's.
@@ -116,8 +116,8 @@ def test_the_toolsets_compiler_is_detected(image: str) -> None:
 
 def test_the_debian_layout_is_recorded_as_the_farm_assumes_it(image: str) -> None:
     out = run_as_build(image, "cat /etc/farm/debian.env")
-    found = images.parse_toolchain(out.stdout, "debian.env")
-    assert dataclasses.replace(found, version="") == images.debian_toolchain(12)
+    found = image_contents.parse_toolchain(out.stdout, "debian.env")
+    assert dataclasses.replace(found, version="") == image_contents.debian_toolchain(12)
 
 
 def test_the_build_user_writes_site_packages_behind_the_link(image: str) -> None:
@@ -139,7 +139,7 @@ def test_cibuildwheel_gets_the_recorded_compilers_and_they_compile(image: str, t
     spec = images.spec_for(target.cell, BASE)
     outputs = publish.Outputs(wheelhouse=tmp_path / "wh", build_root=tmp_path / "build")
     job = wheels.ContainerBuild(target=target, spec=spec, image=image, outputs=outputs, job="layout",
-                                toolchain=images.image_toolchain(image))
+                                toolchain=image_contents.image_toolchain(image))
     env = wheels.cibuildwheel_env(job, "3.11", "volume", None)["CIBW_ENVIRONMENT"]
     compilers = job.compilers()
     assert f'CC="{compilers.cc}"' in env and f'CXX="{compilers.cxx}"' in env

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from ci import actions, gha, matrix, project, targets, workflows, yamlout
+from ci import actions, gha, gha_windows, matrix, project, targets, workflows, yamlout
 from ci.errors import CommandFailed, UsageError
 from ci.yamlout import Commented
 
@@ -274,7 +274,7 @@ def test_windows_jobs_pin_the_msvc_toolset_the_cell_accepts(documents: dict[str,
         assert target.cell.windows is not None
         toolset = target.cell.windows.toolset
         step = next(s for s in job["steps"] if s["name"].startswith("MSVC toolset"))
-        component, runner = gha.MSVC_COMPONENTS[toolset]
+        component, runner = gha_windows.MSVC_COMPONENTS[toolset]
         assert component in step["run"] and step["timeout-minutes"] == 30 and job["runs-on"] == runner
         install = next(s for s in job["steps"] if s["name"].startswith(f"CUDA {target.cell.cuda} toolkit"))
         assert install["timeout-minutes"] == 30
@@ -289,7 +289,7 @@ def test_windows_jobs_pin_the_msvc_toolset_the_cell_accepts(documents: dict[str,
     cell = dataclasses.replace(matrix.get_cell("13.0"), windows=dataclasses.replace(
         matrix.get_cell("13.0").windows, toolset="14.99"))  # type: ignore[type-var]
     with pytest.raises(UsageError, match="MSVC_COMPONENTS"):
-        gha.windows_runner(cell)
+        gha_windows.windows_runner(cell)
 
 
 def test_import_tests_use_a_cpu_torch_only_when_the_project_promises_it(documents: dict[str, dict[str, Any]],
