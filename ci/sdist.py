@@ -61,7 +61,6 @@ def build_sdist(config: ProjectConfig, dest: Path, *, cpu_torch: str | None = No
     from ci import envs, options, proc
 
     python = options.current_python()
-    dest.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="farm-sdist-") as tmp:
         out = Path(tmp) / "dist"
@@ -89,11 +88,13 @@ def build_sdist(config: ProjectConfig, dest: Path, *, cpu_torch: str | None = No
         if len(made) != 1:
             raise CommandFailed("the sdist build did not produce exactly one archive",
                                 ", ".join(p.name for p in made) or "none", "its output is above")
+        proc.console.print(f"[green]sdist[/] {made[0].name} in {time.monotonic() - started:.1f} s "
+                           f"({_torch_label(env)})")
+        if check:  # before it reaches dest: a refused sdist is not left behind
+            check_sdist(config, made[0])
+        dest.mkdir(parents=True, exist_ok=True)
         final = dest / made[0].name
         shutil.copy2(made[0], final)
-    proc.console.print(f"[green]sdist[/] {final.name} in {time.monotonic() - started:.1f} s ({_torch_label(env)})")
-    if check:
-        check_sdist(config, final)
     return final
 
 
@@ -131,10 +132,19 @@ def cpu_torch_env(config: ProjectConfig, python: str, version: str, torch_index:
     """The farm's build tools, ``torch==<version>+cpu`` (from ``torch_index`` as an extra index when given) and the
     project's own build requirements (layered, as in ``envs.build_env``)."""
     from ci import envs, pins
+    from ci.errors import CommandFailed
 
-    base = envs.ensure_env(f"sdist-torch{version}-cpu", python,
-                           [*(["--extra-index-url", torch_index] if torch_index else []), f"torch=={version}+cpu"],
-                           locks=(envs.BUILD_TOOLS_LOCK,))
+    try:
+        base = envs.ensure_env(f"sdist-torch{version}-cpu", python,
+                               [*(["--extra-index-url", torch_index] if torch_index else []), f"torch=={version}+cpu"],
+                               locks=(envs.BUILD_TOOLS_LOCK,))
+    except CommandFailed as exc:
+        # PyPI has no CPU-only torch: say where one comes from instead of pip's "check the network".
+        raise CommandFailed(f"setup.py imports torch to write the sdist, and no torch=={version}+cpu was found",
+                            torch_index or "pip's own indexes",
+                            "pass --torch-index https://download.pytorch.org/whl/cpu, or --cpu-torch VERSION of a "
+                            "CPU torch pip can reach (a stable-ABI project: any release at or above its floor)") \
+            from exc
     locked = set(pins.pinned_in(pins.lock_path(envs.BUILD_TOOLS_LOCK)))
     own = [r for r in dict.fromkeys(config.build_requires) if envs.requirement_name(r) not in locked]
     return envs.layered_env(base, f"sdist-torch{version}-cpu", python, own) if own else base

@@ -161,3 +161,15 @@ def test_wheel_from_sdist_imports(tmp_path: Path) -> None:
         out = subprocess.run([str(env.python), "-c", code], cwd=scratch, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[3.0, 3.0, 3.0]"
+
+
+def test_a_refused_sdist_is_not_left_behind(tmp_path: Path) -> None:
+    """The cuda_if_available shape (setup.py lists its .cu only where torch sees a GPU): written without CUDA,
+    the sdist lacks the .cu; the farm refuses it and writes nothing to the destination."""
+    source = Path(__file__).resolve().parent / "fixtures" / "cuda_if_available"
+    copy = tmp_path / "proj"
+    shutil.copytree(source, copy)
+    dest = tmp_path / "dist"
+    with pytest.raises(UsageError, match=r"lacks a file its build needs \(csrc/twice_cuda\.cu"):
+        sdist.build_sdist(project.load(copy), dest, cpu_torch="2.13.0")
+    assert not dest.exists()
