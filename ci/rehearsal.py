@@ -66,7 +66,10 @@ def import_tests(out: Path, manifest: Manifest, by_id: Mapping[str, Target], pro
             proc.run(local, cwd=project_root, what=f"the workflow's step failed here: {name}",
                      hint=f"the generated command: {command}")
             python = local[local.index("--test-python") + 1]
-            checks[kind] = f"ok: {name}" + (f" (here on CPython {python})" if python != target.python else "")
+            here = [f"CPython {python}"] if python != target.python else []
+            if kind == "import-cpu" and cpu_torch:
+                here.append(f"CPU torch {cpu_torch}")
+            checks[kind] = f"ok: {name}" + (f" (here: {', '.join(here)})" if here else "")
         checks.setdefault("import-cpu", "not applicable: the project declares no cpu-libraries")
         results[item.name] = checks
     return results
