@@ -9,7 +9,7 @@ Each check is reported separately; a build publishes its wheel only when all pas
   and a manylinux platform tag (auditwheel repaired it);
 * ``module-suffix``: extension modules are named for that ABI (``.abi3.so``);
 * ``metadata``: a classic wheel pins torch to the release it was built against
-  and carries the target's local version (``+pt211cu130``);
+  and carries the target's local version (``+pt2.11.cu130``);
 * ``needed:<lib>``: NEEDED only system libraries, torch's libraries, the CUDA
   libraries torch's wheels ship for the cell's major, or libraries bundled in
   the wheel; ``bundled``: nothing of torch or CUDA is bundled;

@@ -16,7 +16,7 @@ Which wheels go where (one rule, for every project the farm serves):
   PyPI when their version has no local label (PyPI refuses ``+…``), with the sdist;
 * every wheel of every variant goes to the GitHub Release and to its variant's index, so
   ``pip install <project> --extra-index-url <site>/cu124`` finds the cu124 build the way PyTorch's indexes work:
-  a variant's local label (``+cu124``, ``+pt211cu130``) sorts above the plain PyPI version;
+  a variant's local label (``+cu124``, ``+pt2.11.cu130``) sorts above the plain PyPI version;
 * two different files may not share a name: a GitHub Release is one flat folder, and pip cannot tell two
   same-named files apart. Wheels of different variants must differ in their local label.
 

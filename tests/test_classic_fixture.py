@@ -67,8 +67,7 @@ def classic_wheels(dirs: dict[str, Path]) -> dict[str, Path]:
 
 def test_one_wheel_per_torch_release_pinned_to_it(classic_wheels: dict[str, Path]) -> None:
     for torch, wheel in classic_wheels.items():
-        tag = torch.replace(".", "")
-        assert wheel.name.startswith(f"classic_ext-0.3.0+pt{tag}cu130-cp311-cp311-manylinux_"), wheel.name
+        assert wheel.name.startswith(f"classic_ext-0.3.0+pt{torch}.cu130-cp311-cp311-manylinux_"), wheel.name
         assert f"torch=={torch}.*" in wheelmeta.read_metadata(wheel)["Requires-Dist"]
     # Both coexist on one index: different versions of one project.
     assert len({w.name for w in classic_wheels.values()}) == 2
