@@ -3,7 +3,7 @@
 :func:`install_lines` gives, from a release manifest, the commands users type, per index and per situation:
 
 * ``fresh``: a new environment. A stable-ABI project's variant names the torch that has its CUDA major when PyPI's
-  newest torch has another one (``pip install fusedops "torch==2.10.*" --extra-index-url <site>/cu124``: PyPI's
+  newest torch has another one (``pip install <project> "torch==2.10.*" --extra-index-url <site>/cu124``: PyPI's
   torch 2.10 is its CUDA 12.8 build; without the pin pip takes PyPI's newest torch, a CUDA 13 build). A classic
   project's index (one per torch release x variant) holds only builds of one torch, whose wheels pin it.
 * ``keep-torch``: torch is installed and stays: the line pins the installed one

@@ -216,7 +216,7 @@ def needed_files(members: Iterable[str], project_files: Iterable[str], read: Cal
     * every file a shipped C/C++/CUDA file ``#include "..."``-s, transitively (resolved by
       :func:`include_candidates`; a name no project file matches is not the project's and is skipped);
     * every C/C++/CUDA file under the deepest folder that holds all the shipped ones of a top-level folder (``csrc/``
-      for fusedops): a ``.cu`` that ``setup.py`` lists only where it finds CUDA is missing from an sdist written
+      in the usual layout): a ``.cu`` that ``setup.py`` lists only where it finds CUDA is missing from an sdist written
       without CUDA, and a user with CUDA then builds a wheel without its kernels;
     * an sdist without any C/C++/CUDA file needs every one of the project's (but tests', examples', docs').
     """
