@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import shlex
 import sys
 import tempfile
@@ -37,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from ci.errors import CommandFailed, UsageError
 from ci.pypi_view import PYPI_SIMPLE, PyPIView
+from ci.release_checks import pip_isolated_env
 from ci.release_manifest import Manifest, ReleaseFile
 
 if TYPE_CHECKING:
@@ -173,12 +173,6 @@ class Outcome:
         return f"{self.wheel or 'no wheel of the project'}, {torch}"
 
 
-def _pip_env() -> dict[str, str]:
-    # --isolated drops PIP_* variables and pip's configuration (the machine's find-links, constraints, mirrors):
-    # pip sees only the indexes on its command line.
-    return {"PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
-
-
 def _report(report: Path, project: str) -> tuple[str | None, str | None]:
     from ci import index
 
@@ -268,7 +262,7 @@ def run_fresh(line: InstallLine, item: ReleaseFile, python: Path, sources: Sourc
     report = tmp / f"report-{hashlib.sha256((line.id + item.name).encode()).hexdigest()[:12]}.json"
     proc.run([python, "-m", "pip", "install", "--isolated", "--disable-pip-version-check", "--quiet", "--dry-run",
               "--ignore-installed", "--report", report, *sources.args(line), *tag_args(item), *line.requirements],
-             env=_pip_env(),
+             env=pip_isolated_env(),
              what=f"pip found no install for the line '{line.command()}' ({item.name}'s tags)",
              hint="pip's message is above")
     wheel, torch = _report(report, line.project)
@@ -282,7 +276,7 @@ def run_keep(line: InstallLine, python: Path, installed: str, sources: Sources, 
     report = tmp / f"report-{hashlib.sha256(line.id.encode()).hexdigest()[:12]}-keep.json"
     requirements = [f"torch=={installed}" if r == INSTALLED_TORCH else r for r in line.requirements]
     proc.run([python, "-m", "pip", "install", "--isolated", "--disable-pip-version-check", "--quiet", "--dry-run",
-              "--only-binary=:all:", "--report", report, *sources.args(line), *requirements], env=_pip_env(),
+              "--only-binary=:all:", "--report", report, *sources.args(line), *requirements], env=pip_isolated_env(),
              what=f"pip found no install for the line '{line.command()}' with torch {installed} installed",
              hint="pip's message is above")
     wheel, torch = _report(report, line.project)

@@ -12,6 +12,7 @@ wheels here, 4.7 GB in 50 s).
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import html
 import http.server
@@ -38,10 +39,13 @@ if TYPE_CHECKING:
 
 PYPI_SIMPLE = "https://pypi.org/simple"
 
+@functools.cache
 def _ssl_context() -> ssl.SSLContext:
-    cafile = next((v for v in (os.environ.get("PIP_CERT"), os.environ.get("SSL_CERT_FILE")) if v and Path(v).is_file()),
-                  None)
-    return ssl.create_default_context(cafile=cafile)
+    """The CA bundle pip uses (``lockcheck.pip_settings``: PIP_CERT, then pip's configuration), as lockcheck."""
+    from ci import lockcheck
+
+    cafile = lockcheck.pip_settings().get("cert") or os.environ.get("SSL_CERT_FILE")
+    return ssl.create_default_context(cafile=cafile if cafile and Path(cafile).is_file() else None)
 
 
 def _get(url: str, headers: Mapping[str, str] | None = None) -> tuple[bytes, Mapping[str, str]]:

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 def pip_isolated_env() -> dict[str, str]:
     """pip that sees only the indexes on its command line: no configuration file (PIP_CONFIG_FILE=os.devnull
     skips them all, the machine's find-links and constraints included); ``--isolated`` drops PIP_* variables."""
-    return {"PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    return {"PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
 
 
 def _tag_args(item: ReleaseFile) -> list[str]:
