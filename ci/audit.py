@@ -23,9 +23,13 @@ Each check is reported separately; a build publishes its wheel only when all pas
 * ``symbols:<lib>``: every undefined symbol resolves in the target's torch
   environment as the loader would resolve it with ``RTLD_NOW`` (ci/symbols.py);
 * ``rpath:<lib>``: no RPATH/RUNPATH outside ``$ORIGIN``;
+* ``elf-machine``: every library is code for the target's architecture (x86_64 or aarch64);
 * ``sass``/``ptx``: cuobjdump finds SASS for every listed architecture and PTX
   for the newest;
-* ``abi3audit``: no symbol outside the limited API (abi3 wheels).
+* ``abi3audit``: no symbol outside the limited API (abi3 wheels);
+* ``glibc-floor``: no ELF object needs a glibc/libstdc++ symbol version above the
+  context's floor (``FARM_GLIBC_FLOOR``, e.g. the release's ``manylinux_2_28``;
+  ci/glibc_floor.py), nor is the wheel tagged above it; skipped without a floor.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ci import glibc_floor as floors
 from ci import matrix, proc, symbols, wheelmeta
 from ci.errors import AuditFailed
 from ci.targets import Target, declared_floor
@@ -229,6 +234,26 @@ def check_symbols(path: str, resolution: symbols.Resolution, target: Target | No
     return Check(f"symbols:{path}", False, f"{len(resolution.unresolved)} unresolved symbols: " + " | ".join(lines))
 
 
+#: pyelftools' ``e_machine`` names of the architectures the farm builds.
+ELF_MACHINES = {"x86_64": "EM_X86_64", "aarch64": "EM_AARCH64"}
+
+
+def check_machine(files: Sequence[Path], root: Path, arch: str) -> Check:
+    """Every library of the wheel is code for the target's architecture (a cross build that fell back to the
+    build machine's compiler would otherwise be caught only at import on the target)."""
+    from elftools.elf.elffile import ELFFile
+
+    wanted = ELF_MACHINES.get(arch, arch)
+    wrong = []
+    for path in files:
+        with path.open("rb") as fh:
+            machine = ELFFile(fh).header["e_machine"]
+        if machine != wanted:
+            wrong.append(f"{path.relative_to(root)} ({machine})")
+    return Check("elf-machine", not wrong, f"{len(files)} libraries are {wanted}" if not wrong
+                 else f"not {wanted}: {', '.join(wrong)}; the build used a compiler for another machine")
+
+
 def check_rpaths(libs: Sequence[LibraryInfo]) -> list[Check]:
     checks = []
     for lib in libs:
@@ -364,9 +389,12 @@ def audit_wheel(
     cuda: bool = True,
     abi3audit: bool = True,
     torch_label: str | None = None,
+    glibc_floor: str | None = None,
 ) -> AuditResult:
     """Audit ``wheel`` for ``target``; ``cuda`` False audits it as a CPU-only build; ``torch_label`` names the
-    torch ``search`` looks in when it is not the target's (``--torch-env``)."""
+    torch ``search`` looks in when it is not the target's (``--torch-env``); ``glibc_floor`` (default:
+    ``FARM_GLIBC_FLOOR``, else no ``glibc-floor`` check) the manylinux policy the wheel must stay within."""
+    floor = floors.context_floor(glibc_floor)
     tags, checks = check_tags(wheel, target)
     cell = target.cell if (target is not None and cuda) else None
     python = target.python if target else matrix.PYTHON_LIMITED_API
@@ -416,6 +444,9 @@ def audit_wheel(
         if search is None and resolutions is None:
             checks.append(Check("symbols", True, "not checked: no torch environment given (--torch-env)"))
         checks += check_rpaths(libs)
+        if target is not None and target.os == "linux":
+            checks.append(check_machine(ext_files + bundled_files, root, target.arch))
+        checks += floors.check_unpacked(root, wheel, floor)
         sass: tuple[str, ...] = ()
         ptx: tuple[str, ...] = ()
         if cell is not None and cuda_libs and cuobjdump is not None:
