@@ -234,20 +234,23 @@ def unresolved(lib: Path, search: LibrarySearch, local_dirs: Iterable[Path] = ()
 
 
 def search_for(sites: Iterable[Path], executable: Path, cache_dir: Path | None,
-               extra_dirs: Iterable[Path] = ()) -> LibrarySearch:
-    """The library search of an environment with these site-packages folders and this interpreter."""
+               extra_dirs: Iterable[Path] = (), system_dirs: Iterable[str] = SYSTEM_LIB_DIRS) -> LibrarySearch:
+    """The library search of an environment with these site-packages folders and this interpreter
+    (``system_dirs``: the machine's own library folders; none for another architecture's environment)."""
     dirs: list[Path] = [*extra_dirs]
     for site in sites:
         dirs.append(site / "torch" / "lib")
         dirs.extend(sorted(site.glob("nvidia/*/lib")))
         dirs.extend(sorted(site.glob("nvidia/*/lib64")))
         dirs.extend(sorted(site.glob("nvidia/*/*/lib")))
-    dirs.extend(Path(d) for d in SYSTEM_LIB_DIRS)
+    dirs.extend(Path(d) for d in system_dirs)
     return LibrarySearch(dirs, [Path(os.path.realpath(executable))], cache_dir)
 
 
-def environment_search(python: Path, cache_dir: Path | None, extra_dirs: Iterable[Path] = ()) -> LibrarySearch:
-    """The library search of the Python environment of ``python`` (its torch, nvidia wheels, system folders)."""
+def environment_search(python: Path, cache_dir: Path | None, extra_dirs: Iterable[Path] = (),
+                       system_dirs: Iterable[str] = SYSTEM_LIB_DIRS) -> LibrarySearch:
+    """The library search of the Python environment of ``python`` (its torch, nvidia wheels, system folders;
+    ``system_dirs``: a sysroot's instead of this machine's, ci/sysroot.py)."""
     from ci import proc
 
     code = ("import json, sys, sysconfig; p = sysconfig.get_paths(); print(json.dumps({'sites': "
@@ -255,8 +258,14 @@ def environment_search(python: Path, cache_dir: Path | None, extra_dirs: Iterabl
             "s.endswith('/site')}), 'exe': sys.executable, 'libdir': sysconfig.get_config_var('LIBDIR')}))")
     out = proc.run([python, "-c", code], capture=True, log=False).stdout
     paths = json.loads(out.strip().splitlines()[-1])
-    extra = [*extra_dirs, *([Path(paths["libdir"])] if paths.get("libdir") else [])]
-    return search_for([Path(s) for s in paths["sites"]], Path(paths["exe"]), cache_dir, extra)
+    return search_for([Path(s) for s in paths["sites"]], Path(paths["exe"]), cache_dir,
+                      [*extra_dirs, *python_libdir(paths.get("libdir"))], system_dirs)
+
+
+def python_libdir(libdir: str | None) -> list[Path]:
+    """Python's LIBDIR (libpython), unless it is a system folder (Debian's Python): those are the system's, and
+    a sysroot's replace them."""
+    return [Path(libdir)] if libdir and libdir.rstrip("/") not in SYSTEM_LIB_DIRS else []
 
 
 def resolve_wheel_libraries(root: Path, search: LibrarySearch) -> dict[str, Resolution]:
@@ -287,12 +296,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--extra-lib-dir", type=Path, action="append", default=[])
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--cache", type=Path, help="a folder that keeps the exports of libraries between runs")
+    p.add_argument("--system-lib-dir", action="append", default=[],
+                   help="a sysroot's system library folder, instead of this machine's (repeatable)")
     args = p.parse_args(argv)
     import sys
     import sysconfig
 
     search = search_for(args.site, Path(sys.executable), args.cache,
-                        [*args.extra_lib_dir, Path(str(sysconfig.get_config_var("LIBDIR")))])
+                        [*args.extra_lib_dir, *python_libdir(sysconfig.get_config_var("LIBDIR"))],
+                        args.system_lib_dir or SYSTEM_LIB_DIRS)
     with tempfile.TemporaryDirectory() as tmp:
         with zipfile.ZipFile(args.wheel) as zf:
             zf.extractall(tmp)

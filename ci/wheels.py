@@ -14,6 +14,10 @@
   job, so an interrupted build removes them.
 * The compilers (``CC``, ``CXX``) are those the image found in its base at build time
   (``docker/detect-toolchain.sh``): Debian's ``gcc-12`` and manylinux's gcc-toolset live in different places.
+* On a Debian base, they compile and link against the host-made Debian bullseye sysroot (``ci/sysroot.py``),
+  mounted read-only at ``SYSROOT_MOUNT``: ``CC``/``CXX``/``LDSHARED`` are its wrappers around the image's
+  compilers, and the symbol check resolves against its libraries, so the wheel's floor is bullseye's (glibc
+  2.31), not the base's. ``FARM_SYSROOT=none`` turns it off; a manylinux base (glibc 2.28) never uses it.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from ci import (
     publish,
     report,
     symbols,
+    sysroot,
     toolkit,
 )
 from ci.errors import UsageError
@@ -66,6 +71,8 @@ CONTAINER_HOME = "/home/build"
 CONTAINER_CA = "/run/farm/ca-bundle.crt"
 TORCH_MOUNT = "/opt/farm-torch"
 FARM_MOUNT = "/opt/farm"
+#: Where container builds on a Debian base see the host-made sysroot (read-only).
+SYSROOT_MOUNT = "/opt/farm-sysroot"
 #: Where container builds with nvcc older than 12.8 see ``ci/nvcc`` (read-only).
 NVCC_TOOLS_MOUNT = f"{FARM_MOUNT}/nvcc"
 
@@ -80,6 +87,15 @@ class ContainerBuild:
     job: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex[:12])
     #: The compilers ``image`` recorded (:func:`image_contents.image_toolchain`); ``build_in_container`` reads them.
     toolchain: image_contents.Toolchain | None = None
+    #: The sysroot the build links against (mounted at ``SYSROOT_MOUNT``); ``build_in_container`` picks it.
+    sysroot: sysroot.Sysroot | None = None
+
+    def sysroot_lib_dirs(self) -> list[str]:
+        """The sysroot's system library folders as the container sees them."""
+        if self.sysroot is None:
+            return []
+        root = self.sysroot.root
+        return [f"{SYSROOT_MOUNT}/{d.relative_to(root).as_posix()}" for d in self.sysroot.system_lib_dirs()]
 
     def compilers(self) -> image_contents.Toolchain:
         """The recorded compilers; without them (a job rendered but not built) the Debian base's known layout."""
@@ -94,6 +110,8 @@ def nvcc_version(cell: matrix.Cell) -> str | None:
         if req.startswith("nvidia-cuda-toolkit="):
             # Debian version strings read 12.4.131~12.4.1-2: the part before ~ is nvcc's.
             return req.split("=")[1].split("~")[0]
+        if req.startswith("cuda-nvcc-"):  # NVIDIA's RPM: cuda-nvcc-12-8-12.8.93-1
+            return req.rsplit("-", 2)[1]
     return None
 
 
@@ -119,8 +137,8 @@ def build_python(target: Target, spec: images.ImageSpec) -> str:
     return target.python
 
 
-def build_identifier(python: str) -> str:
-    return f"cp{python.replace('.', '')}-manylinux_x86_64"
+def build_identifier(python: str, arch: str = "x86_64") -> str:
+    return f"cp{python.replace('.', '')}-manylinux_{arch}"
 
 
 def torch_volume(target: Target, python: str) -> str:
@@ -196,6 +214,9 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
     build_env |= {k: v for k, v in os.environ.items() if k.startswith("CCACHE_") and k not in build_env}
     mounts, ca_env = ca_mount(ca_bundle)
     build_env |= ca_env
+    if job.sysroot is not None:
+        mounts.append(f"--volume={job.sysroot.root}:{SYSROOT_MOUNT}:ro")
+        build_env |= job.sysroot.build_env(compilers.cc, compilers.cxx, mount=SYSROOT_MOUNT)
     if not build.nvcc_has_random_seed(nvcc):
         # The same anonymous-namespace names in every build without -frandom-seed: see the script.
         mounts.append(f"--volume={project.FARM_ROOT / 'ci' / 'nvcc'}:{NVCC_TOOLS_MOUNT}:ro")
@@ -217,9 +238,10 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
     smoke = container_command(target.project.commands.smoke)
     return {
         "CIBW_PLATFORM": "linux",
-        "CIBW_ARCHS": "x86_64",
-        "CIBW_BUILD": build_identifier(python),
-        "CIBW_MANYLINUX_X86_64_IMAGE": job.image,
+        # An aarch64 target builds here only on an arm64 machine (GitHub's arm runners): natively, in its image.
+        "CIBW_ARCHS": job.target.arch,
+        "CIBW_BUILD": build_identifier(python, job.target.arch),
+        f"CIBW_MANYLINUX_{job.target.arch.upper()}_IMAGE": job.image,
         "CIBW_CONTAINER_ENGINE": f"docker; create_args: {' '.join(create_args)}; disable_host_mount: true",
         "CIBW_BUILD_FRONTEND": "build; args: --no-isolation",
         # torch comes from the read-only volume: one install per torch pin, not one per build.
@@ -274,9 +296,11 @@ def resolve_in_container(job: ContainerBuild, torch_volume_name: str, wheel: Pat
     cmd = [images.docker_cli(), "run", "--rm", "--init", f"--name={name}", f"--label=farm.job={job.job}",
            f"--volume={torch_volume_name}:{TORCH_MOUNT}:ro", f"--volume={farm}:{FARM_MOUNT}/ci:ro",
            f"--volume={volume_name(SYMBOLS_VOLUME)}:/opt/farm-symbols", f"--volume={wheel.parent}:/wheel:ro",
-           f"--volume={out.parent}:/out", "--env", f"PYTHONPATH={FARM_MOUNT}", "--user", "0", job.image,
+           f"--volume={out.parent}:/out", "--env", f"PYTHONPATH={FARM_MOUNT}", "--user", "0",
+           *([f"--volume={job.sysroot.root}:{SYSROOT_MOUNT}:ro"] if job.sysroot else []), job.image,
            "sh", "-c", 'python -m ci.symbols "$0" --site "$1" --extra-lib-dir /usr/local/cuda/lib64 '
-           '--cache /opt/farm-symbols --out "$2" && chown "$3" "$2"',
+           '--cache /opt/farm-symbols --out "$2" ' + "".join(f"--system-lib-dir {d} " for d in job.sysroot_lib_dirs())
+           + '&& chown "$3" "$2"',
            f"/wheel/{wheel.name}", f"{TORCH_MOUNT}/site", f"/out/{out.name}", f"{os.getuid()}:{os.getgid()}"]
     with proc.on_interrupt(lambda: remove_containers(job.job)):
         proc.run(cmd, what="the symbol check in the builder image failed")
@@ -290,6 +314,8 @@ def build_in_container(job: ContainerBuild) -> report.BuildReport:
     job.outputs.check_writable()
     if job.toolchain is None:
         job = dataclasses.replace(job, toolchain=image_contents.image_toolchain(job.image))
+    if job.sysroot is None and images.is_debian_base(job.spec.base_image):
+        job = dataclasses.replace(job, sysroot=sysroot.for_arch("x86_64"))
     cuobjdump = toolkit.ensure_cuobjdump()
     with fsutil.locked(job.outputs.lock(target), f"the build of {target.id}"):
         volume = ensure_torch_volume(job, python)
