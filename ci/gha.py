@@ -6,11 +6,16 @@ Five workflows (``.github/workflows/``):
 ``ci.yml``         every push and pull request: lint (ruff, mypy, zizmor, the workflow schema, actionlint,
                    drift from the matrix), the unit and CPU tests with a host build of the release target, and
                    the container build of each Linux cell whose builder image changed. Read-only token.
-``images.yml``     the builder image of each Linux cell, tagged by content like ``nox -s images``, pulled from
-                   the repository's registry or built and pushed there (the pushed image is the cache).
+``images.yml``     the builder image of each Linux cell and architecture (aarch64 ones on the arm64 runner),
+                   tagged by content like ``nox -s images``, pulled from the repository's registry or built and
+                   pushed there (the pushed image is the cache).
 ``wheels.yml``     reusable: every target of the matrix (Linux in its cell's image with cibuildwheel, Windows
                    on GitHub's Windows runners), audited by the farm, then import-tested on a clean runner with
-                   a CPU-only torch and the CUDA torch of its cell.
+                   a CPU-only torch and the CUDA torch of its cell. Every Linux build runs in a manylinux_2_28
+                   base and its audit holds the wheel to that floor (``FARM_GLIBC_FLOOR``); linux_aarch64
+                   targets build natively on ``ubuntu-24.04-arm`` in the manylinux_2_28_aarch64 base and are
+                   import-tested there with PyPI's aarch64 torch (a CUDA build) and no GPU. A cell's local
+                   stand-in (``stand_in_for``: cu124) is in no workflow: GitHub builds the release cell (cu128).
 ``gpu-tests.yml``  reusable: ``nox -s test-gpu`` on each Linux wheel on a self-hosted GPU runner whose label
                    is the repository variable ``GPU_RUNNER_LABEL``; skipped, with a warning, when it is unset.
 ``release.yml``    on a ``v*`` tag: images -> wheels + sdist -> GPU tests -> assemble (indexes, SHA256SUMS,
@@ -31,6 +36,8 @@ from ci.gha_steps import (
     GPU_RUNNER_VARIABLE,
     IMAGE_INPUTS,
     LINUX_RUNNER,
+    LINUX_RUNNERS,
+    PYPI_INDEX,
     PYTORCH_INDEX,
     SELF_REPOSITORY_IGNORE,
     Job,
@@ -42,7 +49,9 @@ from ci.gha_steps import (
     download,
     env_step,
     free_disk,
+    glibc_floor_env,
     image_steps,
+    job_suffix,
     permissions,
     prologue,
     registry_login,
@@ -66,6 +75,12 @@ FILES = ("ci.yml", "images.yml", "wheels.yml", "gpu-tests.yml", "release.yml")
 # --- ci.yml ------------------------------------------------------------------------------------------------
 
 
+
+#: Host builds link against a Debian bullseye sysroot (ci/sysroot.py: manylinux_2_31 wheels); Ubuntu runners need
+#: Debian's archive keyring to check its packages.
+SYSROOT_KEYRING: Step = {"name": "Debian's archive keyring (the host build's bullseye sysroot)",
+                         "run": "sudo apt-get update -qq\nsudo apt-get install -y -qq debian-archive-keyring\n"}
+
 def ci_workflow(ctx: Context) -> dict[str, Any]:
     release = ctx.release_target
     lint_steps: list[Step] = [*prologue(ctx, lock="lint")]
@@ -81,12 +96,14 @@ def ci_workflow(ctx: Context) -> dict[str, Any]:
     if ctx.external:
         test_steps: list[Step] = [
             *prologue(ctx),
+            SYSROOT_KEYRING,
             {"name": f"Host build of {release.id}", "run": "python -m ci build"},
             {"name": "Smoke and CPU tests in a clean environment", "run": "python -m ci test"},
         ]
     else:
         test_steps = [
             *prologue(ctx, lock="lint"),
+            SYSROOT_KEYRING,
             {"name": f"Host build of {release.id} (hermetic toolkit, repair, audit)", "run": "nox -s build"},
             # The container tests need a bootstrapped base image; the container jobs below cover containers.
             {"name": "Unit and CPU tests, then the wheel under a CPU-only torch (nox -s tests)",
@@ -120,7 +137,7 @@ def ci_workflow(ctx: Context) -> dict[str, Any]:
     if jobs["changes"]["env"] is None:
         del jobs["changes"]["env"]
     for cell in ctx.linux_cells:
-        ids = [t.id for t in ctx.linux if t.cell.name == cell.name]
+        ids = [t.id for t in ctx.linux if t.cell.name == cell.name and t.arch == "x86_64"]
         job: Job = {
             "name": f"container build {cell.name} ({', '.join(ids)})",
             "needs": "changes",
@@ -128,9 +145,7 @@ def ci_workflow(ctx: Context) -> dict[str, Any]:
             "runs-on": LINUX_RUNNER, "timeout-minutes": 180,
             "permissions": permissions(contents="read", packages="read"),
         }
-        env = base_image_env([cell])
-        if env:
-            job["env"] = env
+        job["env"] = {**glibc_floor_env(), **base_image_env([cell])}
         target_args = " ".join(f"--target {i}" for i in ids)
         job["steps"] = [*prologue(ctx), free_disk(cell), registry_login(), *image_steps(ctx, cell, push=False),
                         {"name": "cibuildwheel in the image, repair, audit",
@@ -149,14 +164,16 @@ def images_workflow(ctx: Context) -> dict[str, Any]:
     paths = [".github/workflows/images.yml"] if ctx.external else \
         [".github/workflows/images.yml", *IMAGE_INPUTS]
     jobs: dict[str, Job] = {}
-    for cell in ctx.linux_cells:
-        job: Job = {"name": f"builder image {cell.name} ({cell_summary(cell)})", "runs-on": LINUX_RUNNER,
+    for cell, arch in ctx.linux_images:
+        # Each architecture's image is built natively on its own runner (images.spec_for: the machine's).
+        job: Job = {"name": f"builder image {cell.name} {arch} ({cell_summary(cell)})", "runs-on": LINUX_RUNNERS[arch],
                     "timeout-minutes": 120, "permissions": permissions(contents="read", packages="write")}
         env = base_image_env([cell])
         if env:
             job["env"] = env
-        job["steps"] = [*prologue(ctx), free_disk(cell), registry_login(), *image_steps(ctx, cell, push=True)]
-        jobs[f"image-{cell.name}"] = job
+        job["steps"] = [*prologue(ctx), free_disk(cell), registry_login(),
+                        *image_steps(ctx, cell, push=True, arch=arch)]
+        jobs[f"image-{cell.name}{job_suffix(arch)}"] = job
     return document(ctx, "Builder images", {"workflow_call": None, "workflow_dispatch": None,
                                             "push": {"branches": [ctx.default_branch], "paths": paths}}, jobs,
                     # Not the caller's group (a called workflow sharing it would wait for its caller).
@@ -167,15 +184,15 @@ def images_workflow(ctx: Context) -> dict[str, Any]:
 
 
 def linux_build_job(ctx: Context, target: targets.Target) -> Job:
+    """A Linux target in its cell's image, on the runner of its architecture (aarch64: natively on the arm64
+    runner, in the manylinux_2_28_aarch64 base); the audit holds the wheel to the release's glibc floor."""
     cell = target.cell
-    job: Job = {"name": f"build {target.id}", "runs-on": LINUX_RUNNER, "timeout-minutes": 180,
-                "permissions": permissions(contents="read", packages="read")}
-    env = base_image_env([cell])
-    if env:
-        job["env"] = env
+    job: Job = {"name": f"build {target.id}", "runs-on": LINUX_RUNNERS[target.arch], "timeout-minutes": 180,
+                "permissions": permissions(contents="read", packages="read"),
+                "env": {**glibc_floor_env(), **base_image_env([cell])}}
     job["steps"] = [
-        *prologue(ctx), free_disk(cell), registry_login(), *image_steps(ctx, cell, push=False),
-        {"name": f"cibuildwheel in the {cell.name} image, repair, audit ({cell_summary(cell)})",
+        *prologue(ctx), free_disk(cell), registry_login(), *image_steps(ctx, cell, push=False, arch=target.arch),
+        {"name": f"cibuildwheel in the {cell.name} {target.arch} image, repair, audit ({cell_summary(cell)})",
          "run": f"python -m ci build-cuda --target {target.id} --wheelhouse wheelhouse"},
         upload(f"wheel-{target.id}", f"wheelhouse/{target.id}/"),
     ]
@@ -189,9 +206,18 @@ def torch_cuda_index(target: targets.Target) -> str:
 
 def import_commands(target: targets.Target, wheel: str = "dist") -> list[tuple[str, str]]:
     """(step name, command) of a target's import tests: the workflow runs them, and so does the release dry run
-    (with ``--torch-index`` replaced where PyTorch's indexes cannot be reached)."""
+    (with ``--torch-index`` replaced where PyTorch's indexes cannot be reached). An aarch64 wheel is tested with
+    PyPI's aarch64 torch, a CUDA build (2.11 onwards), on a runner with no GPU: the CPU-only import of a CUDA torch
+    (``release_checks.cpu_import_torch`` hides the GPU), then the CUDA torch's import."""
     base = f"python -m ci release --import-test {wheel} --target {target.id} --test-python {target.python}"
     found = []
+    if target.os == "linux" and target.arch != "x86_64":
+        if target.project.cpu_libraries:
+            found.append((f"Import on CPython {target.python} ({target.arch}) with PyPI's torch {target.torch}, a "
+                          "CUDA build, and no GPU", f"{base} --torch-kind cpu --torch-index {PYPI_INDEX}"))
+        found.append((f"Import on CPython {target.python} ({target.arch}) with PyPI's CUDA torch {target.torch} "
+                      f"of {target.cell.name}", f"{base} --torch-kind cuda --torch-index {PYPI_INDEX}"))
+        return found
     if target.project.cpu_libraries:
         found.append((f"Import on CPython {target.python} with a CPU-only torch {target.torch}",
                       f"{base} --torch-kind cpu --torch-index {PYTORCH_INDEX}/cpu"))
@@ -201,7 +227,7 @@ def import_commands(target: targets.Target, wheel: str = "dist") -> list[tuple[s
 
 
 def import_job(ctx: Context, target: targets.Target) -> Job:
-    runner = LINUX_RUNNER if target.os == "linux" else windows_runner(target.cell)
+    runner = LINUX_RUNNERS[target.arch] if target.os == "linux" else windows_runner(target.cell)
     steps: list[Step] = [*prologue(ctx, target_python=target.python), download(f"wheel-{target.id}", "dist")]
     env = env_step(target_python_env(target.python))
     for name, command in import_commands(target):
@@ -245,7 +271,9 @@ def gpu_workflow(ctx: Context) -> dict[str, Any]:
                        "steps": [{"name": "Say whether GPU tests run", "env": {
                            "GPU_RUNNER_LABEL": f"${{{{ {variable} }}}}"}, "run": notice}]},
     }
-    for target in ctx.linux:
+    # The self-hosted GPU runner is x86_64: the aarch64 wheels' GPU lanes need an arm64 GPU runner (GH200/GB200),
+    # which the repository variable names no label for yet; their import tests run on GitHub's arm64 runners.
+    for target in (t for t in ctx.linux if t.arch == "x86_64"):
         steps: list[Step] = [
             *checkout(ctx), download(f"wheel-{target.id}", "dist"),
             {"name": f"nox -s test-gpu on {target.id}",

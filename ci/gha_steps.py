@@ -20,9 +20,17 @@ Job = dict[str, Any]
 Step = dict[str, Any]
 
 LINUX_RUNNER = "ubuntu-24.04"
+#: The GitHub-hosted runner of each Linux architecture: linux_aarch64 wheels build natively on the arm64 runner
+#: (``ubuntu-24.04-arm``, GitHub's label for its hosted arm64 Linux runners; there is no ``ubuntu-latest-arm``).
+LINUX_RUNNERS: Mapping[str, str] = {"x86_64": LINUX_RUNNER, "aarch64": "ubuntu-24.04-arm"}
+#: The glibc floor every Linux wheel of a release is held to (``FARM_GLIBC_FLOOR``, ci/glibc_floor.py): every Linux
+#: build runs in a manylinux_2_28 base (routes.RELEASE_FLOOR).
+RELEASE_GLIBC_FLOOR = "manylinux_2_28"
 #: The farm's own Python on the runners (CPython >= 3.11 runs the farm: farm/pyproject.toml, pins.FARM_PYTHONS).
 FARM_PYTHON = "3.12"
 PYTORCH_INDEX = "https://download.pytorch.org/whl"
+#: PyPI's simple index: where the aarch64 import tests get torch (PyPI's aarch64 torch 2.11+ is a CUDA build).
+PYPI_INDEX = "https://pypi.org/simple"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 GPU_RUNNER_VARIABLE = "GPU_RUNNER_LABEL"
 #: What a builder image's content tag hashes (``ci/images.py``: the Dockerfile and its scripts, the locks it
@@ -84,16 +92,34 @@ class Context:
 
     @property
     def linux_cells(self) -> tuple[matrix.Cell, ...]:
-        return tuple({t.cell.name: t.cell for t in self.linux}.values())
+        """The cells of the x86_64 Linux targets (CI's container builds, the ``changes`` job)."""
+        return tuple({t.cell.name: t.cell for t in self.linux if t.arch == "x86_64"}.values())
+
+    @property
+    def linux_images(self) -> tuple[tuple[matrix.Cell, str], ...]:
+        """(cell, architecture) of every builder image the release needs: one per cell and Linux architecture."""
+        return tuple({(t.cell.name, t.arch): (t.cell, t.arch) for t in self.linux}.values())
 
     @property
     def release_target(self) -> targets.Target:
         return targets.default_target(self.config)
 
 
+def released(found: Iterable[targets.Target]) -> tuple[targets.Target, ...]:
+    """The targets GitHub builds: a local stand-in cell (``stand_in_for``: cu124 for cu128) is what this machine
+    builds in place of a release cell whose toolkit it cannot reach; GitHub reaches it and builds the release cell."""
+    return tuple(t for t in found if not t.cell.stand_in_for)
+
+
 def context(config: ProjectConfig, farm: FarmSource, default_branch: str = "main") -> Context:
-    return Context(config, targets.targets_for(config, "linux"), targets.targets_for(config, "windows"), farm,
-                   default_branch)
+    """Every architecture's Linux targets (``targets.platform_targets``) and the Windows ones, without stand-ins."""
+    return Context(config, released(targets.platform_targets(config, "linux")),
+                   released(targets.targets_for(config, "windows")), farm, default_branch)
+
+
+def job_suffix(arch: str) -> str:
+    """``-aarch64`` for the jobs of another architecture than x86_64 (whose keys keep their old names)."""
+    return "" if arch == "x86_64" else f"-{arch}"
 
 
 #: Why a job holds each permission: written next to it (zizmor's undocumented-permissions audit wants that too).
@@ -173,11 +199,13 @@ def target_python_env(version: str) -> dict[str, str]:
 
 
 #: GiB free on / a job needs before it pulls or builds a cell's builder image and builds in it, measured here
-#: (``nox -s images`` prints each layer): the CUDA 12 (Debian packages) image is 5.3 GiB and its build peaks
+#: (``nox -s images`` prints each layer): the CUDA 12.4 (Debian packages) image is 5.3 GiB and its build peaks
 #: near 10 GiB, a wheels job needs about 14 (the pulled image twice, compressed and unpacked; the torch volume,
 #: 4; pip's cache and the build); a PyPI-toolkit image is 0.9 GiB, with torch about 7 in all. A standard
-#: ubuntu-24.04 runner guarantees 14 GiB free.
-DISK_NEEDED_GIB: Mapping[str, int] = {"debian": 20, "pypi": 10}
+#: ubuntu-24.04 runner guarantees 14 GiB free. The NVIDIA-repository image (CUDA 12.8 RPMs: nvcc, the runtime,
+#: CCCL and the cuBLAS/cuSPARSE/cuSOLVER development packages with their static libraries) is estimated, not
+#: measured (NVIDIA's site is unreachable here): about 4 GiB, so between the two.
+DISK_NEEDED_GIB: Mapping[str, int] = {"debian": 20, "nvidia-repo": 16, "pypi": 10}
 #: Preinstalled SDKs no job of the farm uses (about 30 GiB on ubuntu-24.04).
 UNUSED_SDKS = ("/usr/share/dotnet", "/usr/local/lib/android", "/opt/ghc", "/opt/hostedtoolcache/CodeQL",
                "/usr/local/share/boost", "/usr/local/.ghcup")
@@ -238,8 +266,9 @@ def base_image_env(cells: Iterable[matrix.Cell]) -> dict[str, str]:
     return {f"FARM_BASE_IMAGE_{c.name.upper()}": "cuda-ext-farm/base" for c in cells if c.toolkit.kind == "debian"}
 
 
-def image_steps(ctx: Context, cell: matrix.Cell, *, push: bool) -> list[Step]:
-    """Pull the cell's builder image by its content tag; build it when the registry lacks it (and push)."""
+def image_steps(ctx: Context, cell: matrix.Cell, *, push: bool, arch: str = "x86_64") -> list[Step]:
+    """Pull the cell's builder image by its content tag; build it when the registry lacks it (and push). An image is
+    the runner's architecture (``images.spec_for``): the aarch64 jobs run these steps on the arm64 runner."""
     missing = "steps.pull.outputs.found != 'true'"
     steps: list[Step] = [{"name": f"Builder image {cell.name}: pull it by its content tag", "id": "pull",
                           "run": f"python -m ci workflows --pull-image {cell.name}"}]
@@ -252,7 +281,8 @@ def image_steps(ctx: Context, cell: matrix.Cell, *, push: bool) -> list[Step]:
                    # debootstrap needs root; the farm runs with the runner's Python and its tools.
                    'sudo --preserve-env=PYTHONPATH "$(command -v python)" -m ci base-image '
                    f"--suite {cell.debian_suite} --mirror {DEBIAN_MIRROR}\n"})
-    steps.append({"name": f"Builder image {cell.name}: build it (its tag is new)", "if": missing,
+    base = "its Debian base" if cell.toolkit.kind == "debian" else matrix.base_image_for_arch(cell.base_image, arch)
+    steps.append({"name": f"Builder image {cell.name}: build it on {base} (its tag is new)", "if": missing,
                   "timeout-minutes": 60, "run": f"python -m ci images {cell.name}"})
     if push:
         # Only the default branch and release tags write the registry later releases pull from.
@@ -279,6 +309,11 @@ def document(ctx: Context, name: str, on: Mapping[str, Any], jobs: Mapping[str, 
 
 def cell_summary(cell: matrix.Cell) -> str:
     return f"CUDA {cell.cuda}, torch {cell.torch}, {runner_compiler(cell)}, SASS {' '.join(cell.sass_archs)}"
+
+
+def glibc_floor_env() -> dict[str, str]:
+    """Every Linux build job's audit holds its wheel to the release's glibc floor (ci/glibc_floor.py)."""
+    return {"FARM_GLIBC_FLOOR": RELEASE_GLIBC_FLOOR}
 
 
 def runner_compiler(cell: matrix.Cell) -> str:

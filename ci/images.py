@@ -4,6 +4,10 @@ The tag is a hash of everything that goes into the image (the Dockerfile's
 text and the cell's build arguments), so a changed cell gets a new image and an
 unchanged one is reused without asking the engine to rebuild.
 
+Architectures: an image is built for the machine that builds it (``host_arch``): on an arm64 machine (the
+release's ``ubuntu-24.04-arm`` jobs) a cell's manylinux base becomes ``manylinux_2_28_aarch64`` and the tag
+names the architecture (``cu130-aarch64-<hash>``).
+
 Base images: a cell names its official base (a manylinux image). Where no
 registry is reachable, ``bootstrap_base`` makes a Debian base with debootstrap
 and ``docker import``, and ``FARM_BASE_IMAGE`` (or ``--base-image``) points
@@ -20,11 +24,14 @@ import dataclasses
 import functools
 import hashlib
 import os
+import platform
 import re
 import shutil
+import ssl
 import subprocess
 import tempfile
-from collections.abc import Mapping
+import urllib.request
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ci import matrix, pins, proc
@@ -107,11 +114,20 @@ def docker_cli() -> str:
     )
 
 
+def host_arch() -> str:
+    """This machine's CPU architecture as the farm spells it (``x86_64``, ``aarch64``): a builder image is built
+    for, and runs on, the machine's own (GitHub's arm64 runners build the aarch64 images natively)."""
+    machine = platform.machine().lower()
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+
+
 @dataclasses.dataclass(frozen=True)
 class ImageSpec:
     cell: matrix.Cell
     base_image: str
     build_args: tuple[tuple[str, str], ...]
+    #: The CPU architecture of the image (its base's).
+    arch: str = "x86_64"
 
     def context_files(self) -> dict[str, Path]:
         """The files of the build context: the Dockerfile and the locks it installs (name in context -> source)."""
@@ -131,7 +147,8 @@ class ImageSpec:
             digest.update(name.encode() + b"\0" + path.read_bytes())
         for key, value in self.build_args:
             digest.update(f"{key}={value}\n".encode())
-        return f"{IMAGE_REPO}:{self.cell.name}-{digest.hexdigest()[:12]}"
+        arch = "" if self.arch == "x86_64" else f"{self.arch}-"
+        return f"{IMAGE_REPO}:{self.cell.name}-{arch}{digest.hexdigest()[:12]}"
 
 
 def python_tag(python: str) -> str:
@@ -140,9 +157,12 @@ def python_tag(python: str) -> str:
     return f"cp{major}{minor}-cp{major}{minor}"
 
 
-def base_image_for(cell: matrix.Cell, env: Mapping[str, str] | None = None) -> str:
+def base_image_for(cell: matrix.Cell, env: Mapping[str, str] | None = None, arch: str = "x86_64") -> str:
+    """The base of ``cell``'s image: ``FARM_BASE_IMAGE_<CELL>``, ``FARM_BASE_IMAGE``, else the cell's own base for
+    ``arch`` (``quay.io/pypa/manylinux_2_28_aarch64`` on an arm64 machine)."""
     env = os.environ if env is None else env
-    chosen = env.get(f"FARM_BASE_IMAGE_{cell.name.upper()}") or env.get("FARM_BASE_IMAGE") or cell.base_image
+    chosen = env.get(f"FARM_BASE_IMAGE_{cell.name.upper()}") or env.get("FARM_BASE_IMAGE") or \
+        matrix.base_image_for_arch(cell.base_image, arch)
     # FARM_BASE_IMAGE=cuda-ext-farm/base (or any suite of it) selects each cell's own suite.
     if chosen.split(":")[0] == BASE_REPO:
         return f"{BASE_REPO}:{cell.debian_suite}"
@@ -177,15 +197,29 @@ def gcc_major(cell: matrix.Cell) -> int:
     return int(cell.host_compiler.partition("-")[2])
 
 
-def spec_for(cell: matrix.Cell, base_image: str | None = None) -> ImageSpec:
-    base = base_image or base_image_for(cell)
+def spec_for(cell: matrix.Cell, base_image: str | None = None, arch: str | None = None) -> ImageSpec:
+    """The image of ``cell`` for ``arch`` (default: this machine's; an image runs where it was built)."""
+    arch = arch or host_arch()
+    if arch not in matrix.NVIDIA_REPO_ARCH:
+        raise UsageError("the farm has no builder images for this machine's architecture", arch,
+                         f"build on {' or '.join(matrix.NVIDIA_REPO_ARCH)}")
+    base = base_image or base_image_for(cell, arch=arch)
     debian = is_debian_base(base)
     if debian and not base.endswith(":" + cell.debian_suite):
         base = f"{BASE_REPO}:{cell.debian_suite}"
     if not debian and cell.toolkit.kind == "debian":
+        release = f"; it is the local stand-in of {cell.stand_in_for}, which builds there" if cell.stand_in_for else ""
         raise UsageError(
             f"cell {cell.name} takes its toolkit from Debian packages, which only a Debian base has", base,
-            "use FARM_BASE_IMAGE=cuda-ext-farm/base or the NVIDIA-repository path in docker/README.md",
+            f"use FARM_BASE_IMAGE=cuda-ext-farm/base{release}",
+        )
+    if debian and cell.toolkit.kind == "nvidia-repo":
+        stand_in = matrix.stand_in_of(cell)
+        raise UsageError(
+            f"cell {cell.name} takes CUDA {cell.cuda} from NVIDIA's repository (RPMs for the manylinux_2_28 base), "
+            "which a Debian base cannot install", base,
+            (f"build its local stand-in with --cuda {stand_in.cuda}" if stand_in else "use its manylinux base")
+            + f" (or unset FARM_BASE_IMAGE where {matrix.NVIDIA_REPO.split('/')[2]} and quay.io are reachable)",
         )
     args = {
         "OS_FAMILY": "debian" if debian else "manylinux",
@@ -197,11 +231,43 @@ def spec_for(cell: matrix.Cell, base_image: str | None = None) -> ImageSpec:
         "OS_PACKAGES": " ".join(os_packages(cell) if debian else manylinux_packages(cell)),
         "PYTHON_TAG": python_tag(image_python(base, cell)),
         "TOOLKIT_KIND": cell.toolkit.kind,
-        # Labels only: the toolkit is installed from toolkit.txt, hash-pinned.
+        # pypi: labels only (the toolkit is installed from toolkit.txt, hash-pinned); nvidia-repo: the RPM specs
+        # (name-version-release) dnf installs.
         "TOOLKIT_PACKAGES": " ".join(cell.toolkit.packages),
         "TOOLKIT_HOME": cell.toolkit.home_subdir,
     }
-    return ImageSpec(cell=cell, base_image=base, build_args=tuple(sorted(args.items())))
+    if cell.toolkit.kind == "nvidia-repo":
+        # The repository of the image's architecture (sbsa for aarch64); dnf installs TOOLKIT_PACKAGES from it.
+        args["TOOLKIT_REPO"] = matrix.nvidia_repo_file(arch)
+    return ImageSpec(cell=cell, base_image=base, build_args=tuple(sorted(args.items())), arch=arch)
+
+
+def ssl_context(ca_bundle: Path | None) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=str(ca_bundle) if ca_bundle else None)
+
+
+def probe_url(url: str, ca_bundle: Path | None = None, timeout: float = 15.0) -> str:
+    """Empty when ``url`` answers, else why not (one line): whether a toolkit's source is reachable from here."""
+    try:
+        request = urllib.request.Request(url, method="HEAD")
+        with urllib.request.urlopen(request, timeout=timeout, context=ssl_context(ca_bundle)):
+            return ""
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        return " ".join(str(reason).split())[:160] or type(exc).__name__
+
+
+def check_toolkit_source(spec: ImageSpec, probe: Callable[[str], str] | None = None) -> None:
+    """Before an image build that downloads its toolkit from NVIDIA's repository: stop with one line naming the
+    cell's local stand-in when this machine cannot reach the repository (instead of a long docker build error)."""
+    repo = dict(spec.build_args).get("TOOLKIT_REPO")
+    if spec.cell.toolkit.kind != "nvidia-repo" or not repo:
+        return
+    probe = probe or (lambda url: probe_url(url, host_ca_bundle()))
+    reason = probe(repo)
+    if reason:
+        what, fix = matrix.unreachable_toolkit(spec.cell)
+        raise ImageError(what, reason, fix)
 
 
 def host_ca_bundle(env: Mapping[str, str] | None = None) -> Path | None:
@@ -270,6 +336,7 @@ def ensure_image(spec: ImageSpec, *, rebuild: bool = False) -> str:
     if not rebuild and image_exists(tag):
         proc.console.print(f"[green]reusing[/] {tag}")
         return tag
+    check_toolkit_source(spec)
     ensure_base(spec.base_image)
     env = {"DOCKER_BUILDKIT": "1"}
     with tempfile.TemporaryDirectory(prefix="farm-image-context-") as tmp:

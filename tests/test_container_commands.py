@@ -35,6 +35,55 @@ def test_debian_toolkit_cell_refuses_a_manylinux_base() -> None:
         images.spec_for(matrix.get_cell("12.4"), matrix.MANYLINUX_2_28)
 
 
+def test_the_cuda_12_release_cell_installs_nvidias_rpms_on_the_manylinux_base_of_its_architecture() -> None:
+    cu128 = matrix.get_cell("12")
+    assert (cu128.name, cu128.toolkit.kind, cu128.release) == ("cu128", "nvidia-repo", True)
+    assert cu128.sass_archs[-2:] == ("10.0", "12.0") and cu128.ptx_arch == "12.0"
+    x86 = images.spec_for(cu128, arch="x86_64")
+    args = dict(x86.build_args)
+    assert (x86.base_image, args["OS_FAMILY"], args["TOOLKIT_KIND"]) == (matrix.MANYLINUX_2_28, "manylinux",
+                                                                        "nvidia-repo")
+    assert args["TOOLKIT_REPO"] == "https://developer.download.nvidia.com/compute/cuda/repos/rhel8/x86_64/cuda-rhel8.repo"
+    assert "cuda-nvcc-12-8-12.8.93-1" in args["TOOLKIT_PACKAGES"].split()
+    assert args["OS_PACKAGES"].split()[0] == "gcc-toolset-13-gcc-c++"
+    arm = images.spec_for(cu128, arch="aarch64")
+    assert arm.base_image == matrix.MANYLINUX_2_28_AARCH64
+    assert dict(arm.build_args)["TOOLKIT_REPO"].endswith("/rhel8/sbsa/cuda-rhel8.repo")
+    assert arm.tag.startswith(f"{images.IMAGE_REPO}:cu128-aarch64-") and arm.tag != x86.tag
+    # The stand-in: Debian's 12.4, no release cell, named by the release cell's errors.
+    stand_in = matrix.stand_in_of(cu128)
+    assert stand_in is not None and stand_in.name == "cu124" and not stand_in.release
+    dockerfile = images.DOCKERFILE.read_text()
+    branch = dockerfile[dockerfile.index('"${TOOLKIT_KIND}" = nvidia-repo'):]
+    branch = branch[:branch.index("else")]
+    # The CA bundle reaches curl and dnf only as the build secret.
+    assert "--cacert /run/secrets/cacert" in branch and "sslcacert=/run/secrets/cacert" in branch
+    assert "gpgcheck=1" in branch and "${TOOLKIT_PACKAGES}" in branch and "COPY" not in branch
+
+
+def test_an_unreachable_nvidia_repository_stops_with_one_line_naming_the_stand_in(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = images.spec_for(matrix.get_cell("12"), arch="x86_64")
+    with pytest.raises(images.ImageError) as info:
+        images.check_toolkit_source(spec, probe=lambda url: "Name or service not known")
+    assert info.value.line() == ("error: cell cu128 takes CUDA 12.8 from NVIDIA's repository, which this machine "
+                                 "cannot reach (Name or service not known): build its local stand-in with --cuda 12.4")
+    images.check_toolkit_source(spec, probe=lambda url: "")  # reachable: nothing to say
+    images.check_toolkit_source(images.spec_for(CELL, BASE), probe=lambda url: "unreachable")  # PyPI cell: not asked
+    # ensure_image asks before pulling the base or building: no docker build error, one line.
+    monkeypatch.setattr(images, "require_engine", lambda: None)
+    monkeypatch.setattr(images, "image_exists", lambda tag: False)
+    monkeypatch.setattr(images, "probe_url", lambda url, ca=None, timeout=15.0: "timed out")
+    monkeypatch.setattr(images, "ensure_base", lambda base: pytest.fail("the base was pulled"))
+    with pytest.raises(images.ImageError, match=r"cannot reach \(timed out\): build its local stand-in with "
+                                                r"--cuda 12\.4$"):
+        images.ensure_image(spec)
+    # On the Debian base (the air-gapped path) the release cell cannot be built at all: the same fix.
+    with pytest.raises(images.UsageError) as debian:
+        images.spec_for(matrix.get_cell("12"), BASE)
+    assert "\n" not in debian.value.line() and "build its local stand-in with --cuda 12.4" in debian.value.line()
+
+
 def test_build_command_passes_the_ca_as_a_secret(tmp_path: Path) -> None:
     ca = tmp_path / "ca.crt"
     ca.write_text("SECRET-CA")

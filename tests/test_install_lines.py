@@ -95,13 +95,13 @@ def test_lines_of_a_stable_project_name_a_cuda_12_torch_for_the_cuda_12_variant(
                            python="3.10", tags=("cp310-abi3-manylinux_2_28_x86_64",), index=variant, abi="stable")
 
     manifest = Manifest("fusedops", "0.1.0", "v0.1.0", None, "cu130", (
-        wheel("cu124", "12.4", "2.10.0", False), wheel("cu130", "13.0", "2.11.0", True),
+        wheel("cu128", "12.8", "2.10.0", False), wheel("cu130", "13.0", "2.11.0", True),
         wheel("cu132", "13.2", "2.11.0", False)))
     commands = {line.id: line.command() for line in install_lines.install_lines(manifest)}
     assert commands == {
-        "cu124 fresh": 'pip install fusedops \'torch==2.10.*\' --extra-index-url https://OWNER.github.io/REPO/cu124',
-        "cu124 keep-torch": 'pip install fusedops "torch==$(python -c \'import torch; print(torch.__version__)\')" '
-                            "--extra-index-url https://OWNER.github.io/REPO/cu124",
+        "cu128 fresh": 'pip install fusedops \'torch==2.10.*\' --extra-index-url https://OWNER.github.io/REPO/cu128',
+        "cu128 keep-torch": 'pip install fusedops "torch==$(python -c \'import torch; print(torch.__version__)\')" '
+                            "--extra-index-url https://OWNER.github.io/REPO/cu128",
         "cu130 fresh": "pip install fusedops",
         "cu130 keep-torch": 'pip install fusedops "torch==$(python -c \'import torch; print(torch.__version__)\')"',
         "cu132 fresh": "pip install fusedops --extra-index-url https://OWNER.github.io/REPO/cu132",
@@ -111,9 +111,9 @@ def test_lines_of_a_stable_project_name_a_cuda_12_torch_for_the_cuda_12_variant(
     # The docs show the lines this function writes (and the dry run runs), word for word.
     root = Path(__file__).resolve().parent.parent
     releasing, readme = (root / "docs" / "releasing.md").read_text(), (root / "README.md").read_text()
-    for line_id in ("cu124 fresh", "cu124 keep-torch", "cu132 fresh"):
+    for line_id in ("cu128 fresh", "cu128 keep-torch", "cu132 fresh"):
         assert commands[line_id] in releasing, line_id
-    for line_id in ("cu124 fresh", "cu124 keep-torch"):
+    for line_id in ("cu128 fresh", "cu128 keep-torch"):
         assert commands[line_id] in readme, line_id
 
 

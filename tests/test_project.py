@@ -31,7 +31,9 @@ def test_a_name_is_all_a_classic_setup_py_project_needs(tmp_path: Path) -> None:
     expected = sum(len(r.pythons) for r in newest.values())
     assert len(ids) == expected and len(set(ids)) == expected
     assert "my_ext-torch2.15-cu130-cp315-linux_x86_64" in ids
-    assert "my_ext-torch2.10-cu124-cp310-linux_x86_64" in ids
+    # CUDA 12: the release cell (torch's own CUDA 12.8), not its local stand-in cu124.
+    assert "my_ext-torch2.10-cu128-cp310-linux_x86_64" in ids
+    assert not any("-cu124-" in i for i in ids)
 
 
 def test_farm_checkout_is_the_default_project() -> None:
@@ -137,7 +139,7 @@ def test_stable_identity_labels_only_the_variants_pypi_does_not_get() -> None:
     assert target.local_version == "" and target.torch_pin is None and target.abi3
     assert targets.targets_for(config, "windows")[0].id.endswith("-win_amd64")
     labels = {t.cell.name: t.local_version for t in targets.targets_for(config) if not t.cpu}
-    assert labels["cu130"] == "" and labels["cu124"] == "cu124"
+    assert labels["cu130"] == "" and labels["cu128"] == "cu128"
     assert all(label == ("" if cell == "cu130" else cell) for cell, label in labels.items())
 
 

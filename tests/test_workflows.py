@@ -62,16 +62,25 @@ def test_every_target_of_the_matrix_is_a_job_named_by_its_id(committed: dict[str
     result = run_ci("matrix", "--json", "--os", "all")
     assert result.returncode == 0, result.stdout
     data = json.loads(result.stdout[result.stdout.index("{"):])
-    ids = {t["id"] for t in data["targets"]}
-    linux = {t["id"] for t in data["targets"] if t["os"] == "linux"}
-    assert len(ids) == 8 and len(linux) == 4
+    # A local stand-in (cu124, the Debian toolkit standing in for cu128 here) is never built on GitHub.
+    stand_ins = {c.name for c in matrix.CELLS if c.stand_in_for}
+    released = [t for t in data["targets"] if t["cell"] not in stand_ins]
+    ids = {t["id"] for t in released}
+    linux = {t["id"] for t in released if t["os"] == "linux"}
+    x86 = {t["id"] for t in released if t["os"] == "linux" and t["arch"] == "x86_64"}
+    arm = {t["id"] for t in released if t["os"] == "linux" and t["arch"] == "aarch64"}
+    assert {t.split("-")[2] for t in x86} == {"cu130", "cu132", "cu135", "cu128"}
+    assert {t.split("-")[2] for t in arm} == {"cu130", "cu132", "cu135"} and linux == x86 | arm
     built = set(re.findall(r"^    name: build (\S+)$", committed["wheels.yml"], re.MULTILINE))
     tested = set(re.findall(r"^    name: import-test (\S+) ", committed["wheels.yml"], re.MULTILINE))
     gpu = set(re.findall(r"^    name: test-gpu (\S+)$", committed["gpu-tests.yml"], re.MULTILINE))
-    assert built == ids and tested == ids and gpu == linux
-    cells = {t["cell"] for t in data["targets"] if t["os"] == "linux"}
+    # The self-hosted GPU runner is x86_64: the aarch64 wheels are import-tested on GitHub's arm64 runners.
+    assert built == ids and tested == ids and gpu == x86
+    cells = {t["cell"] for t in released if t["os"] == "linux" and t["arch"] == "x86_64"}
+    arm_cells = {t["cell"] for t in released if t["os"] == "linux" and t["arch"] == "aarch64"}
     assert set(re.findall(r"^  container-(\w+):$", committed["ci.yml"], re.MULTILINE)) == cells
     assert set(re.findall(r"^  image-(\w+):$", committed["images.yml"], re.MULTILINE)) == cells
+    assert set(re.findall(r"^  image-(\w+)-aarch64:$", committed["images.yml"], re.MULTILINE)) == arm_cells
 
 
 @pytest.fixture
@@ -294,11 +303,17 @@ def test_windows_jobs_pin_the_msvc_toolset_the_cell_accepts(documents: dict[str,
 
 def test_import_tests_use_a_cpu_torch_only_when_the_project_promises_it(documents: dict[str, dict[str, Any]],
                                                                          tmp_path: Path) -> None:
-    job = documents["wheels.yml"]["jobs"][gha.job_key("import", "fusedops-stable-cu124-cp310abi3-linux_x86_64")]
+    job = documents["wheels.yml"]["jobs"][gha.job_key("import", "fusedops-stable-cu128-cp310abi3-linux_x86_64")]
     runs = [s["run"] for s in job["steps"] if "run" in s]
     assert any("--torch-kind cpu --torch-index https://download.pytorch.org/whl/cpu" in r for r in runs)
-    # torch 2.10 on PyPI is a CUDA 12.8 build: the cu124 wheel is tested with it.
+    # torch 2.10 on PyPI is a CUDA 12.8 build: the cu128 wheel is tested with it.
     assert any("--torch-kind cuda --torch-index https://download.pytorch.org/whl/cu128" in r for r in runs)
+    # aarch64: PyPI's torch 2.11 is a CUDA build; the runner has no GPU, so the CPU-only import is of that build.
+    job = documents["wheels.yml"]["jobs"][gha.job_key("import", "fusedops-stable-cu130-cp310abi3-linux_aarch64")]
+    assert job["runs-on"] == "ubuntu-24.04-arm"
+    runs = [s["run"] for s in job["steps"] if "run" in s]
+    assert any("--torch-kind cpu --torch-index https://pypi.org/simple" in r for r in runs)
+    assert any("--torch-kind cuda --torch-index https://pypi.org/simple" in r for r in runs)
     classic = gha.render(gha.context(project.load(CLASSIC), gha.FarmSource("owner/farm", FARM_REF)))
     job = classic["wheels.yml"]["jobs"][gha.job_key("import", "classic_ext-torch2.11-cu130-cp311-linux_x86_64")]
     runs = [s["run"] for s in job["steps"] if "run" in s]
@@ -310,7 +325,8 @@ def test_the_farms_tools_run_on_the_farms_python_and_tests_on_the_targets(
     """The farm's lock serves the farm's Python; the target's CPython is set up apart and handed to the farm by
     path (setup-python's output: Windows has no python3.10 on PATH)."""
     jobs = documents["wheels.yml"]["jobs"]
-    for target in (*targets.targets_for(config, "linux"), *targets.targets_for(config, "windows")):
+    ctx = gha.context(config, gha.FarmSource())
+    for target in (*ctx.linux, *ctx.windows):
         steps = jobs[gha.job_key("import", target.id)]["steps"]
         names = [str(s["name"]) for s in steps]
         pythons = [s for s in steps if "setup-python" in str(s.get("uses", ""))]
@@ -460,17 +476,46 @@ def test_images_keep_their_content_tag_in_the_repository_registry() -> None:
         workflows.registry(env={})
 
 
-def test_the_debian_toolkit_cell_builds_on_the_debian_base_in_every_workflow(
+def test_the_cuda_12_release_cell_builds_on_manylinux_with_nvidias_repository(
         documents: dict[str, dict[str, Any]]) -> None:
-    # The image tag depends on the base; CI, images and wheels must compute the same tag for cu124.
-    wanted = {"FARM_BASE_IMAGE_CU124": "cuda-ext-farm/base"}
-    assert documents["images.yml"]["jobs"]["image-cu124"]["env"] == wanted
-    assert documents["ci.yml"]["jobs"]["container-cu124"]["env"] == wanted
-    assert documents["ci.yml"]["jobs"]["changes"]["env"] == wanted
-    job = documents["wheels.yml"]["jobs"][gha.job_key("build", "fusedops-stable-cu124-cp310abi3-linux_x86_64")]
-    assert job["env"] == wanted
-    assert any("base-image --suite trixie" in s.get("run", "") for s in job["steps"])
-    assert "env" not in documents["images.yml"]["jobs"]["image-cu130"]
+    """The release's CUDA 12 cell is torch's own 12.8, on the manylinux_2_28 base (NVIDIA's RPMs): no job
+    debootstraps a Debian base, and the local stand-in cu124 is in no workflow."""
+    assert matrix.get_cell("12").name == "cu128" and matrix.get_cell("12").toolkit.kind == "nvidia-repo"
+    for name, doc in documents.items():
+        text = json.dumps(doc, default=str)
+        assert "cu124" not in text and "FARM_BASE_IMAGE" not in text and "base-image --suite" not in text, name
+    job = documents["wheels.yml"]["jobs"][gha.job_key("build", "fusedops-stable-cu128-cp310abi3-linux_x86_64")]
+    names = [str(s.get("name")) for s in job["steps"]]
+    assert job["runs-on"] == "ubuntu-24.04"
+    assert any("build it on quay.io/pypa/manylinux_2_28_x86_64" in n for n in names)
+    assert "image-cu128" in documents["images.yml"]["jobs"] and "container-cu128" in documents["ci.yml"]["jobs"]
+
+
+def test_every_linux_build_is_held_to_the_release_glibc_floor(documents: dict[str, dict[str, Any]]) -> None:
+    builds = [(n, k, j) for n, d in documents.items() for k, j in d["jobs"].items()
+              if any("build-cuda" in s.get("run", "") for s in j.get("steps", []))]
+    assert len(builds) >= 11
+    for name, key, job in builds:
+        assert job["env"]["FARM_GLIBC_FLOOR"] == "manylinux_2_28", f"{name} {key}"
+
+
+def test_aarch64_wheels_build_natively_on_the_arm64_runner_in_the_manylinux_aarch64_base(
+        documents: dict[str, dict[str, Any]], config: project.ProjectConfig) -> None:
+    arm = [t for t in targets.platform_targets(config, "linux") if t.arch == "aarch64"]
+    assert {t.cell.name for t in arm} == {"cu130", "cu132", "cu135"}
+    wheels = documents["wheels.yml"]["jobs"]
+    for target in arm:
+        job = wheels[gha.job_key("build", target.id)]
+        assert job["runs-on"] == "ubuntu-24.04-arm"
+        names = [str(s.get("name")) for s in job["steps"]]
+        assert any("build it on quay.io/pypa/manylinux_2_28_aarch64" in n for n in names)
+        assert wheels[gha.job_key("import", target.id)]["runs-on"] == "ubuntu-24.04-arm"
+        image = documents["images.yml"]["jobs"][f"image-{target.cell.name}-aarch64"]
+        assert image["runs-on"] == "ubuntu-24.04-arm"
+        assert any(f"--push-image {target.cell.name}" in s.get("run", "") for s in image["steps"])
+    # The assemble job downloads every wheel-* artifact: both architectures land in each variant's index.
+    assemble = documents["release.yml"]["jobs"]["assemble"]
+    assert any(s.get("with", {}).get("pattern") == "wheel-*" for s in assemble["steps"])
 
 
 def test_only_the_default_branch_and_tags_push_builder_images(documents: dict[str, dict[str, Any]]) -> None:

@@ -68,9 +68,9 @@ def test_cuda12_installer() -> None:
 
 def test_torch_index_and_install_command(fusedops_targets: tuple[Target, ...]) -> None:
     cu130 = next(t for t in fusedops_targets if t.cell.cuda == "13.0")
-    cu124 = next(t for t in fusedops_targets if t.cell.cuda == "12.4")
+    cu128 = next(t for t in fusedops_targets if t.cell.cuda == "12.8")
     assert torchenv.index_url(cu130, {}) == "https://download.pytorch.org/whl/cu130"
-    assert torchenv.index_url(cu124, {}) == "https://download.pytorch.org/whl/cu128"  # torch 2.10 is a 12.8 build
+    assert torchenv.index_url(cu128, {}) == "https://download.pytorch.org/whl/cu128"  # torch 2.10 is a 12.8 build
     assert torchenv.index_url(cu130, {"FARM_TORCH_INDEX_URL": "https://mirror/torch/cu{cuda}"}) == \
         "https://mirror/torch/cu130"
     cmd = torchenv.install_command(Path("C:/Python310/python.exe"), Path("C:/farm/torch"), cu130.torch_requirement,

@@ -36,7 +36,7 @@ def test_build_win_options() -> None:
     assert (args.toolset, args.dll_path, args.refresh_vcvars, args.no_smoke, args.max_jobs) == \
         ("14.44", ["C:/a", "C:/b"], True, True, 4)
     # The nox sessions' selection: one stable-ABI wheel per CUDA major, its release cell.
-    for major, cuda in (("13", "13.0"), ("12", "12.4")):
+    for major, cuda in (("13", "13.0"), ("12", "12.8")):
         chosen = options.resolve(cli.parse(["build-win", "--cuda", major]), os_name="windows")
         assert [t.id for t in chosen] == [f"fusedops-stable-cu{cuda.replace('.', '')}-cp310abi3-win_amd64"]
 
@@ -68,7 +68,7 @@ def test_matrix_shows_the_windows_facts() -> None:
         "13.0": {"msc_ver": [1920, 1950], "toolset": "14.44", "toolkit": "pypi"},
         "13.2": {"msc_ver": [1920, 1960], "toolset": "14.44", "toolkit": "pypi"},
         "13.5": {"msc_ver": [1920, 1960], "toolset": "14.44", "toolkit": "pypi"},
-        "12.4": {"msc_ver": [1910, 1950], "toolset": "14.44", "toolkit": "nvidia-installer"},
+        "12.8": {"msc_ver": [1910, 1950], "toolset": "14.44", "toolkit": "nvidia-installer"},
     }
     table = _farm("matrix", "--os", "windows")
     assert "1920-1949" in table.stdout and "MSVC 14.44" in table.stdout and "nvidia-installer" in table.stdout

@@ -163,12 +163,14 @@ EXPECTED = {
     "dev-box": {"13.0": ("14.44.35207", "Visual Studio Enterprise 2022", True),
                 "13.2": ("14.44.35207", "Visual Studio Enterprise 2022", True),
                 "13.5": ("14.44.35207", "Visual Studio Enterprise 2022", True),
-                "12.4": ("14.44.35207", "Visual Studio Enterprise 2022", True)},
+                "12.4": ("14.44.35207", "Visual Studio Enterprise 2022", True),
+                "12.8": ("14.44.35207", "Visual Studio Enterprise 2022", True)},
     "windows-2025": {"13.0": ("14.44.35207", "Visual Studio Enterprise 2026", True),
                      "13.2": ("14.44.35207", "Visual Studio Enterprise 2026", True),
                      "13.5": ("14.44.35207", "Visual Studio Enterprise 2026", True),
-                     "12.4": ("14.44.35207", "Visual Studio Enterprise 2026", True)},
-    # Only VS 2026's 14.50: CUDA 13.2/13.5 accept it (a stand-in for the pinned 14.44), 13.0 and 12.4 do not.
+                     "12.4": ("14.44.35207", "Visual Studio Enterprise 2026", True),
+                     "12.8": ("14.44.35207", "Visual Studio Enterprise 2026", True)},
+    # Only VS 2026's 14.50: CUDA 13.2/13.5 accept it (a stand-in for the pinned 14.44), 13.0, 12.4 and 12.8 do not.
     "vs2026-buildtools": {"13.2": ("14.50.35717", "Visual Studio Build Tools 2026", False),
                           "13.5": ("14.50.35717", "Visual Studio Build Tools 2026", False)},
 }
