@@ -6,7 +6,11 @@ What differs from GitHub, and why it keeps the check honest:
 * PyTorch's indexes (download.pytorch.org) cannot be reached here. For the CUDA import test the torch from
   pip's own index replaces ``--torch-index …/cu130``: PyTorch publishes on PyPI exactly the build of its
   ``cu<matrix.TorchRelease.cuda>`` index, which is the index ``gha.torch_cuda_index`` names. For the CPU-only
-  import test ``--cpu-torch`` (a CPU torch pip can reach) replaces ``--torch-index …/cpu``.
+  import test pip's own indexes replace ``--torch-index …/cpu``, and the torch is the first of these that pip can
+  see there (``release_checks.choose_cpu_torch``; the manifest records which): the CPU build ``--cpu-torch`` names
+  when it fits the wheel (a stable-ABI wheel: at or above its floor; a classic one: its own torch minor), the CPU
+  build of the wheel's own torch, else PyPI's build of it (a CUDA build) imported with ``CUDA_VISIBLE_DEVICES=""``,
+  torch's CPU-only path. PyPI has no CPU builds: a machine whose pip sees PyPI alone takes the last.
 * Each command runs as ``python -m ci …`` in the farm's own interpreter, in the project's folder, as the
   workflow's step does; the test environment uses the target's CPython (``--test-python``), found as
   ``FARM_PYTHON_3_10`` or ``python3.10``.
@@ -23,7 +27,8 @@ from typing import TYPE_CHECKING
 from ci import gha, proc
 
 if TYPE_CHECKING:
-    from ci.release_manifest import Manifest
+    from ci.release_checks import CpuImportTorch
+    from ci.release_manifest import Manifest, ReleaseFile
     from ci.targets import Target
 
 
@@ -46,9 +51,29 @@ def local_command(command: str, *, wheel: Path, cpu_torch: str | None, cpu_pytho
     return [sys.executable, "-m", "ci", *args]
 
 
+def _cpu_import(target: Target, item: ReleaseFile, cpu_torch: str | None,
+                cpu_python: str | None) -> tuple[str, CpuImportTorch]:
+    """The CPython and torch of a wheel's CPU-only import test here: the target's CPython, or ``cpu_python`` where
+    only that one gets the CPU build ``--cpu-torch`` names (this machine's CPU torch is one wheel, for one CPython)
+    and the wheel installs on it; the torch as ``python -m ci release --import-test`` chooses it."""
+    from ci import matrix
+    from ci.release_checks import cpu_import_torch, host_can_run
+
+    choice = cpu_import_torch(target, target.python, index_url=None, cpu_torch=cpu_torch)
+    if choice.source == "cpu-torch" or not cpu_python or cpu_python == target.python:
+        return target.python, choice
+    installs = target.abi3 and matrix.version_key(cpu_python) >= matrix.version_key(target.oldest_python)
+    if not installs or host_can_run(item, cpu_python) is not None:
+        return target.python, choice
+    other = cpu_import_torch(target, cpu_python, index_url=None, cpu_torch=cpu_torch)
+    return (cpu_python, other) if other.source == "cpu-torch" else (target.python, choice)
+
+
 def import_tests(out: Path, manifest: Manifest, by_id: Mapping[str, Target], project_root: Path, *,
                  cpu_torch: str | None, cpu_python: str | None = None) -> dict[str, dict[str, str]]:
-    """Every Linux wheel's import-test steps, from the generated workflow's own commands."""
+    """Every Linux wheel's import-test steps, from the generated workflow's own commands. The CPU-only step's check
+    names the torch it used (``torch 2.10.0 (PyPI's CUDA 12.8 build, no GPU)``): the one the step's
+    ``release_checks.cpu_import_torch`` chooses from what pip sees, the same choice the check makes here first."""
     from ci.release_checks import host_can_run
 
     results: dict[str, dict[str, str]] = {}
@@ -62,14 +87,18 @@ def import_tests(out: Path, manifest: Manifest, by_id: Mapping[str, Target], pro
             if reason is not None:
                 checks[kind] = f"not run here: {reason}"
                 continue
-            local = local_command(command, wheel=wheel, cpu_torch=cpu_torch, cpu_python=cpu_python)
+            here: list[str] = []
+            python = target.python
+            if kind == "import-cpu":
+                python, choice = _cpu_import(target, item, cpu_torch, cpu_python)
+                here.append(choice.record)
+            local = local_command(command, wheel=wheel, cpu_torch=cpu_torch,
+                                  cpu_python=python if python != target.python else None)
             proc.run(local, cwd=project_root, what=f"the workflow's step failed here: {name}",
                      hint=f"the generated command: {command}")
-            python = local[local.index("--test-python") + 1]
-            here = [f"CPython {python}"] if python != target.python else []
-            if kind == "import-cpu" and cpu_torch:
-                here.append(f"CPU torch {cpu_torch}")
-            checks[kind] = f"ok: {name}" + (f" (here: {', '.join(here)})" if here else "")
+            if python != target.python:
+                here.insert(0, f"CPython {python}")
+            checks[kind] = f"ok: {name}" + (f"; here: {', '.join(here)}" if here else "")
         checks.setdefault("import-cpu", "not applicable: the project declares no cpu-libraries")
         results[item.name] = checks
     return results

@@ -5,12 +5,14 @@ and a CPU-only torch (the release workflow's import-test jobs).
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from ci.errors import CommandFailed, UsageError
 from ci.release_manifest import Manifest, ReleaseFile
@@ -104,30 +106,152 @@ def check_extra_index(out: Path, manifest: Manifest, python: Path | None = None)
     return results
 
 
+#: Where the torch of a CPU-only import test comes from: the CPU build ``--cpu-torch`` names, the CPU build of the
+#: wheel's own torch from the index (PyTorch's CPU index in the workflow), or the index's CUDA build (PyPI's) imported
+#: with no GPU visible.
+CpuTorchSource = Literal["cpu-torch", "cpu-build", "cuda-no-gpu"]
+
+
+@dataclasses.dataclass(frozen=True)
+class CpuImportTorch:
+    """The torch a CPU-only import test installs, chosen from what pip can see (:func:`choose_cpu_torch`)."""
+
+    #: The version as pip lists it: ``2.13.0+cpu``, ``2.10.0``.
+    version: str
+    #: What pip installs: ``torch==2.13.0+cpu``, or ``torch==2.10.0,!=2.10.0+cpu`` (the CUDA build).
+    requirement: str
+    source: CpuTorchSource
+    #: How the manifest says where it came from: ``PyPI's CUDA 12.8 build, no GPU``.
+    what: str
+
+    @property
+    def hide_gpu(self) -> bool:
+        """A CUDA build: the import runs with ``CUDA_VISIBLE_DEVICES=""``, so torch takes its CPU-only path."""
+        return self.source == "cuda-no-gpu"
+
+    @property
+    def record(self) -> str:
+        return f"torch {self.version} ({self.what})"
+
+
+def _fits(version: str, needed: str, *, stable: bool) -> str | None:
+    """Why ``version`` of torch cannot prove the wheel's CPU import (None when it can): a stable-ABI wheel takes any
+    torch at or above its floor, a classic wheel only its own torch minor."""
+    from ci import matrix
+
+    minor, own = matrix.minor_of(version), matrix.minor_of(needed)
+    if stable:
+        return None if matrix.version_key(minor) >= matrix.version_key(own) else f"below the wheel's floor {own}"
+    return None if minor == own else f"not the wheel's torch {own}"
+
+
+def choose_cpu_torch(needed: str, *, stable: bool, cpu_torch: str | None, offered: Iterable[str],
+                     index_url: str | None = None) -> CpuImportTorch:
+    """The torch of a wheel's CPU-only import test, from the versions ``offered`` by the indexes pip installs from
+    (``index_url``, else pip's own: :func:`offered_torch`), in this order:
+
+    1. the CPU build the user named (``--cpu-torch``), when it fits the wheel (a stable-ABI wheel: at or above its
+       floor ``needed``; a classic wheel: ``needed``'s minor, the release it is bound to) and the index has it;
+    2. the CPU build of ``needed`` itself, when the index has it (PyTorch's CPU index, the workflow's);
+    3. the index's own build of ``needed`` (PyPI's is a CUDA build), imported with no GPU visible.
+
+    A ``torch==X+cpu`` the index does not offer is never chosen: pip would stop with "No matching distribution".
+    """
+    from packaging.version import InvalidVersion, Version
+
+    from ci import matrix
+    from ci.release import PYTORCH_INDEX
+
+    seen: set[Version] = set()
+    for item in offered:
+        try:
+            seen.add(Version(item.strip()))
+        except InvalidVersion:
+            continue
+    where = index_url or "pip's indexes"
+    passed_over = ""
+    if cpu_torch:
+        version = matrix.get_torch(cpu_torch).version
+        build = f"{version}+cpu"
+        why = _fits(version, needed, stable=stable)
+        if why is None and Version(build) in seen:
+            return CpuImportTorch(build, f"torch=={build}", "cpu-torch", "the CPU build --cpu-torch names")
+        passed_over = f"; --cpu-torch {cpu_torch}: {why or f'{where} has no torch {build}'}"
+    own = f"{needed}+cpu"
+    if Version(own) in seen:
+        return CpuImportTorch(own, f"torch=={own}", "cpu-build", f"the CPU build from {where}{passed_over}")
+    if Version(needed) in seen:
+        build = f"PyPI's CUDA {matrix.get_torch(needed).cuda} build" if index_url is None \
+            else f"the build {index_url} serves"
+        return CpuImportTorch(needed, matrix.torch_requirement(needed), "cuda-no-gpu",
+                              f"{build}, no GPU{passed_over}")
+    kind, fits = ("stable-ABI", f"{matrix.minor_of(needed)} or newer") if stable else \
+        ("classic", matrix.minor_of(needed))
+    raise UsageError(f"pip can get no torch {needed} for the CPU-only import test of a {kind} wheel", where,
+                     f"pass --cpu-torch VERSION of a CPU torch pip can reach (torch {fits}), or --torch-index "
+                     f"{PYTORCH_INDEX}/cpu")
+
+
+def parse_index_versions(text: str) -> tuple[str, ...]:
+    """The versions of ``pip index versions``'s ``Available versions: 2.11.0, 2.10.0+cpu, ...`` line."""
+    found = re.search(r"^Available versions:(.*)$", text, re.M)
+    return tuple(v.strip() for v in found.group(1).split(",") if v.strip()) if found else ()
+
+
+def offered_torch(python: str, index_url: str | None) -> tuple[str, ...]:
+    """The torch versions pip can install for CPython ``python`` on this machine, from ``index_url`` or from pip's own
+    configuration (what ``envs.ensure_env``'s pip sees: the same environment variables, ``envs.pip_env()``).
+    ``pip index versions`` reads the index pages only: nothing is downloaded."""
+    from ci import envs, proc
+
+    cmd = [sys.executable, "-m", "pip", "index", "versions", "torch", "--python-version", python,
+           "--only-binary=:all:", *(["--index-url", index_url] if index_url else [])]
+    result = proc.run(cmd, env=envs.pip_env(), capture=True, check=False)
+    versions = parse_index_versions(result.stdout)
+    if versions or "No matching distribution" in result.stdout + result.stderr:
+        return versions
+    proc.console.print((result.stdout + result.stderr).rstrip()[-3000:], markup=False)
+    raise CommandFailed("pip could not list the torch versions of its indexes", index_url or "pip's indexes",
+                        "its output is above; check the network or the index")
+
+
+def cpu_import_torch(target: Target, python: str, *, index_url: str | None,
+                     cpu_torch: str | None) -> CpuImportTorch:
+    """The torch of ``target``'s CPU-only import test on CPython ``python`` (:func:`choose_cpu_torch` over what pip
+    sees from ``index_url``, else from its own indexes)."""
+    return choose_cpu_torch(target.torch, stable=target.project.abi == "stable", cpu_torch=cpu_torch,
+                            offered=offered_torch(python, index_url), index_url=index_url)
+
+
 def torch_env(target: Target, kind: str, python: str, *, index_url: str | None,
-              cpu_torch: str | None) -> envs.PythonEnv:
-    """An environment (cached by the farm) holding only ``python`` and the torch of the import test."""
-    from ci import envs, matrix
+              cpu_torch: str | None, choice: CpuImportTorch | None = None) -> envs.PythonEnv:
+    """An environment (cached by the farm) holding ``python`` and the torch of the import test: the CUDA torch of
+    the target's cell, or for ``kind == "cpu"`` the torch ``choice`` names (by default :func:`cpu_import_torch`)."""
+    from ci import envs
 
     if kind == "cuda":
         if index_url is None:
             # The farm's own build environment of the target: the CUDA torch of its cell, from pip's index.
             return envs.build_env(python, target.torch_requirement, target.project.build_requires)
         return envs.ensure_env("import-cuda", python, ["--index-url", index_url, target.torch_requirement])
-    version = matrix.get_torch(cpu_torch).version if cpu_torch else target.torch
-    if target.project.abi != "stable" and matrix.minor_of(version) != target.torch_minor:
-        raise UsageError(f"{target.id} is bound to torch {target.torch_minor}", cpu_torch,
-                         "a classic wheel is import-tested with its own torch release")
+    choice = choice or cpu_import_torch(target, python, index_url=index_url, cpu_torch=cpu_torch)
+    if choice.hide_gpu and index_url is None:
+        # PyPI's CUDA build of the target's torch: the environment of the CUDA import test (one download, not two).
+        return envs.build_env(python, choice.requirement, target.project.build_requires)
     return envs.ensure_env("import-cpu", python, [*(["--index-url", index_url] if index_url else []),
-                                                  f"torch=={version}+cpu"])
+                                                  choice.requirement])
 
 
 def import_test(target: Target, kind: str, *, wheel: Path, python: str, index_url: str | None,
                 cpu_torch: str | None, from_index: str | None = None, version_spec: str | None = None) -> str:
-    """Install the wheel into a new venv over a torch-only environment; ``pip check``; the smoke command."""
+    """Install the wheel into a new venv over a torch-only environment; ``pip check``; the smoke command. A CPU-only
+    test whose torch is a CUDA build (:class:`CpuImportTorch`) runs with ``CUDA_VISIBLE_DEVICES=""``."""
     from ci import commands, envs, proc
 
-    base = torch_env(target, kind, python, index_url=index_url, cpu_torch=cpu_torch)
+    choice = cpu_import_torch(target, python, index_url=index_url, cpu_torch=cpu_torch) if kind == "cpu" else None
+    if choice is not None:
+        proc.console.print(f"[bold]CPU-only import test[/] of {wheel.name}: {choice.record}", soft_wrap=True)
+    base = torch_env(target, kind, python, index_url=index_url, cpu_torch=cpu_torch, choice=choice)
     with tempfile.TemporaryDirectory(prefix="farm-import-") as tmp:
         env = envs.test_env(base, Path(tmp) / "venv")
         source = ["--index-url", from_index, version_spec or target.project.name] if from_index \
@@ -137,9 +261,15 @@ def import_test(target: Target, kind: str, *, wheel: Path, python: str, index_ur
         proc.run([env.python, "-m", "pip", "check"], env=pip_isolated_env(),
                  what="the wheel's requirements are not met in its test environment",
                  hint="a classic wheel pins its torch release; a stable-ABI wheel needs torch >= its floor")
-        torch = proc.run([env.python, "-c", "import torch; print(torch.__version__)"], capture=True, log=False)
         run_env = {"PATH": os.pathsep.join([str(env.bin_dir), os.environ.get("PATH", "")]), "PYTHONPATH": "",
-                   "FARM_LANE": f"import-{kind}"}
+                   "FARM_LANE": f"import-{kind}", **({"CUDA_VISIBLE_DEVICES": ""} if choice and choice.hide_gpu
+                                                    else {})}
+        probe = proc.run([env.python, "-c", "import torch; print(torch.__version__); print(torch.cuda.is_available())"],
+                         env=run_env, capture=True, log=False).stdout.split()
+        torch, gpu = probe[-2], probe[-1]
+        if choice is not None and choice.hide_gpu and gpu != "False":
+            raise CommandFailed(f"torch {torch} sees a GPU with CUDA_VISIBLE_DEVICES=''", wheel.name,
+                                "the CPU-only import test must not reach the GPU")
         smoke = commands.expand(target.project.commands.smoke, python=env.python,
                                 project_root=target.project.root, wheel=wheel)
         with commands.scratch_folder() as scratch:
@@ -147,7 +277,7 @@ def import_test(target: Target, kind: str, *, wheel: Path, python: str, index_ur
                      hint="its output is above ([tool.cuda-ext-farm.commands] smoke)")
             proc.run(commands.origin_check(env.python, target.project.import_name), env=run_env, cwd=scratch,
                      what=f"{target.project.import_name} did not come from the wheel under test")
-    return f"ok: smoke under torch {torch.stdout.strip().splitlines()[-1]}"
+    return f"ok: smoke under torch {torch}" + (f" ({choice.what})" if choice is not None else "")
 
 
 def host_can_run(item: ReleaseFile, python: str) -> str | None:
