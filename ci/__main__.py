@@ -34,34 +34,36 @@ def _outputs(args: argparse.Namespace, config: project.ProjectConfig):  # type: 
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
+    from ci import routes
+
     config = options.load_project(args)
     oses = ("linux", "windows") if args.os == "all" else (args.os,)
     chosen: list[targets.Target] = []
     for os_name in oses:
         sel = options.selection(args)
-        chosen += targets.select(config, sel, os_name) if not sel.empty else targets.targets_for(config, os_name)
+        chosen += targets.select(config, sel, os_name) if not sel.empty else targets.platform_targets(config, os_name)
     if args.json:
         print(json.dumps({"project": config.name, "abi": config.abi, "python_abi": config.python_abi,
-                          "targets": [t.as_dict() for t in chosen],
+                          "targets": [{**t.as_dict(), "route": routes.route(t).as_dict()} for t in chosen],
                           "cells": [c.as_dict() for c in matrix.CELLS]}, indent=2))
         return 0
     table = Table(title=f"{config.name}: {len(chosen)} targets ({config.abi} ABI, {config.python_abi})")
     table.add_column("target", no_wrap=True)
-    for col in ("torch", "python", "CUDA", "toolkit", "SASS / PTX", "compiler", "MSVC (_MSC_VER)", "base image"):
+    for col in ("torch", "python", "CUDA", "arch", "SASS / PTX", "compiler", "glibc floor", "toolkit: here / GitHub",
+                "route: here / GitHub"):
         table.add_column(col)
     for t in chosen:
         cell = t.cell
-        toolkit_src: str
+        route = routes.route(t)
         if t.os == "windows" and cell.windows is not None:
-            toolkit_src = cell.windows.toolkit
-            compiler = f"MSVC {cell.windows.toolset}"
-            msvc = f"{cell.windows.msc_ver[0]}-{cell.windows.msc_ver[1] - 1}"
+            compiler = f"MSVC {cell.windows.toolset} ({cell.windows.msc_ver[0]}-{cell.windows.msc_ver[1] - 1})"
         else:
-            toolkit_src, compiler, msvc = cell.toolkit.kind, cell.host_compiler, "-"
+            compiler = f"{t.arch}-linux-gnu-g++" if t.cross else cell.host_compiler
         python = f"{t.python} (abi3 >= {t.oldest_python})" if t.abi3 else t.python  # build Python, and the floor
-        table.add_row(t.id, t.torch, python, cell.cuda + (" (release)" if cell.release else ""), toolkit_src,
-                      f"{' '.join(cell.sass_archs)} / {cell.ptx_arch}", compiler, msvc,
-                      cell.base_image if t.os == "linux" else "windows runner")
+        floor = "-" if t.os == "windows" else f"release {route.release_floor}; here glibc {route.local_glibc}"
+        table.add_row(t.id, t.torch, python, cell.cuda + (" (release)" if cell.release else ""), t.arch,
+                      f"{' '.join(cell.sass_archs)} / {cell.ptx_arch}", compiler, floor,
+                      f"{route.local_toolkit} / {route.github_toolkit}", f"{route.local} / {route.github}")
     console.print(table)
     return 0
 
@@ -172,6 +174,12 @@ def _container_build(args: argparse.Namespace, chosen: tuple[targets.Target, ...
 
     outputs = _outputs(args, chosen[0].project)
     for target in chosen:
+        if target.cross:
+            raise errors.UsageError(f"{target.id} is for {target.arch}, and a builder image runs this machine's "
+                                    f"{targets.host_arch()} code", target.id,
+                                    f"cross-compile it on the host (build --arch {target.arch} --target "
+                                    f"{target.id}), or build it in its container on an {target.arch} machine")
+    for target in chosen:
         spec = images.spec_for(target.cell, args.base_image)
         started = time.monotonic()
         tag = images.ensure_image(spec)
@@ -183,7 +191,14 @@ def _container_build(args: argparse.Namespace, chosen: tuple[targets.Target, ...
 
 
 def cmd_build_cuda(args: argparse.Namespace) -> int:
-    return _container_build(args, options.resolve(args))
+    chosen = options.resolve(args)
+    if str(args.cuda or "").strip().isdigit():
+        # A major (build-cuda-12) asks for that major's release cell: here, its stand-in where the release cell's
+        # toolkit cannot be reached. A named cell (12.8) is built as asked, or refused with one line.
+        from ci import buildall
+
+        chosen = buildall.local_equivalents(chosen, console)
+    return _container_build(args, chosen)
 
 
 def cmd_build_all(args: argparse.Namespace) -> int:
@@ -191,7 +206,8 @@ def cmd_build_all(args: argparse.Namespace) -> int:
 
     config = options.load_project(args)
     sel = options.selection(args)
-    chosen = targets.select(config, sel) if not sel.empty else targets.targets_for(config)
+    chosen = targets.select(config, sel) if not sel.empty else targets.platform_targets(config, "linux")
+    chosen = buildall.local_equivalents(chosen, console)
     return buildall.build_all(chosen, _outputs(args, config), jobs=args.jobs, base_image=args.base_image,
                               max_jobs=args.max_jobs, console=console)
 
@@ -224,6 +240,11 @@ def cmd_images(args: argparse.Namespace) -> int:
     tags: list[str] = []
     for cell in matrix.cells(args.cells or None):
         started = time.monotonic()
+        if not args.cells and cell.toolkit.kind == "nvidia-repo":
+            reason = images.probe_url(matrix.nvidia_repo_file(images.host_arch()), images.host_ca_bundle())
+            if reason:  # every cell, by default: those this machine can build (cu124 stands in for cu128)
+                console.print(f"[yellow]skipped {cell.name}[/]: {matrix.unreachable_toolkit(cell)[0]} ({reason})")
+                continue
         spec = images.spec_for(matrix.validate(cell), args.base_image)
         tag = images.ensure_image(spec, rebuild=args.rebuild)
         size = f"{images.image_size(tag) / 2**20:.0f} MiB"
@@ -335,7 +356,7 @@ def cmd_bench_builds(args: argparse.Namespace) -> int:
     config = options.load_project(args)
     kinds = args.kind or ["host", "13", "12"]
     for kind in kinds:
-        if kind != "host":
+        if kind not in ("host", "aarch64"):
             matrix.get_cell(kind)
     out = options.path_option(args.out, "FARM_BENCH_RESULTS", config.root / "bench-results")
     buildbench.bench(config, kinds, args.touch, out, console)

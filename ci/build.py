@@ -6,6 +6,11 @@ checkout itself is never written to (a read-only checkout builds), two targets
 never share objects, and unchanged files keep their times for ninja. Builds of
 one target are serialised by a lock; everything is produced in a staging folder
 and published by ``ci/publish.py`` only after the audit passed.
+
+x86_64 builds compile and link against a Debian bullseye sysroot (glibc 2.31, gcc 10's libstdc++) through
+wrappers around this machine's gcc/g++ (``ci/sysroot.py``), so the wheel's floor is bullseye's, not this
+machine's; the audit resolves the wheel's symbols against the sysroot's libraries. ``FARM_SYSROOT=none``
+links against this machine's own glibc and libstdc++ instead (aarch64 cross builds: see ``ci/cross.py``).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from ci import audit, envs, fsutil, proc, project, publish, report, symbols, toolkit
+from ci import audit, cross, envs, fsutil, proc, project, publish, qemu, report, symbols, sysroot, toolkit
 from ci.errors import UsageError
 from ci.targets import Target
 
@@ -232,12 +237,30 @@ def auditwheel_repair(cuda_major: int | None) -> Callable[[Path, Path], Path]:
     return repair
 
 
+def symbol_search(target: Target, env: envs.PythonEnv, tk: toolkit.InstalledToolkit | None,
+                  setup: cross.CrossSetup | None, linked: sysroot.Sysroot | None = None) -> symbols.LibrarySearch:
+    """Where the loader of the wheel's machine finds libraries: the build environment's (x86_64), or for a
+    cross build the aarch64 torch, CUDA runtime and the arm64 root's Python. System libraries: those of the
+    sysroot the wheel was linked against (``linked``), else this machine's (the arm64 root's for aarch64)."""
+    cache = toolkit.cache_root() / "symbols"
+    if setup is None:
+        system = symbols.SYSTEM_LIB_DIRS if linked is None else [str(d) for d in linked.system_lib_dirs()]
+        return symbols.environment_search(env.python, cache, [tk.cuda_home / "lib"] if tk else [], system)
+    root = qemu.ensure_root()
+    libs = linked.system_lib_dirs() if linked is not None else [root / "lib" / "aarch64-linux-gnu",
+                                                                  root / "usr" / "lib" / "aarch64-linux-gnu"]
+    return symbols.search_for([setup.torch_site], qemu.root_python(root), cache,
+                              [setup.runtime / "lib", *libs], system_dirs=())
+
+
 def build(target: Target, outputs: publish.Outputs, *, max_jobs: int | None = None) -> report.BuildReport:
     """Build, repair, audit and publish ``target`` (``target.cpu``: a CPU-only wheel, no toolkit)."""
     started = time.monotonic()
     cpu = target.cpu
     outputs.check_writable()
     with fsutil.locked(outputs.lock(target), f"the build of {target.id}"):
+        setup = cross.prepare(target) if target.cross else None
+        linked = setup.sysroot if setup is not None else sysroot.for_arch(target.arch) if target.os == "linux" else None
         tk = None if cpu else toolkit.ensure_toolkit(target.cell)
         cuobjdump = None if cpu else toolkit.ensure_cuobjdump()
         env = envs.target_env(target)
@@ -252,13 +275,16 @@ def build(target: Target, outputs: publish.Outputs, *, max_jobs: int | None = No
             epoch = source_date_epoch(target.project.root)
             build_env = compiler_env(target, tk, cpu=cpu, max_jobs=max_jobs)
             build_env |= reproducible_env(source, epoch, target.id)
+            if linked is not None and setup is None:
+                build_env |= linked.build_env(*sysroot.host_compilers({**os.environ, **build_env}))
+            if setup is not None:
+                build_env |= cross.build_env(target, setup.compiler, setup.runtime, setup.torch_site, work)
             if uses_setuptools_scm(target):
                 build_env |= scm_version_env(target.project.root, env.python)
                 proc.console.print(f"version {build_env[SCM_PRETEND]} (setuptools-scm, in {target.project.root})")
             run_build(cmd, build_env, source, target)
             built = publish.one_wheel(stage / "dist", "the wheel build")
-            search = symbols.environment_search(env.python, toolkit.cache_root() / "symbols",
-                                                [tk.cuda_home / "lib"] if tk else [])
+            search = symbol_search(target, env, tk, setup, linked)
 
             def run_audit(wheel: Path) -> audit.AuditResult:
                 return audit.audit_wheel(wheel, target, cuobjdump, search=search, cuda=not cpu)

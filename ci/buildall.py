@@ -1,4 +1,5 @@
-"""Every target of a project in its container, one after the other or ``--jobs N`` at once.
+"""Every target of a project in its container (a cross-built one on the host), one after the other or
+``--jobs N`` at once.
 
 Each target builds in a child ``python -m ci build-cuda --target ID`` whose
 output goes to ``<build>/logs/<target>.log``; the terminal shows one progress
@@ -27,10 +28,11 @@ _CCACHE_HITS = re.compile(r"farm-ccache-stats: hits=(\d+) misses=(\d+)")
 
 def _build_one(target: Target, outputs: publish.Outputs, base_image: str | None, max_jobs: int | None,
                log: Path, console: Console) -> tuple[int, float]:
-    cmd = [sys.executable, "-m", "ci", "build-cuda", "--project", str(target.project.root),
-           "--config", str(target.project.source), "--target", target.id,
+    # A cross-built target (aarch64) builds on the host (ci/cross.py); every other one in its container.
+    cmd = [sys.executable, "-m", "ci", "build" if target.cross else "build-cuda", "--project",
+           str(target.project.root), "--config", str(target.project.source), "--target", target.id,
            "--wheelhouse", str(outputs.wheelhouse), "--build-dir", str(outputs.build_root),
-           *(["--base-image", base_image] if base_image else []),
+           *(["--base-image", base_image] if base_image and not target.cross else []),
            *(["--max-jobs", str(max_jobs)] if max_jobs else []),
            "--arch-list", target.cell.arch_list]
     # Printed when a worker takes the target, not when it is queued: with --jobs 1 one line at a time.
@@ -51,6 +53,27 @@ def _build_one(target: Target, outputs: publish.Outputs, base_image: str | None,
     verdict = "[green]done[/]" if code == 0 else f"[red]FAILED[/] (log: {log})"
     console.print(f"{verdict} {target.id} in {seconds:.0f} s")
     return code, seconds
+
+
+def local_equivalents(chosen: tuple[Target, ...], console: Console) -> tuple[Target, ...]:
+    """``chosen`` with each target whose toolkit source this machine cannot reach (cu128: NVIDIA's repository)
+    replaced by its cell's local stand-in (cu124), said in one line; the release on GitHub builds the real one."""
+    from ci import images, matrix, targets
+
+    reasons: dict[str, str] = {}
+    local: dict[str, Target] = {}
+    for target in chosen:
+        cell = target.cell
+        if cell.toolkit.kind == "nvidia-repo" and not target.cross:
+            if cell.name not in reasons:
+                reasons[cell.name] = images.probe_url(matrix.nvidia_repo_file(target.arch), images.host_ca_bundle())
+            substitute = targets.stand_in(target) if reasons[cell.name] else None
+            if substitute is not None:
+                console.print(f"[yellow]{target.id}[/]: {matrix.unreachable_toolkit(cell)[0]} "
+                              f"({reasons[cell.name]}): building its stand-in {substitute.id} here")
+                target = substitute
+        local.setdefault(target.id, target)
+    return tuple(local.values())
 
 
 def build_all(chosen: tuple[Target, ...], outputs: publish.Outputs, *, jobs: int, base_image: str | None,

@@ -1,7 +1,7 @@
 """How long builds take: cold, warm with nothing changed, warm after a one-file change.
 
-``python -m ci bench-builds [--host] [--cuda 13 --cuda 12]`` builds the project's release target of each
-kind three times in a clone of the project (the checkout is never modified):
+``python -m ci bench-builds [--kind host --kind aarch64 --kind 13 --kind 12]`` builds the project's release
+target of each kind three times in a clone of the project (the checkout is never modified):
 
 * **cold**: an empty build folder; for containers also an empty compiler cache, torch volume and symbol
   cache (a fresh ``FARM_VOLUME_NAMESPACE``); the builder image, the toolkit, the build environment and
@@ -73,9 +73,14 @@ def bench(config: ProjectConfig, kinds: list[str], touch: str | None, out: Path,
         proc.run(["git", "-C", str(clone), "checkout", "--quiet", commit])
         project_dir = clone / inside
         for kind in kinds:
-            container = kind != "host"
-            selection = targets.Selection(cuda=kind if container else None)
-            target = targets.select(config, selection)[0] if container else targets.default_target(config)
+            container = kind not in ("host", "aarch64")
+            if kind == "aarch64":  # the release target cross-compiled for aarch64 on this machine (ci/cross.py)
+                default = targets.default_target(config)
+                target = targets.select(config, targets.Selection(cuda=default.cell.name, arch="aarch64"))[0]
+            elif container:
+                target = targets.select(config, targets.Selection(cuda=kind))[0]
+            else:
+                target = targets.default_target(config)
             namespace = f"bench{uuid.uuid4().hex[:8]}"
             env = {"PYTHONPATH": str(FARM_ROOT)}
             if container:
@@ -86,7 +91,8 @@ def bench(config: ProjectConfig, kinds: list[str], touch: str | None, out: Path,
                    "--build-dir", str(build_dir)]
             if container:
                 images.ensure_image(images.spec_for(target.cell))  # the image is the machine's, not the build's
-            row = Row("host" if not container else f"container {target.cell.name}", target.id)
+            row = Row(f"container {target.cell.name}" if container else
+                      ("host, cross to aarch64" if target.cross else "host"), target.id)
             row.cold = timed_build(cmd, env)
             row.warm = timed_build(cmd, env)
             changed = one_file_to_touch(project_dir, touch)

@@ -57,6 +57,9 @@ def _selection_args(sp: argparse.ArgumentParser) -> None:
                     "stable-ABI build compiles against")
     sp.add_argument("--python", help="CPython version of a per-Python target (3.12)")
     sp.add_argument("--arch-list", help="override the architectures (TORCH_CUDA_ARCH_LIST syntax, e.g. '9.0+PTX')")
+    sp.add_argument("--arch", choices=("x86_64", "aarch64"),
+                    help="the CPU architecture of the wheel (default x86_64; aarch64 is cross-compiled here and "
+                    "import-tested under qemu)")
 
 
 def _output_args(sp: argparse.ArgumentParser) -> None:
@@ -178,8 +181,8 @@ def build_parser(prog: str | None = None) -> Parser:
     bb = sub.add_parser("bench-builds", help="cold, warm and one-file build times of the host and container builds")
     _project_args(bb)
     bb.add_argument("--kind", action="append", default=[],
-                    help="host, or a CUDA cell for its container build (13, 12, 13.2); repeatable "
-                    "(default: host, 13, 12)")
+                    help="host, aarch64 (the host's cross build of the release target), or a CUDA cell for its "
+                    "container build (13, 12, 13.2); repeatable (default: host, 13, 12)")
     bb.add_argument("--touch", help="the file the one-file rebuild changes (default: the smallest .cu)")
     bb.add_argument("--out", help="results folder (default: <project>/bench-results)")
 

@@ -29,6 +29,7 @@ def selection(args: argparse.Namespace) -> targets.Selection:
         torch=getattr(args, "torch", None),
         python=getattr(args, "python", None),
         arch_list=getattr(args, "arch_list", None) or os.environ.get("TORCH_CUDA_ARCH_LIST") or None,
+        arch=getattr(args, "arch", None),
     )
 
 
@@ -48,10 +49,11 @@ def selection_from_wheel(name: str, arch_list: str | None) -> targets.Selection:
         torch, cuda = f"{m.group(1)}.{m.group(2)}", (m.group(3) if m.group(3) != "cpu" else None)
     elif re.fullmatch(r"cu\d+", local):
         cuda = local
-    interpreter, abi = parsed.tags[0].split("-")[:2]
+    interpreter, abi, platform = parsed.tags[0].split("-")[:3]
     if abi != "abi3" and interpreter.startswith("cp"):
         python = f"{interpreter[2]}.{interpreter[3:]}"
-    return targets.Selection(cuda=cuda, torch=torch, python=python, arch_list=arch_list)
+    arch = "aarch64" if platform.endswith("_aarch64") else None
+    return targets.Selection(cuda=cuda, torch=torch, python=python, arch_list=arch_list, arch=arch)
 
 
 def resolve(args: argparse.Namespace, *, os_name: str = "linux") -> tuple[targets.Target, ...]:

@@ -86,6 +86,10 @@ class Commands:
         return value
 
 
+#: Linux CPU architectures a project is built for unless its table says ``archs = ["x86_64"]``.
+LINUX_ARCHS = ("x86_64", "aarch64")
+
+
 @dataclasses.dataclass(frozen=True)
 class ProjectConfig:
     """A project as the farm sees it: read once, validated, frozen."""
@@ -115,6 +119,8 @@ class ProjectConfig:
     commands: Commands
     #: ``[build-system] requires`` without torch (the farm installs the target's torch itself).
     build_requires: tuple[str, ...]
+    #: Linux architectures (``archs``): aarch64 wheels come from the cells and torch releases that have them.
+    archs: tuple[str, ...] = LINUX_ARCHS
 
     @property
     def normalized_name(self) -> str:
@@ -130,6 +136,7 @@ class ProjectConfig:
 _KEYS = {
     "version", "name", "import-name", "abi", "python-abi", "torch", "python", "cuda", "cuda-archs",
     "build-env", "cpu-env", "debug-env", "cuda-libraries", "cpu-libraries", "commands", "toolkit-libraries",
+    "archs",
 }
 
 
@@ -288,6 +295,12 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
         raise ConfigError(f"{where} toolkit-libraries names a library by something else than its name", bad[0],
                           'write the library as the linker names it, without lib or .so: ["cublas"]')
 
+    archs = _string_list(table, "archs", LINUX_ARCHS)
+    unknown_archs = [a for a in archs if a not in LINUX_ARCHS]
+    if unknown_archs or not archs:
+        raise ConfigError(f"{where} archs names an architecture the farm does not build",
+                          unknown_archs[0] if unknown_archs else "[]", f"use some of {', '.join(LINUX_ARCHS)}")
+
     commands_table = table.get("commands", {})
     if not isinstance(commands_table, dict):
         raise ConfigError(f"{where} commands must be a table", type(commands_table).__name__,
@@ -307,7 +320,7 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
         torch=torch, torch_spec=torch_spec, python=python, python_spec=python_spec,
         requires_python=requires_python, cuda=cuda, cuda_archs=cuda_archs, build_env=build_env,
         cpu_env=cpu_env, debug_env=debug_env, cuda_libraries=cuda_libraries, cpu_libraries=cpu_libraries,
-        toolkit_libraries=toolkit_libraries, commands=commands,
+        toolkit_libraries=toolkit_libraries, commands=commands, archs=archs,
         build_requires=_build_requires(pyproject),
     )
 

@@ -53,6 +53,7 @@ from ci.errors import UsageError
 if TYPE_CHECKING:
     from ci.project import ProjectConfig
     from ci.release_manifest import Manifest
+    from ci.targets import Target
 
 #: Where the PyTorch wheels an import test installs come from, by flavour (the workflow's clean runners).
 PYTORCH_INDEX = "https://download.pytorch.org/whl"
@@ -99,8 +100,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cpu-test-python", metavar="VERSION",
                         help="--dry-run: the CPython of the CPU-only import tests where the --cpu-torch here has no "
                              "wheel for the target's (the workflow uses the target's; recorded in the check)")
-    parser.add_argument("--cpu-torch", help="the torch release of the CPU-only import test (default: the "
-                        "target's; a stable-ABI wheel may be tested with any later one)")
+    parser.add_argument("--cpu-torch", help="the CPU torch release of the CPU-only import test, used when it fits "
+                        "the wheel (stable-ABI: at or above its floor; classic: its own torch minor) and pip can see "
+                        "its +cpu build; otherwise the wheel's own CPU build if the index has it, else PyPI's build "
+                        "of its torch imported with no GPU (recorded in the manifest)")
 
 
 def cmd_release(args: argparse.Namespace) -> int:
@@ -171,15 +174,22 @@ def _cmd_dry_run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     config = options.load_project(args)
     sel = options.selection(args)
-    chosen = targets.select(config, sel, "linux") if not sel.empty else targets.targets_for(config, "linux")
+    chosen = targets.select(config, sel, "linux") if not sel.empty else targets.platform_targets(config, "linux")
+    chosen = buildall.local_equivalents(chosen, proc.console)  # cu128 -> its stand-in cu124 without NVIDIA's repo
     outputs = publish.Outputs.resolve(config.root, args.wheelhouse, args.build_dir)
     out = _default_out(args, config)
     proc.console.print(f"[bold]release dry run[/] of {config.name}: {len(chosen)} Linux targets -> {out}")
     # Preflight: what the build needs, before hours of compiling.
     images.require_engine()
     outputs.check_writable()
-    for python in sorted({t.python for t in chosen}):
+    for python in sorted({t.python for t in chosen if not t.cross}):
         envs.find_interpreter(python)  # the import tests run on the target's own CPython, as in the workflow
+    emulated = [t for t in chosen if t.cross]
+    if emulated:  # aarch64: a cross compiler and qemu-user, checked before anything is built
+        from ci import cross, qemu
+
+        cross.find_compiler()
+        qemu.find_qemu()
     proc.console.print(f"[green]tool installs[/]: {rehearsal.tool_installs()}")
     for cell, step in rehearsal.windows_toolkits(targets.targets_for(config, "windows")).items():
         proc.console.print(f"[green]Windows toolkit step[/] {cell}: {step}")
@@ -224,11 +234,26 @@ def _cmd_dry_run(args: argparse.Namespace) -> int:
     for name, results in rehearsal.import_tests(out, manifest, by_id, config.root, cpu_torch=args.cpu_torch,
                                                  cpu_python=args.cpu_test_python).items():
         manifest = _record_all(manifest, name, results)
+    for released in manifest.files:
+        emulated_target = by_id.get(released.target or "")
+        if emulated_target is not None and emulated_target.cross:
+            imported = _emulated_import(out / "assets" / released.name, emulated_target)
+            manifest = _record_all(manifest, released.name, {"import-qemu": imported})
     write_manifest(out, manifest)
     verify_release(out)
     _print_summary(manifest, out, time.monotonic() - started)
     proc.console.print("[green]dry run complete[/]: nothing was uploaded")
     return 0
+
+
+def _emulated_import(wheel: Path, target: Target) -> str:
+    """A linux_aarch64 wheel of the release imported under qemu-user with PyPI's aarch64 torch (ci/qemu.py), as
+    the workflow's import job does natively on an arm64 runner."""
+    from ci import cross, qemu
+
+    line = qemu.import_wheel(wheel, target.project.import_name, cross.ensure_torch(target.torch,
+                                                                                    cross.torch_python(target)))
+    return f"ok: {line} (qemu-aarch64, no GPU)"
 
 
 def _record_checks(manifest: Manifest, results: Mapping[str, str], name: str) -> Manifest:
@@ -250,7 +275,7 @@ def _record_all(manifest: Manifest, file_name: str, results: Mapping[str, str]) 
 
 
 def _cmd_assemble(args: argparse.Namespace) -> int:
-    from ci import audit, options, proc, toolkit
+    from ci import audit, glibc_floor, options, proc, toolkit
     from ci.install_lines import check_install_lines
     from ci.release_assembly import prepare_out, verify_release, write_release
     from ci.release_checks import check_extra_index, check_index_install
@@ -268,7 +293,9 @@ def _cmd_assemble(args: argparse.Namespace) -> int:
         at_build = verify_built(item)
         if item.target.os == "linux" and not args.no_audit:
             cuobjdump = cuobjdump or toolkit.ensure_cuobjdump()
-            result = audit.audit_wheel(item.wheel, item.target, cuobjdump)
+            # What is published is held to the release's floor (FARM_GLIBC_FLOOR names another).
+            floor = glibc_floor.context_floor() or glibc_floor.RELEASE_FLOOR
+            result = audit.audit_wheel(item.wheel, item.target, cuobjdump, glibc_floor=floor)
             audit.raise_for_failures(result)
             at_build += f"; ok: {len(result.checks)} checks again in the assemble job"
         checks[item.wheel.name] = {"audit": at_build}

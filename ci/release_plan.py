@@ -38,14 +38,14 @@ def pypi_target_ids(config: ProjectConfig) -> frozenset[str]:
     from ci import targets
 
     default = targets.default_target(config)
-    return frozenset(t.id for os_name in ("linux", "windows") for t in targets.targets_for(config, os_name)
+    return frozenset(t.id for os_name in ("linux", "windows") for t in targets.platform_targets(config, os_name)
                      if t.cell.name == default.cell.name and t.torch == default.torch)
 
 
 def all_targets(config: ProjectConfig, os_names: Iterable[str] = ("linux", "windows")) -> dict[str, Target]:
     from ci import targets
 
-    return {t.id: t for os_name in os_names for t in targets.targets_for(config, os_name)}
+    return {t.id: t for os_name in os_names for t in targets.platform_targets(config, os_name)}
 
 
 def find_built(folder: Path, wanted: Mapping[str, Target], *, require_all: bool = True) -> list[Built]:

@@ -29,6 +29,7 @@ Only the standard library and ``packaging``: ``noxfile.py`` uses this module.
 from __future__ import annotations
 
 import dataclasses
+import platform
 from collections.abc import Iterable, Sequence
 
 from packaging.specifiers import SpecifierSet
@@ -39,6 +40,22 @@ from ci.errors import UsageError
 from ci.project import ProjectConfig
 
 PLATFORMS = {"linux": "linux_x86_64", "windows": "win_amd64"}
+#: The CPU architectures of each OS the farm builds for; the first is the default (the one a plain ``build`` makes).
+ARCHS = {"linux": ("x86_64", "aarch64"), "windows": ("amd64",)}
+
+
+def host_arch() -> str:
+    """This machine's CPU architecture as the farm spells it (``x86_64``, ``aarch64``)."""
+    machine = platform.machine().lower()
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+
+
+def stand_in(target: Target) -> Target | None:
+    """``target`` built in its cell's local stand-in (cu124 for cu128), or None when the cell has none."""
+    cell = matrix.stand_in_of(target.cell)
+    if cell is None:
+        return None
+    return dataclasses.replace(target, cell=matrix.with_arch_list(cell, target.project.cuda_archs))
 
 
 class TargetError(UsageError):
@@ -59,6 +76,8 @@ class Target:
     #: abi3 only: the oldest CPython the wheel installs on (its ``cpXY-abi3`` tag); None: ``python``.
     #: Kept apart from ``python`` because a ``Py_LIMITED_API=0x03090000`` wheel built with 3.12 is a cp39 wheel.
     abi3_floor: str | None = None
+    #: The CPU architecture (``ARCHS``): ``aarch64`` targets are cross-compiled on x86_64 (ci/cross.py).
+    arch: str = "x86_64"
 
     @property
     def abi3(self) -> bool:
@@ -87,7 +106,13 @@ class Target:
 
     @property
     def platform(self) -> str:
-        return PLATFORMS[self.os]
+        return "win_amd64" if self.os == "windows" else f"linux_{self.arch}"
+
+    @property
+    def cross(self) -> bool:
+        """Built for another architecture than this machine's: cross-compiled (ci/cross.py). On an arm64
+        machine (GitHub's arm runners) an aarch64 target is a native container build."""
+        return self.os == "linux" and self.arch != host_arch()
 
     @property
     def torch_part(self) -> str:
@@ -140,6 +165,8 @@ class Target:
             "local_version": self.local_version,
             "os": self.os,
             "platform": self.platform,
+            "arch": self.arch,
+            "stand_in_for": cell.stand_in_for or None,
             "variant": self.variant,
             "cuda": cell.cuda,
             "cell": cell.name,
@@ -191,15 +218,19 @@ def _python_allowed(config: ProjectConfig, python: str) -> bool:
     return not (config.requires_python is not None and version not in config.requires_python)
 
 
-def _cells_for(config: ProjectConfig, cuda_major: int | None) -> list[matrix.Cell]:
+def _cells_for(config: ProjectConfig, cuda_major: int | None, arch: str = "x86_64") -> list[matrix.Cell]:
     if config.cuda:
         chosen = [matrix.get_cell(key) for key in config.cuda]
     elif config.abi == "stable":
-        chosen = list(matrix.CELLS)
+        # A stand-in (cu124 for cu128) is built only when asked for (--cuda 12.4) or in place of its release
+        # cell on a machine that cannot reach that cell's toolkit (ci/buildall.py local_equivalents).
+        chosen = [c for c in matrix.CELLS if not c.stand_in_for]
     else:
         chosen = [c for c in matrix.CELLS if c.release]
     if cuda_major is not None:
         chosen = [c for c in chosen if c.cuda_major == cuda_major]
+    if arch == "aarch64":
+        chosen = [c for c in chosen if c.aarch64]
     unique: dict[str, matrix.Cell] = {c.name: c for c in chosen}
     return [matrix.with_arch_list(c, config.cuda_archs) for c in unique.values()]
 
@@ -241,20 +272,59 @@ def _abi3_python(config: ProjectConfig, candidates: Sequence[str]) -> str:
         else allowed[0]
 
 
-def targets_for(config: ProjectConfig, os: str = "linux") -> tuple[Target, ...]:
-    """Every target of ``config`` on ``os``, in matrix order."""
+def check_arch(os: str, arch: str) -> None:
     if os not in PLATFORMS:
         raise TargetError("unknown platform", os, f"use one of {', '.join(PLATFORMS)}")
+    if arch not in ARCHS[os]:
+        raise TargetError(f"the farm builds no {os} wheels for this architecture", arch,
+                          f"use one of {', '.join(ARCHS[os])}")
+
+
+def archs_of(config: ProjectConfig, os: str) -> tuple[str, ...]:
+    """The architectures ``config`` builds on ``os`` that the universe has a cell for."""
+    if os != "linux":
+        return ARCHS[os]
+    return tuple(a for a in ARCHS[os] if a in config.archs and (a == "x86_64" or _targets_or_none(config, os, a)))
+
+
+def platform_targets(config: ProjectConfig, os: str = "linux") -> tuple[Target, ...]:
+    """Every target of ``config`` on ``os``, every architecture (``targets_for`` is one architecture's)."""
+    return tuple(t for arch in ARCHS[os] if os != "linux" or arch in config.archs or arch == "x86_64"
+                 for t in _targets_or_none(config, os, arch))
+
+
+def _targets_or_none(config: ProjectConfig, os: str, arch: str) -> tuple[Target, ...]:
+    if arch == "x86_64" or os != "linux":
+        return targets_for(config, os)
+    if arch not in config.archs:
+        return ()
+    try:
+        return targets_for(config, os, arch)
+    except TargetError:  # the project's torch/Python choice has no aarch64 CUDA build: x86_64 only
+        return ()
+
+
+def targets_for(config: ProjectConfig, os: str = "linux", arch: str | None = None) -> tuple[Target, ...]:
+    """Every target of ``config`` on ``os`` for one architecture (default: the OS's first), in matrix order."""
+    arch = arch or ARCHS.get(os, ("",))[0]
+    check_arch(os, arch)
+    cross = os == "linux" and arch != "x86_64"
+    if cross and arch not in config.archs:
+        raise TargetError(f"{config.name} is not built for {arch}", ", ".join(config.archs),
+                          f'add "{arch}" to [tool.cuda-ext-farm] archs (or remove archs for every architecture)')
     targets: list[Target] = []
     if config.abi == "stable":
         all_pythons = sorted({p for r in matrix.TORCH_RELEASES for p in r.pythons}, key=matrix.version_key)
         python = _abi3_python(config, all_pythons)
-        for cell in _cells_for(config, None):
+        for cell in _cells_for(config, None, arch):
             matrix.validate(cell)
-            targets.append(Target(config, cell, cell.torch, python, os, abi3_floor=abi3_floor(config, python)))
+            targets.append(Target(config, cell, cell.torch, python, os, abi3_floor=abi3_floor(config, python),
+                                  arch=arch))
     else:
         for release in torch_releases(config):
-            cells = _cells_for(config, release.cuda_major)
+            if cross and not release.aarch64:
+                continue
+            cells = _cells_for(config, release.cuda_major, arch)
             if not cells:
                 raise TargetError(
                     f"torch {release.minor} is built with CUDA {release.cuda}, but no toolkit cell of CUDA "
@@ -276,10 +346,11 @@ def targets_for(config: ProjectConfig, os: str = "linux") -> tuple[Target, ...]:
             floor = abi3_floor(config, chosen[0]) if config.python_abi == "abi3" else None
             for cell in cells:
                 for python in chosen:
-                    targets.append(Target(config, cell, release.version, python, os, abi3_floor=floor))
+                    targets.append(Target(config, cell, release.version, python, os, abi3_floor=floor, arch=arch))
     if not targets:
-        raise TargetError(f"the configuration of {config.name} selects no build", config.source,
-                          "check torch, python and cuda in [tool.cuda-ext-farm]")
+        raise TargetError(f"the configuration of {config.name} selects no {arch} build", config.source,
+                          "check torch, python and cuda in [tool.cuda-ext-farm]"
+                          + ("; aarch64 wheels need a CUDA 13 cell and torch 2.11 or newer" if cross else ""))
     return tuple(targets)
 
 
@@ -292,15 +363,20 @@ class Selection:
     torch: str | None = None
     python: str | None = None
     arch_list: str | None = None
+    #: The CPU architecture (``--arch aarch64``); None: x86_64, or the architecture of the target ids given.
+    arch: str | None = None
 
     @property
     def empty(self) -> bool:
-        return not (self.target_ids or self.cuda or self.torch or self.python)
+        return not (self.target_ids or self.cuda or self.torch or self.python or self.arch)
 
 
 def select(config: ProjectConfig, selection: Selection, os: str = "linux") -> tuple[Target, ...]:
     """The project's targets narrowed by ``selection`` (never empty: that is an error naming the filter)."""
-    available = targets_for(config, os)
+    if selection.target_ids and selection.arch is None:
+        available = platform_targets(config, os)
+    else:
+        available = targets_for(config, os, selection.arch)
     chosen = list(available)
     if selection.target_ids:
         by_id = {t.id: t for t in available}
@@ -314,11 +390,17 @@ def select(config: ProjectConfig, selection: Selection, os: str = "linux") -> tu
         cuda_major_only = selection.cuda.strip().isdigit()
         matching = [t for t in chosen if t.cell.name == cell.name
                     or (cuda_major_only and t.cell.cuda_major == cell.cuda_major and t.cell.release)]
+        if not matching and cell.stand_in_for:  # --cuda 12.4: the stand-in of a release cell the project has
+            matching = [t for t in (stand_in(t) for t in chosen if t.cell.name == cell.stand_in_for) if t]
         if not matching and config.abi == "stable":
             # Any toolkit of the universe may build a stable-ABI project, listed or not.
             python = chosen[0].python if chosen else matrix.PYTHON_LIMITED_API
+            arch = selection.arch or "x86_64"
+            if arch != "x86_64" and not cell.aarch64:
+                raise TargetError(f"cell {cell.name} has no {arch} toolkit", selection.cuda,
+                                  "aarch64 wheels are built in the CUDA 13 cells (nox -s matrix lists them)")
             matching = [Target(config, matrix.with_arch_list(cell, config.cuda_archs), cell.torch, python, os,
-                               abi3_floor=chosen[0].abi3_floor if chosen else abi3_floor(config, python))]
+                               abi3_floor=chosen[0].abi3_floor if chosen else abi3_floor(config, python), arch=arch)]
         if not matching:
             raise TargetError(f"{config.name} has no target for CUDA", selection.cuda,
                               f"its CUDA cells are {', '.join(sorted({t.cell.cuda for t in chosen}))}")

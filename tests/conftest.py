@@ -40,7 +40,7 @@ def built_wheel() -> Path:
     value = os.environ.get("FARM_TEST_WHEEL")
     if value:
         return Path(value)
-    wheels = sorted((ROOT / "wheelhouse").glob("fusedops-stable-cu130-*/fusedops-*.whl"))
+    wheels = sorted((ROOT / "wheelhouse").glob("fusedops-stable-cu130-*-linux_x86_64/fusedops-*.whl"))
     if not wheels:
         pytest.skip("no built wheel: run `nox -s build` (nox -s tests does it for you)")
     return wheels[-1]

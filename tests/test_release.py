@@ -78,7 +78,7 @@ def label(target: targets.Target, pypi_variant: str) -> str:
 
 
 def platform(target: targets.Target) -> str:
-    return "manylinux_2_28_x86_64" if target.os == "linux" else "win_amd64"
+    return f"manylinux_2_28_{target.arch}" if target.os == "linux" else "win_amd64"
 
 
 def build_artifacts(folder: Path, config: project.ProjectConfig, *, labels: bool = True,
@@ -87,7 +87,7 @@ def build_artifacts(folder: Path, config: project.ProjectConfig, *, labels: bool
     variant = release_plan.pypi_variant(config)
     made = []
     for os_name in os_names:
-        for target in targets.targets_for(config, os_name):
+        for target in targets.platform_targets(config, os_name):
             out = folder / layout.format(id=target.id)
             version = VERSION + (label(target, variant) if labels else "")
             wheel = fake_wheel(out, config.name, version, f"cp310-abi3-{platform(target)}")
@@ -105,7 +105,8 @@ def built(folder: Path, config: project.ProjectConfig, os_names: tuple[str, ...]
 def test_the_pypi_variant_is_the_release_cell_of_the_newest_cuda_major(fusedops: project.ProjectConfig) -> None:
     assert release_plan.pypi_variant(fusedops) == "cu130"
     ids = release_plan.pypi_target_ids(fusedops)
-    assert ids == {"fusedops-stable-cu130-cp310abi3-linux_x86_64", "fusedops-stable-cu130-cp310abi3-win_amd64"}
+    assert ids == {"fusedops-stable-cu130-cp310abi3-linux_x86_64", "fusedops-stable-cu130-cp310abi3-linux_aarch64",
+                   "fusedops-stable-cu130-cp310abi3-win_amd64"}
 
 
 def test_plan_sends_the_pypi_variant_and_the_sdist_to_pypi_and_every_wheel_to_its_index(
@@ -114,11 +115,12 @@ def test_plan_sends_the_pypi_variant_and_the_sdist_to_pypi_and_every_wheel_to_it
     sdist = fake_sdist(tmp_path / "sd", "fusedops", VERSION)
     manifest = release_plan.plan(fusedops, items, sdist, tag="v0.1.0", commit="abc")
     on_pypi = sorted(f.name for f in manifest.files if f.pypi)
-    assert on_pypi == ["fusedops-0.1.0-cp310-abi3-manylinux_2_28_x86_64.whl", "fusedops-0.1.0-cp310-abi3-win_amd64.whl",
+    assert on_pypi == ["fusedops-0.1.0-cp310-abi3-manylinux_2_28_aarch64.whl",
+                       "fusedops-0.1.0-cp310-abi3-manylinux_2_28_x86_64.whl", "fusedops-0.1.0-cp310-abi3-win_amd64.whl",
                        "fusedops-0.1.0.tar.gz"]
-    assert sorted(manifest.variants()) == ["cu124", "cu130", "cu132", "cu135"]
-    assert {f.name for f in manifest.variants()["cu124"]} == {
-        "fusedops-0.1.0+cu124-cp310-abi3-manylinux_2_28_x86_64.whl", "fusedops-0.1.0+cu124-cp310-abi3-win_amd64.whl"}
+    assert sorted(manifest.variants()) == ["cu128", "cu130", "cu132", "cu135"]
+    assert {f.name for f in manifest.variants()["cu128"]} == {
+        "fusedops-0.1.0+cu128-cp310-abi3-manylinux_2_28_x86_64.whl", "fusedops-0.1.0+cu128-cp310-abi3-win_amd64.whl"}
     assert manifest.version == VERSION
     again = release_manifest.Manifest.from_json(manifest.to_json())
     assert again == manifest
@@ -126,7 +128,7 @@ def test_plan_sends_the_pypi_variant_and_the_sdist_to_pypi_and_every_wheel_to_it
 
 def test_two_variants_with_one_file_name_are_refused(tmp_path: Path, fusedops: project.ProjectConfig) -> None:
     # Without local labels every variant's abi3 wheel has one name: a GitHub Release cannot hold them, and pip
-    # with --extra-index-url would take PyPI's build for the cu124 one.
+    # with --extra-index-url would take PyPI's build for the cu128 one.
     items = built(tmp_path, fusedops, labels=False)
     with pytest.raises(UsageError) as exc:
         release_plan.plan(fusedops, items, None, tag=None, commit=None)
@@ -187,9 +189,9 @@ def test_the_release_folder_holds_assets_pypi_indexes_and_sums(tmp_path: Path,
     assert set(sums) == {f.name for f in manifest.files} | {"release-manifest.json"}
     for name, digest in sums.items():
         assert hashlib.sha256((out / "assets" / name).read_bytes()).hexdigest() == digest
-    page = out / "index" / "cu124" / "fusedops" / "index.html"
+    page = out / "index" / "cu128" / "fusedops" / "index.html"
     links = index.read_project_page(page)
-    assert sorted(link.name for link in links) == sorted(f.name for f in manifest.variants()["cu124"])
+    assert sorted(link.name for link in links) == sorted(f.name for f in manifest.variants()["cu128"])
     for link in links:
         assert link.url.startswith("../../../assets/") and "%2B" in link.url  # the local "+", percent-encoded
         assert link.requires_python == ">=3.10"
@@ -225,19 +227,19 @@ def test_pip_installs_each_wheel_from_its_variant_index(tmp_path: Path, fusedops
 
 def test_pip_refuses_an_index_whose_file_changed(tmp_path: Path, fusedops: project.ProjectConfig) -> None:
     out, manifest = release_folder(tmp_path, fusedops)
-    wheel = next(f for f in manifest.wheels if f.variant == "cu124" and f.os == "linux")
-    fake_wheel(tmp_path / "other", "fusedops", VERSION + "+cu124", "cp310-abi3-manylinux_2_28_x86_64", body="x = 1\n")
+    wheel = next(f for f in manifest.wheels if f.variant == "cu128" and f.os == "linux")
+    fake_wheel(tmp_path / "other", "fusedops", VERSION + "+cu128", "cp310-abi3-manylinux_2_28_x86_64", body="x = 1\n")
     (out / "assets" / wheel.name).unlink()
     (tmp_path / "other" / wheel.name).rename(out / "assets" / wheel.name)
-    with pytest.raises(CommandFailed, match="from the cu124 index failed"):
+    with pytest.raises(CommandFailed, match="from the cu128 index failed"):
         release_checks.check_index_install(out, dataclasses.replace(manifest, files=(wheel,)))
 
 
 def test_extra_index_url_picks_the_variant_over_pypi(tmp_path: Path, fusedops: project.ProjectConfig) -> None:
     out, manifest = release_folder(tmp_path, fusedops)
     results = release_checks.check_extra_index(out, manifest)
-    cu124 = "fusedops-0.1.0+cu124-cp310-abi3-manylinux_2_28_x86_64.whl"
-    assert results[cu124] == f"ok: --extra-index-url cu124 picks {cu124}"
+    cu128 = "fusedops-0.1.0+cu128-cp310-abi3-manylinux_2_28_x86_64.whl"
+    assert results[cu128] == f"ok: --extra-index-url cu128 picks {cu128}"
     pypi_wheel = "fusedops-0.1.0-cp310-abi3-manylinux_2_28_x86_64.whl"
     assert results[pypi_wheel] == f"ok: --extra-index-url cu130 picks {pypi_wheel}"
 
@@ -245,12 +247,12 @@ def test_extra_index_url_picks_the_variant_over_pypi(tmp_path: Path, fusedops: p
 def test_extra_index_check_fails_when_pypi_would_win(tmp_path: Path, fusedops: project.ProjectConfig) -> None:
     # A variant wheel whose version sorts below PyPI's (here: an older release) is not what users get.
     out, manifest = release_folder(tmp_path, fusedops)
-    old = fake_wheel(tmp_path / "old", "fusedops", "0.0.9+cu124", "cp310-abi3-manylinux_2_28_x86_64")
+    old = fake_wheel(tmp_path / "old", "fusedops", "0.0.9+cu128", "cp310-abi3-manylinux_2_28_x86_64")
     entry = release_manifest.ReleaseFile(name=old.name, sha256=hashlib.sha256(old.read_bytes()).hexdigest(),
                                 size=old.stat().st_size, kind="wheel", pypi=False, pypi_reason="test",
-                                target="x", os="linux", variant="cu124", python="3.10",
+                                target="x", os="linux", variant="cu128", python="3.10",
                                 tags=("cp310-abi3-manylinux_2_28_x86_64",), requires_python=">=3.10")
-    manifest = dataclasses.replace(manifest, files=(*[f for f in manifest.files if f.variant != "cu124"], entry))
+    manifest = dataclasses.replace(manifest, files=(*[f for f in manifest.files if f.variant != "cu128"], entry))
     os.link(old, out / "assets" / old.name)
     index.write_site(out / "index", release_manifest.local_index(manifest))
     with pytest.raises(CommandFailed, match="picks another file"):
@@ -263,10 +265,10 @@ def test_the_site_links_every_release_download(tmp_path: Path, fusedops: project
         dataclasses.replace(f, name=f.name.replace("0.1.0", "0.2.0")) for f in first.files))
     site = release_manifest.site_index([first, second], "https://github.com/o/r/releases/download")
     index.write_site(tmp_path / "site", site)
-    links = index.read_project_page(tmp_path / "site" / "cu124" / "fusedops" / "index.html")
+    links = index.read_project_page(tmp_path / "site" / "cu128" / "fusedops" / "index.html")
     urls = sorted(link.url for link in links)
     assert urls[0] == ("https://github.com/o/r/releases/download/v0.1.0/"
-                       "fusedops-0.1.0%2Bcu124-cp310-abi3-manylinux_2_28_x86_64.whl")
+                       "fusedops-0.1.0%2Bcu128-cp310-abi3-manylinux_2_28_x86_64.whl")
     assert len(urls) == 4 and sum("/v0.2.0/" in u for u in urls) == 2
     assert (tmp_path / "site" / "index.html").read_text().count('href="cu1') == 4
 
@@ -293,11 +295,11 @@ def test_assemble_writes_a_release_folder_from_workflow_artifacts(tmp_path: Path
                     "--out", str(out), "--tag", "v0.1.0", "--no-audit")
     assert result.returncode == 0, result.stdout
     manifest = release_assembly.verify_release(out)
-    assert manifest.tag == "v0.1.0" and len(manifest.wheels) == 8
+    assert manifest.tag == "v0.1.0" and len(manifest.wheels) == 11  # 4 x86_64, 3 aarch64, 4 Windows
     assert all(dict(f.checks)["index-install"].startswith("ok") for f in manifest.wheels)
     assert all(dict(f.checks)["extra-index"].startswith("ok") for f in manifest.wheels)
     notes = (out / "release-notes.md").read_text()
-    assert "--extra-index-url" in notes and "/cu124" in notes
+    assert "--extra-index-url" in notes and "/cu128" in notes
 
 
 def test_release_without_a_mode_says_which_to_pick() -> None:

@@ -282,7 +282,7 @@ def ensure_pypi(cell: matrix.Cell, *, probe: Probe | None = _nvcc_version, layou
 
     headers = (ci_pins.headers_lock(cell),) if cell.toolkit.library_headers else ()
     name = f"cuda-win-{cell.cuda}"
-    root = linux_toolkit._install_once(name, ci_pins.toolkit_lock(cell), finish, verify, also_keyed_by=headers,
+    root = linux_toolkit.install_once(name, ci_pins.toolkit_lock(cell), finish, verify, also_keyed_by=headers,
                                        pip_extra=pip_platform)
     found = find_toolkit(wheel_home(root, cell), cell, source="pypi", layout=layout, remove=root)
     return _matching(cell, found, version_of(root, found), "pypi")
@@ -403,6 +403,6 @@ def ensure_cuobjdump() -> Path | None:  # pragma: no cover - Windows host
     def verify(root: Path) -> bool:
         return any(p.is_file() for p in root.glob("nvidia/cu*/bin/cuobjdump.exe"))
 
-    root = linux_toolkit._install_once("cuobjdump-win", "cuobjdump", verify=verify)
+    root = linux_toolkit.install_once("cuobjdump-win", "cuobjdump", verify=verify)
     found = sorted(root.glob("nvidia/cu*/bin/cuobjdump.exe"))
     return found[0] if found else None

@@ -1,0 +1,112 @@
+"""How each target is built, here and on GitHub, and the glibc floor each way gives.
+
+A wheel's ``manylinux_2_N`` tag is the newest glibc symbol version it uses (auditwheel reads it off the
+binaries), so its floor is at most the glibc of the system it was linked against: the route decides it.
+
+* release (GitHub): every Linux target is built in a ``manylinux_2_28`` container (AlmaLinux 8, glibc 2.28,
+  ``gcc-toolset``), x86_64 on ``ubuntu-latest``, aarch64 natively on ``ubuntu-24.04-arm``; the audit holds
+  the wheels to ``manylinux_2_28`` (``FARM_GLIBC_FLOOR``, ci/glibc_floor.py).
+* here: host, container (Debian base) and cross (aarch64) builds link against a Debian bullseye sysroot
+  (glibc 2.31, gcc 10's libstdc++; ci/sysroot.py) under the machine's or image's compiler. With
+  ``FARM_SYSROOT=none``: a host build links against this machine's glibc, a container build against its Debian
+  base's, a cross build against the cross compiler's own (Debian's ``libc6-dev-arm64-cross``).
+
+Standard library only: ``nox -s matrix`` prints this before any environment exists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from ci import matrix, sysroot
+from ci.targets import Target
+
+#: The glibc floor of every release wheel: the manylinux_2_28 bases of the generated workflows.
+RELEASE_FLOOR = "manylinux_2_28"
+#: glibc of each Debian suite the farm bootstraps.
+DEBIAN_GLIBC = {"bullseye": "2.31", "bookworm": "2.36", "trixie": "2.41"}
+GITHUB_RUNNERS = {"x86_64": "ubuntu-24.04", "aarch64": "ubuntu-24.04-arm"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Route:
+    #: How this machine builds the target, and the glibc its wheel can need at most.
+    local: str
+    local_glibc: str
+    local_toolkit: str
+    #: How the release workflow builds it.
+    github: str
+    github_toolkit: str
+    release_floor: str = RELEASE_FLOOR
+
+    def as_dict(self) -> dict[str, str]:
+        return dataclasses.asdict(self)
+
+
+def linked_glibc(fallback: str) -> str:
+    """The glibc local builds link against: the sysroot's (``FARM_SYSROOT``), else ``fallback``."""
+    suite = sysroot.suite_from_env()
+    return fallback if suite is None else f"{DEBIAN_GLIBC[suite]} ({suite} sysroot)"
+
+
+def host_glibc() -> str:
+    """The glibc a host build links against: the sysroot's, or with ``FARM_SYSROOT=none`` this machine's."""
+    found = os.confstr("CS_GNU_LIBC_VERSION") if hasattr(os, "confstr") else None
+    return linked_glibc((found or "glibc ?").split()[-1])
+
+
+@functools.cache
+def cross_glibc(cc: str = "aarch64-linux-gnu-gcc") -> str:
+    """The glibc of the aarch64 cross compiler's sysroot (read from its libc.so.6), or ``?``."""
+    if shutil.which(cc) is None:
+        return "?"
+    out = subprocess.run([cc, "-print-file-name=libc.so.6"], capture_output=True, text=True, check=False)
+    path = Path(out.stdout.strip())
+    if not path.is_file():
+        return "?"
+    m = re.search(rb"release version (\d+\.\d+)", path.resolve().read_bytes())
+    return m.group(1).decode() if m else "?"
+
+
+def toolkit_text(cell: matrix.Cell) -> str:
+    kind = cell.toolkit.kind
+    if kind == "pypi":
+        nvcc = next((p.split("==")[1] for p in cell.toolkit.packages if p.startswith("nvidia-cuda-nvcc==")), "?")
+        return f"PyPI nvcc {nvcc}"
+    if kind == "debian":
+        return f"Debian {cell.debian_suite} {cell.toolkit.packages[0].split('=')[0]} {cell.cuda}"
+    return f"NVIDIA's repository, CUDA {cell.cuda}"
+
+
+def route(target: Target) -> Route:
+    cell = target.cell
+    tk = toolkit_text(cell)
+    if target.os == "windows":
+        where = "windows-2022 runner (MSVC " + (cell.windows.toolset if cell.windows else "?") + ")"
+        return Route(local="not here (Windows runner; windows/ rehearses its toolkit step)", local_glibc="-",
+                     local_toolkit=cell.windows.toolkit if cell.windows else "-", github=where,
+                     github_toolkit=cell.windows.toolkit if cell.windows else "-", release_floor="-")
+    github = f"manylinux_2_28_{target.arch} container on {GITHUB_RUNNERS[target.arch]}"
+    if target.cross:
+        return Route(local=f"cross: x86_64 nvcc + {target.arch}-linux-gnu-g++, import under qemu",
+                     local_glibc=linked_glibc(cross_glibc()), local_toolkit=f"{tk} (+ {target.arch} runtime wheels)",
+                     github=github, github_toolkit=tk)
+    if cell.toolkit.kind == "pypi":
+        return Route(local="host build (or its container: build-cuda)", local_glibc=host_glibc(), local_toolkit=tk,
+                     github=github, github_toolkit=tk)
+    if cell.stand_in_for:
+        github = f"not built on GitHub: the local stand-in of {cell.stand_in_for}"
+    stand_in = matrix.stand_in_of(cell)
+    if stand_in is not None:  # cu128: NVIDIA's repository; where it is unreachable (here) its stand-in builds
+        return Route(local=f"stand-in {stand_in.name} where NVIDIA's repository is unreachable (container on a "
+                     f"Debian {stand_in.debian_suite} base)", local_glibc=linked_glibc(DEBIAN_GLIBC.get(
+                         stand_in.debian_suite, "?")), local_toolkit=toolkit_text(stand_in), github=github,
+                     github_toolkit=tk)
+    return Route(local=f"container on a Debian {cell.debian_suite} base", local_glibc=linked_glibc(DEBIAN_GLIBC.get(
+        cell.debian_suite, "?")), local_toolkit=tk, github=github, github_toolkit=tk)
