@@ -380,6 +380,8 @@ def select(config: ProjectConfig, selection: Selection, os: str = "linux") -> tu
     chosen = list(available)
     if selection.target_ids:
         by_id = {t.id: t for t in available}
+        # A stand-in's id (cu124 for cu128) names the target a machine without the release cell's toolkit builds.
+        by_id |= {s.id: s for s in (stand_in(t) for t in available) if s is not None and s.id not in by_id}
         unknown = [i for i in selection.target_ids if i not in by_id]
         if unknown:
             raise TargetError(f"{config.name} has no such target", unknown[0],

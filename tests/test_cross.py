@@ -146,3 +146,14 @@ def test_the_audit_names_a_library_built_for_another_machine(tmp_path: Path) -> 
     bad = audit.check_machine([built["aarch64"], built["x86_64"]], tmp_path, "aarch64")
     assert not bad.ok and "op-x86_64.so (EM_X86_64)" in bad.detail
     assert audit.check_machine([built["x86_64"]], tmp_path, "x86_64").ok
+
+
+def test_a_stand_in_is_selectable_by_its_id_and_replaces_its_release_cell() -> None:
+    config = project.load(ROOT)
+    release = next(t for t in targets.platform_targets(config, "linux") if t.cell.name == "cu128")
+    local = targets.stand_in(release)
+    assert local is not None and local.cell.name == "cu124" and local.cell.stand_in_for == "cu128"
+    assert local.id == "fusedops-stable-cu124-cp310abi3-linux_x86_64"
+    assert "cu124" not in {t.cell.name for t in targets.platform_targets(config, "linux")}
+    assert targets.select(config, targets.Selection(target_ids=(local.id,))) == (local,)
+    assert targets.stand_in(targets.default_target(config)) is None
