@@ -105,8 +105,16 @@ def route(target: Target) -> Route:
     stand_in = matrix.stand_in_of(cell)
     if stand_in is not None:  # cu128: NVIDIA's repository; where it is unreachable (here) its stand-in builds
         return Route(local=f"stand-in {stand_in.name} where NVIDIA's repository is unreachable (container on a "
-                     f"Debian {stand_in.debian_suite} base)", local_glibc=linked_glibc(DEBIAN_GLIBC.get(
-                         stand_in.debian_suite, "?")), local_toolkit=toolkit_text(stand_in), github=github,
-                     github_toolkit=tk)
-    return Route(local=f"container on a Debian {cell.debian_suite} base", local_glibc=linked_glibc(DEBIAN_GLIBC.get(
-        cell.debian_suite, "?")), local_toolkit=tk, github=github, github_toolkit=tk)
+                     f"Debian {stand_in.debian_suite} base)", local_glibc=container_glibc(stand_in),
+                     local_toolkit=toolkit_text(stand_in), github=github, github_toolkit=tk)
+    return Route(local=f"container on a Debian {cell.debian_suite} base", local_glibc=container_glibc(cell),
+                 local_toolkit=tk, github=github, github_toolkit=tk)
+
+
+def container_glibc(cell: matrix.Cell) -> str:
+    """The glibc a container build of ``cell`` on its Debian base links against: the sysroot's, except for a cell
+    whose toolkit is Debian's own (its headers need the base's glibc headers: ci/wheels.py uses_sysroot)."""
+    base = DEBIAN_GLIBC.get(cell.debian_suite, "?")
+    if cell.toolkit.kind == "debian":
+        return f"{base} (Debian {cell.debian_suite}: its CUDA headers need that glibc's)"
+    return linked_glibc(base)

@@ -17,7 +17,8 @@
 * On a Debian base, they compile and link against the host-made Debian bullseye sysroot (``ci/sysroot.py``),
   mounted read-only at ``SYSROOT_MOUNT``: ``CC``/``CXX``/``LDSHARED`` are its wrappers around the image's
   compilers, and the symbol check resolves against its libraries, so the wheel's floor is bullseye's (glibc
-  2.31), not the base's. ``FARM_SYSROOT=none`` turns it off; a manylinux base (glibc 2.28) never uses it.
+  2.31), not the base's. ``FARM_SYSROOT=none`` turns it off; a manylinux base (glibc 2.28) never uses it, nor
+  a cell whose toolkit is Debian's (``uses_sysroot``: its headers need the base's glibc headers).
 """
 
 from __future__ import annotations
@@ -100,6 +101,14 @@ class ContainerBuild:
     def compilers(self) -> image_contents.Toolchain:
         """The recorded compilers; without them (a job rendered but not built) the Debian base's known layout."""
         return self.toolchain or image_contents.planned_toolchain(self.spec)
+
+
+def uses_sysroot(cell: matrix.Cell) -> bool:
+    """Whether a container build of ``cell`` on a Debian base links against the bullseye sysroot: not with Debian's
+    own CUDA toolkit (cu124), whose ``/usr/local/cuda/include/math.h`` wrapper includes glibc 2.41's
+    ``bits/mathcalls-macros.h`` (measured: the build fails on it against bullseye's headers), so its wheels keep
+    the base's floor (trixie)."""
+    return cell.toolkit.kind != "debian"
 
 
 def nvcc_version(cell: matrix.Cell) -> str | None:
@@ -314,7 +323,7 @@ def build_in_container(job: ContainerBuild) -> report.BuildReport:
     job.outputs.check_writable()
     if job.toolchain is None:
         job = dataclasses.replace(job, toolchain=image_contents.image_toolchain(job.image))
-    if job.sysroot is None and images.is_debian_base(job.spec.base_image):
+    if job.sysroot is None and images.is_debian_base(job.spec.base_image) and uses_sysroot(target.cell):
         job = dataclasses.replace(job, sysroot=sysroot.for_arch("x86_64"))
     cuobjdump = toolkit.ensure_cuobjdump()
     with fsutil.locked(job.outputs.lock(target), f"the build of {target.id}"):
