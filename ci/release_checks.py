@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import platform
 import re
 import sys
 import tempfile
@@ -38,8 +39,8 @@ def _tag_args(item: ReleaseFile) -> list[str]:
     args = ["--only-binary=:all:", "--python-version", python, "--implementation", "cp"]
     for abi in abis:
         args += ["--abi", abi]
-    for platform in platforms:
-        args += ["--platform", platform]
+    for platform_tag in platforms:
+        args += ["--platform", platform_tag]
     return args
 
 
@@ -290,6 +291,11 @@ def host_can_run(item: ReleaseFile, python: str) -> str | None:
         return f"a {item.os} wheel"
     host_platforms = set(tags.platform_tags())
     wheel_platforms = {t.split("-")[2] for t in item.tags}
+    host_machine = platform.machine().lower()
+    if not any(p.endswith("_" + host_machine) for p in wheel_platforms):
+        arch = next(iter(sorted(wheel_platforms))).split("_")[-1]
+        return (f"an {arch} wheel on this {host_machine} machine: the release dry run imports it under qemu "
+                "(import-qemu), the workflow natively on an arm64 runner")
     if not host_platforms & wheel_platforms:
         return (f"its platform {', '.join(sorted(wheel_platforms))} needs a newer glibc than this machine's; "
                 "the build's smoke test ran it in the cell's image")

@@ -157,3 +157,21 @@ def test_a_stand_in_is_selectable_by_its_id_and_replaces_its_release_cell() -> N
     assert "cu124" not in {t.cell.name for t in targets.platform_targets(config, "linux")}
     assert targets.select(config, targets.Selection(target_ids=(local.id,))) == (local,)
     assert targets.stand_in(targets.default_target(config)) is None
+
+
+def test_the_dry_run_says_why_it_imports_an_aarch64_wheel_under_qemu() -> None:
+    import platform
+
+    from ci import release_checks
+    from ci.release_manifest import ReleaseFile
+
+    if platform.machine() != "x86_64":
+        pytest.skip("an x86_64 machine's view")
+
+    def wheel(tag: str) -> ReleaseFile:
+        return ReleaseFile(name="w.whl", sha256="", size=1, kind="wheel", pypi=False, pypi_reason="", os="linux",
+                           python="3.10", tags=(tag,))
+
+    reason = release_checks.host_can_run(wheel("cp310-abi3-manylinux_2_31_aarch64"), "3.11")
+    assert reason is not None and "aarch64 wheel" in reason and "import-qemu" in reason
+    assert release_checks.host_can_run(wheel("cp310-abi3-manylinux_2_31_x86_64"), "3.11") is None
