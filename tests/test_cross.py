@@ -175,3 +175,14 @@ def test_the_dry_run_says_why_it_imports_an_aarch64_wheel_under_qemu() -> None:
     reason = release_checks.host_can_run(wheel("cp310-abi3-manylinux_2_31_aarch64"), "3.11")
     assert reason is not None and "aarch64 wheel" in reason and "import-qemu" in reason
     assert release_checks.host_can_run(wheel("cp310-abi3-manylinux_2_31_x86_64"), "3.11") is None
+
+
+def test_a_debian_toolkit_cell_keeps_its_base_glibc_and_others_get_the_sysroot() -> None:
+    from ci import wheels
+
+    debian, pypi = matrix.get_cell("12.4"), matrix.get_cell("13.0")
+    assert not wheels.uses_sysroot(debian) and wheels.uses_sysroot(pypi)
+    assert routes.container_glibc(debian).startswith(routes.DEBIAN_GLIBC["trixie"])
+    config = project.load(ROOT)
+    release12 = next(t for t in targets.platform_targets(config, "linux") if t.cell.name == "cu128")
+    assert "stand-in cu124" in routes.route(release12).local and "manylinux_2_28" in routes.route(release12).github
