@@ -43,6 +43,7 @@ from pathlib import Path
 
 from ci import glibc_floor as floors
 from ci import matrix, proc, symbols, wheelmeta
+from ci.checks import Check as Check
 from ci.errors import AuditFailed
 from ci.targets import Target, declared_floor
 
@@ -63,13 +64,6 @@ SYSTEM_LIBRARIES = frozenset(
 CUDA_PREFIXES = ("libcudart", "libcublas", "libcusparse", "libcusolver", "libcufft", "libcurand", "libnvrtc",
                  "libcuda.", "libnvJitLink", "libcudnn", "libnccl", "libnvToolsExt")
 TORCH_PREFIXES = ("libc10", "libtorch", "libshm")
-
-
-@dataclasses.dataclass(frozen=True)
-class Check:
-    name: str
-    ok: bool
-    detail: str
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,7 +31,6 @@ import re
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
@@ -39,10 +38,8 @@ from elftools.elf.gnuversions import GNUVerNeedSection, GNUVerSymSection
 from elftools.elf.sections import SymbolTableSection
 
 from ci import routes, wheelmeta
+from ci.checks import Check
 from ci.errors import UsageError
-
-if TYPE_CHECKING:
-    from ci.audit import Check
 
 ENV = "FARM_GLIBC_FLOOR"
 #: The floor of every release wheel (one decision: ci/routes.py, where the routes that give it are described).
@@ -301,7 +298,6 @@ def _readable(symbol: str) -> str:
 def check_objects(objects: Iterable[ElfVersions], floor: str, tag_floor: str | None = None) -> Check:
     """The ``glibc-floor`` check of a wheel's ELF objects against ``floor`` (``tag_floor``: the wheel's own, from
     :func:`wheel_tag_floor`: a wheel tagged above the floor is refused by pip there, whatever its symbols)."""
-    from ci.audit import Check
 
     objects = list(objects)
     glibc = floor_glibc(floor)

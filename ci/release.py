@@ -49,14 +49,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ci.errors import UsageError
+from ci.gha_steps import PYTORCH_INDEX as PYTORCH_INDEX  # one source: the index the workflows' import jobs use
 
 if TYPE_CHECKING:
     from ci.project import ProjectConfig
     from ci.release_manifest import Manifest
     from ci.targets import Target
-
-#: Where the PyTorch wheels an import test installs come from, by flavour (the workflow's clean runners).
-PYTORCH_INDEX = "https://download.pytorch.org/whl"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

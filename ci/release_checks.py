@@ -161,7 +161,7 @@ def choose_cpu_torch(needed: str, *, stable: bool, cpu_torch: str | None, offere
     from packaging.version import InvalidVersion, Version
 
     from ci import matrix
-    from ci.release import PYTORCH_INDEX
+    from ci.gha_steps import PYTORCH_INDEX
 
     seen: set[Version] = set()
     for item in offered:
