@@ -23,159 +23,23 @@ import dataclasses
 import os
 import re
 from collections.abc import Iterable, Mapping
-from typing import Literal
 
 from ci.archs import parse_arch_list as parse_arch_list
 from ci.archs import supported_archs as supported_archs
 from ci.archs import with_arch_list as with_arch_list
 from ci.errors import MatrixError as MatrixError
-
-ToolkitKind = Literal["pypi", "debian", "nvidia-repo"]
-WindowsToolkitKind = Literal["pypi", "nvidia-installer"]
-
-
-@dataclasses.dataclass(frozen=True)
-class Toolkit:
-    """Where a cell's CUDA toolkit comes from (Linux), with every version pinned."""
-
-    kind: ToolkitKind
-    #: Exact requirement strings (``name==version``) for ``kind == "pypi"``;
-    #: Debian package specs (``name=version``) for ``kind == "debian"``;
-    #: RPM specs of NVIDIA's repository (``name-version-release``, dnf's NEVRA without the
-    #: architecture) for ``kind == "nvidia-repo"``.
-    packages: tuple[str, ...]
-    #: For PyPI toolkits: the folder inside the install that is CUDA_HOME.
-    home_subdir: str = ""
-    #: Extra pinned wheels with the headers torch's own CUDA headers include
-    #: (``ATen/cuda/CUDAContext.h`` -> cuBLAS, cuSPARSE, cuSOLVER): classic
-    #: extensions need them, stable-ABI ones do not.
-    library_headers: tuple[str, ...] = ()
-
-    @property
-    def linkable(self) -> dict[str, str]:
-        """The libraries a project may link (``toolkit-libraries``): those pinned here, by name (``cublas``)."""
-        return {req.split("==")[0].removeprefix("nvidia-"): req for req in self.library_headers}
-
-
-@dataclasses.dataclass(frozen=True)
-class WindowsFacts:
-    """What a cell needs on Windows: the MSVC versions its nvcc accepts and where its toolkit comes from.
-
-    ``msc_ver`` is the half-open ``_MSC_VER`` range of the toolkit's
-    ``crt/host_config.h`` (its ``#if _MSC_VER < LOW || _MSC_VER >= HIGH`` line;
-    windows/hostconfig.py checks an installed toolkit against it); ``toolset``
-    the MSVC toolset the farm prefers (``vcvarsall.bat x64 -vcvars_ver=<toolset>``;
-    the STL gate STL1002 of newer toolsets is in windows/msvc.py).
-    """
-
-    msc_ver: tuple[int, int]
-    toolset: str
-    toolkit: WindowsToolkitKind
-    #: PyPI pins (pypi; empty: the cell's Linux pins, whose win_amd64 wheels exist) or NVIDIA installer
-    #: sub-packages (nvidia-installer).
-    packages: tuple[str, ...] = ()
-    #: NVIDIA's network installer (nvidia-installer cells).
-    installer: str = ""
-    #: The installer's checksum as ``<algorithm>:<hex>`` (pip's ``--hash`` form), checked before it runs:
-    #: ``sha256:...``, or ``md5:...``, the only checksum NVIDIA publishes for it (``docs/sidebar/md5sum.txt``
-    #: of the release); windows/toolkit.py prints the download's SHA-256 so the pin can be strengthened.
-    installer_hash: str = ""
-
-
-@dataclasses.dataclass(frozen=True)
-class Cell:
-    """One CUDA toolkit configuration of the farm."""
-
-    cuda: str
-    toolkit: Toolkit
-    #: The torch release stable-ABI projects build against in this cell.
-    torch: str
-    #: Architectures that get SASS; ``ptx_arch`` additionally gets PTX so newer
-    #: GPUs can JIT-compile it.
-    sass_archs: tuple[str, ...]
-    ptx_arch: str
-    #: The Python stable-ABI container builds use with a manylinux base.
-    python: str
-    base_image: str
-    #: Host compiler family and version (``gcc-12``): the container images install it.
-    host_compiler: str
-    #: Debian suite of the bootstrapped base used where no registry is reachable.
-    debian_suite: str = "bookworm"
-    release: bool = False
-    windows: WindowsFacts | None = None
-    #: The release cell (its name) whose local stand-in this cell is: a cell this machine can build (its toolkit's
-    #: source is reachable here) of the same CUDA major, used where the release cell's toolkit cannot be had.
-    #: Not a release cell itself; the generated workflows build the release cell, never the stand-in.
-    stand_in_for: str = ""
-    #: linux_aarch64 (sbsa) targets too: the toolkit's runtime, CRT and CCCL wheels exist for aarch64 and torch
-    #: ships aarch64 CUDA wheels of this CUDA major (ci/cross.py builds them on x86_64).
-    aarch64: bool = False
-
-    @property
-    def cuda_major(self) -> int:
-        return int(self.cuda.split(".")[0])
-
-    @property
-    def name(self) -> str:
-        return f"cu{self.cuda.replace('.', '')}"
-
-    @property
-    def torch_requirement(self) -> str:
-        return torch_requirement(self.torch)
-
-    @property
-    def arch_list(self) -> str:
-        """The value for ``TORCH_CUDA_ARCH_LIST``."""
-        parts = [a + ("+PTX" if a == self.ptx_arch else "") for a in self.sass_archs]
-        if self.ptx_arch not in self.sass_archs:
-            parts.append(self.ptx_arch + "+PTX")
-        return ";".join(parts)
-
-    def as_dict(self) -> dict[str, object]:
-        data = dataclasses.asdict(self)
-        data.update(name=self.name, arch_list=self.arch_list, torch_requirement=self.torch_requirement)
-        return data
-
+from ci.matrix_types import Cell as Cell
+from ci.matrix_types import Toolkit as Toolkit
+from ci.matrix_types import ToolkitKind as ToolkitKind
+from ci.matrix_types import TorchRelease as TorchRelease
+from ci.matrix_types import WindowsFacts as WindowsFacts
+from ci.matrix_types import WindowsToolkitKind as WindowsToolkitKind
+from ci.matrix_types import minor_of as minor_of
+from ci.matrix_types import torch_requirement as torch_requirement
+from ci.matrix_types import version_key as version_key
 
 #: The Python each Debian suite brings (the interpreter cibuildwheel drives).
 DEBIAN_PYTHON = {"bookworm": "3.11", "trixie": "3.13"}
-
-
-@dataclasses.dataclass(frozen=True)
-class TorchRelease:
-    """A torch release on PyPI: the version builds pin, its CUDA, the CPythons it has wheels for."""
-
-    version: str
-    cuda: str
-    #: CPython versions with manylinux x86_64 and win_amd64 wheels (GIL builds).
-    pythons: tuple[str, ...]
-    #: PyPI has CUDA builds of it for manylinux_2_28_aarch64 (2.11 onwards; older aarch64 wheels are CPU builds).
-    aarch64: bool = False
-
-    @property
-    def minor(self) -> str:
-        return minor_of(self.version)
-
-    @property
-    def cuda_major(self) -> int:
-        return int(self.cuda.split(".")[0])
-
-
-def torch_requirement(version: str) -> str:
-    """The pip requirement that gets the CUDA build of ``torch``.
-
-    The local CPU wheel ``torch==X+cpu`` also satisfies ``torch==X``; it is
-    excluded explicitly so a CUDA build can never use it.
-    """
-    return f"torch=={version},!={version}+cpu"
-
-
-def minor_of(version: str) -> str:
-    return ".".join(version.split("+")[0].split(".")[:2])
-
-
-def version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in version.split("+")[0].split(".") if p.isdigit())
 
 
 _PY_3_10_14 = ("3.10", "3.11", "3.12", "3.13", "3.14")
