@@ -42,6 +42,8 @@ struct BiasActJob {
 
 template <typename scalar_t>
 void bias_act_run_avx2(const BiasActJob<scalar_t>& j, int order, int64_t act);  // avx2.cpp
+template <typename scalar_t>
+void bias_act_run_avx512(const BiasActJob<scalar_t>& j, int order, int64_t act);  // avx512.cpp
 
 namespace FUSEDOPS_CPU_ISA {
 

@@ -21,6 +21,7 @@ void forward_impl(const Tensor& gate_weights, const Tensor& old_cell, Tensor& ne
                                   static_cast<scalar_t*>(new_h.mutable_data_ptr()),
                                   static_cast<scalar_t*>(new_cell.mutable_data_ptr()), B, S};
 #if FUSEDOPS_HAVE_AVX2_KERNELS
+  if (cpu::use_avx512()) return cpu::lltm_forward_run_avx512(j);
   if (cpu::use_avx2()) return cpu::lltm_forward_run_avx2(j);
 #endif
   cpu::base::lltm_forward_run(j);
@@ -40,6 +41,7 @@ void backward_impl(const std::optional<Tensor>& grad_h, const std::optional<Tens
                                    B,
                                    S};
 #if FUSEDOPS_HAVE_AVX2_KERNELS
+  if (cpu::use_avx512()) return cpu::lltm_backward_run_avx512(j);
   if (cpu::use_avx2()) return cpu::lltm_backward_run_avx2(j);
 #endif
   cpu::base::lltm_backward_run(j);

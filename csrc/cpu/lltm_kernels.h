@@ -47,7 +47,11 @@ struct LltmBackwardJob {
 template <typename scalar_t>
 void lltm_forward_run_avx2(const LltmForwardJob<scalar_t>& j);  // avx2.cpp
 template <typename scalar_t>
+void lltm_forward_run_avx512(const LltmForwardJob<scalar_t>& j);  // avx512.cpp
+template <typename scalar_t>
 void lltm_backward_run_avx2(const LltmBackwardJob<scalar_t>& j);  // avx2.cpp
+template <typename scalar_t>
+void lltm_backward_run_avx512(const LltmBackwardJob<scalar_t>& j);  // avx512.cpp
 
 namespace FUSEDOPS_CPU_ISA {
 

@@ -10,6 +10,7 @@ void run_typed(const Tensor& in, Tensor& out) {
   const auto* src = static_cast<const scalar_t*>(in.const_data_ptr());
   auto* dst = static_cast<scalar_t*>(out.mutable_data_ptr());
 #if FUSEDOPS_HAVE_AVX2_KERNELS
+  if (cpu::use_avx512()) return cpu::round_ste_run_avx512(src, dst, in.numel());
   if (cpu::use_avx2()) return cpu::round_ste_run_avx2(src, dst, in.numel());
 #endif
   cpu::base::round_ste_run(src, dst, in.numel());
@@ -20,7 +21,7 @@ Tensor round_ste_cpu(Tensor x) {
   FUSEDOPS_CHECK(is_floating(x.scalar_type()),
                  "round_ste: x must be a floating-point tensor, got ", dtype_name(x.scalar_type()));
   Tensor in = dense_or_contiguous(x);
-  Tensor out = torch::stable::empty_like(in);
+  Tensor out = empty_like_dense(in);
   if (in.numel() == 0) return out;
   THO_DISPATCH_V2(
       in.scalar_type(), "round_ste_cpu", AT_WRAP([&] { run_typed<scalar_t>(in, out); }), AT_FLOATING_TYPES,

@@ -13,6 +13,8 @@ namespace cpu {
 
 template <typename scalar_t>
 void round_ste_run_avx2(const scalar_t* src, scalar_t* dst, int64_t n);  // avx2.cpp
+template <typename scalar_t>
+void round_ste_run_avx512(const scalar_t* src, scalar_t* dst, int64_t n);  // avx512.cpp
 
 namespace FUSEDOPS_CPU_ISA {
 

@@ -17,6 +17,7 @@ void run_typed(const upfirdn2d::Params& p, const Tensor& x, Tensor& y, const flo
   j.y = static_cast<scalar_t*>(y.mutable_data_ptr());
   j.w = w;
 #if FUSEDOPS_HAVE_AVX2_KERNELS
+  if (cpu::use_avx512()) return cpu::upfirdn2d_run_avx512(j);
   if (cpu::use_avx2()) return cpu::upfirdn2d_run_avx2(j);
 #endif
   cpu::base::upfirdn2d_run(j);

@@ -38,6 +38,8 @@ struct Upfirdn2dJob {
 
 template <typename scalar_t>
 void upfirdn2d_run_avx2(const Upfirdn2dJob<scalar_t>& j);  // avx2.cpp
+template <typename scalar_t>
+void upfirdn2d_run_avx512(const Upfirdn2dJob<scalar_t>& j);  // avx512.cpp
 
 namespace FUSEDOPS_CPU_ISA {
 

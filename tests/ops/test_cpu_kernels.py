@@ -1,7 +1,7 @@
 """The vectorised CPU kernels: accuracy at the edges of the float range, every
 memory walk (bias rows, bias runs, channels_last, chunk boundaries), thread
-counts, and both instruction sets (the AVX2 build and the baseline build,
-selected with FUSEDOPS_CPU_ISA=baseline in a subprocess).
+counts, and every instruction-set build (the best the CPU has in this process;
+the baseline and AVX2 builds forced with FUSEDOPS_CPU_ISA in subprocesses).
 
 References are float64 computations from first principles.
 """
@@ -219,13 +219,15 @@ def test_upfirdn2d_widths_and_layouts(width: int) -> None:
     assert tried >= 24
 
 
-@pytest.mark.skipif(os.environ.get("FUSEDOPS_CPU_ISA") == "baseline", reason="already running the baseline kernels")
-def test_every_cpu_kernel_test_passes_with_the_baseline_instruction_set() -> None:
-    # The kernels are compiled for the x86-64 baseline and again for AVX2+FMA; the
-    # process picks one once. Run this file (and the op tests) again with the
-    # baseline build forced, so both builds are tested wherever this runs.
+@pytest.mark.skipif("FUSEDOPS_CPU_ISA" in os.environ, reason="already running a forced instruction set")
+@pytest.mark.parametrize("isa", ["baseline", "avx2"])
+def test_every_cpu_kernel_test_passes_with_a_forced_instruction_set(isa: str) -> None:
+    # The kernels are compiled for the x86-64 baseline, AVX2+FMA and AVX-512;
+    # the process picks the best its CPU has, once. Run this file (and the op
+    # tests) again with the lower builds forced, so every build is tested
+    # wherever the CPU has it (a forced AVX2 on a CPU without it runs the baseline).
     here = os.path.dirname(os.path.abspath(__file__))
-    env = {**os.environ, "FUSEDOPS_CPU_ISA": "baseline"}
+    env = {**os.environ, "FUSEDOPS_CPU_ISA": isa}
     files = [os.path.join(here, name) for name in ("test_cpu_kernels.py", "test_bias_act.py", "test_lltm.py",
                                                    "test_round_ste.py", "test_upfirdn2d.py")]
     proc = subprocess.run(
