@@ -2,11 +2,14 @@
 // dimension, activation, gain, optional clamp (StyleGAN2-ADA's bias_act).
 //
 // The gradient kernels need only x (and b): the activation is recomputed from
-// z = x + b, and the clamp mask from gain * act(z).
+// z = x + b, and the clamp mask from gain * act(z). The CPU kernels have their
+// own vectorisable copy of the formulas (cpu/bias_act_kernels.h); this one is
+// the CUDA kernels'.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #if defined(__CUDACC__)
 #define FUSEDOPS_HD __host__ __device__ __forceinline__
@@ -34,84 +37,95 @@ enum Act : int64_t {
 constexpr double kSeluLambda = 1.0507009873554804934193349852946;
 constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
 
-template <typename T>
-FUSEDOPS_HD T sigmoid(T z) {
-  return T(1) / (T(1) + exp(-z));
-}
-
-// f(z), f'(z) or f''(z) for order 0, 1, 2.
-template <typename T>
-FUSEDOPS_HD T activation(int64_t act, int order, T z, T alpha) {
-  switch (act) {
-    case kLinear:
-      return order == 0 ? z : (order == 1 ? T(1) : T(0));
-    case kRelu:
-      return order == 0 ? (z > T(0) ? z : T(0)) : (order == 1 ? (z > T(0) ? T(1) : T(0)) : T(0));
-    case kLrelu:
-      return order == 0 ? (z > T(0) ? z : alpha * z) : (order == 1 ? (z > T(0) ? T(1) : alpha) : T(0));
-    case kTanh: {
-      const T t = tanh(z);
-      return order == 0 ? t : (order == 1 ? T(1) - t * t : T(-2) * t * (T(1) - t * t));
-    }
-    case kSigmoid: {
-      const T s = sigmoid(z);
-      return order == 0 ? s : (order == 1 ? s * (T(1) - s) : s * (T(1) - s) * (T(1) - T(2) * s));
-    }
-    case kElu: {
-      if (z > T(0)) return order == 0 ? z : (order == 1 ? T(1) : T(0));
-      const T e = exp(z);
-      return order == 0 ? alpha * (e - T(1)) : alpha * e;
-    }
-    case kSelu: {
-      const T l = T(kSeluLambda), a = T(kSeluAlpha);
-      if (z > T(0)) return order == 0 ? l * z : (order == 1 ? l : T(0));
-      const T e = exp(z);
-      return order == 0 ? l * a * (e - T(1)) : l * a * e;
-    }
-    case kSoftplus: {
-      if (order == 0) return z > T(20) ? z : log1p(exp(z));
-      const T s = sigmoid(z);
-      return order == 1 ? s : s * (T(1) - s);
-    }
-    case kSwish: {
-      const T s = sigmoid(z);
-      if (order == 0) return z * s;
-      if (order == 1) return s * (T(1) + z * (T(1) - s));
-      return s * (T(1) - s) * (T(2) + z * (T(1) - T(2) * s));
-    }
-    default:
-      return T(0);
+// f (ORDER 0), f' (1) or f'' (2) of activation ACT at z, with exp/expm1/tanh/
+// sigmoid/softplus from the math policy M (the CUDA kernels pass fast float
+// intrinsics, as the original's --use_fast_math build did, and libm for double).
+// NaN passes through every activation, as in torch.
+template <int64_t ACT, int ORDER, typename M, typename T>
+FUSEDOPS_HD T act_eval(T z, T alpha) {
+  constexpr T kLambda = T(kSeluLambda);
+  constexpr T kLambdaAlpha = T(kSeluLambda * kSeluAlpha);
+  if constexpr (ACT == kLinear) {
+    if constexpr (ORDER == 0) return z;
+    return ORDER == 1 ? T(1) : T(0);
+  } else if constexpr (ACT == kRelu) {
+    if constexpr (ORDER == 0) return z < T(0) ? T(0) : z;
+    if constexpr (ORDER == 1) return z > T(0) ? T(1) : T(0);
+    return T(0);
+  } else if constexpr (ACT == kLrelu) {
+    if constexpr (ORDER == 0) return z > T(0) ? z : z * alpha;
+    if constexpr (ORDER == 1) return z > T(0) ? T(1) : alpha;
+    return T(0);
+  } else if constexpr (ACT == kTanh) {
+    const T t = M::tanh(z);
+    if constexpr (ORDER == 0) return t;
+    if constexpr (ORDER == 1) return T(1) - t * t;
+    return T(-2) * t * (T(1) - t * t);
+  } else if constexpr (ACT == kSigmoid) {
+    const T s = M::sigmoid(z);
+    if constexpr (ORDER == 0) return s;
+    if constexpr (ORDER == 1) return s * (T(1) - s);
+    return s * (T(1) - s) * (T(1) - T(2) * s);
+  } else if constexpr (ACT == kElu) {
+    if constexpr (ORDER == 0) return z > T(0) ? z : alpha * M::expm1(z);
+    const T e = alpha * M::exp(z);
+    if constexpr (ORDER == 1) return z > T(0) ? T(1) : e;
+    return z > T(0) ? T(0) : e;
+  } else if constexpr (ACT == kSelu) {
+    if constexpr (ORDER == 0) return z > T(0) ? kLambda * z : kLambdaAlpha * M::expm1(z);
+    const T e = kLambdaAlpha * M::exp(z);
+    if constexpr (ORDER == 1) return z > T(0) ? kLambda : e;
+    return z > T(0) ? T(0) : e;
+  } else if constexpr (ACT == kSoftplus) {
+    if constexpr (ORDER == 0) return M::softplus(z);
+    const T s = M::sigmoid(z);
+    if constexpr (ORDER == 1) return s;
+    return s * (T(1) - s);
+  } else {  // swish
+    const T s = M::sigmoid(z);
+    if constexpr (ORDER == 0) return z * s;
+    if constexpr (ORDER == 1) return s * (T(1) + z * (T(1) - s));
+    return s * (T(1) - s) * (T(2) + z * (T(1) - T(2) * s));
   }
 }
 
-struct Params {
-  int64_t act;
-  double alpha;
-  double gain;
-  double clamp;  // < 0: no clamp
+// The scalars of one call in the arithmetic type; clamp is +inf without a clamp,
+// so the clamp's comparisons never fire and need no branch of their own.
+template <typename T>
+struct Coeffs {
+  T alpha, gain, clamp;
 };
 
-// Forward: y = clamp(gain * f(z)).
-template <typename T>
-FUSEDOPS_HD T forward(T z, const Params& p) {
-  T y = activation<T>(p.act, 0, z, T(p.alpha)) * T(p.gain);
-  if (p.clamp >= 0.0) {
-    const T c = T(p.clamp);
-    y = y > c ? c : (y < -c ? -c : y);
-  }
-  return y;
+// Forward: y = clamp(gain * f(z)); NaN passes.
+template <int64_t ACT, typename M, typename T>
+FUSEDOPS_HD T forward(T z, const Coeffs<T>& k) {
+  const T y = act_eval<ACT, 0, M>(z, k.alpha) * k.gain;
+  return y > k.clamp ? k.clamp : (y < -k.clamp ? -k.clamp : y);
 }
 
-// Gradient of order 1 or 2 applied to dy: dy * gain * f^(order)(z), zero where
+// Gradient of order 1 or 2 applied to dy: dy * gain * f^(ORDER)(z), zero where
 // the output was clamped (like torch.clamp, the bounds themselves pass).
-template <typename T>
-FUSEDOPS_HD T grad(T dy, T z, const Params& p, int order) {
-  if (p.clamp >= 0.0) {
-    const T pre = activation<T>(p.act, 0, z, T(p.alpha)) * T(p.gain);
-    const T c = T(p.clamp);
-    if (pre > c || pre < -c) return T(0);
+template <int64_t ACT, int ORDER, typename M, typename T>
+FUSEDOPS_HD T grad(T dy, T z, const Coeffs<T>& k) {
+  const T y = act_eval<ACT, 0, M>(z, k.alpha) * k.gain;
+  const T g = dy * k.gain * act_eval<ACT, ORDER, M>(z, k.alpha);
+  return (y > k.clamp || y < -k.clamp) ? T(0) : g;
+}
+
+// Calls f(std::integral_constant<int64_t, ACT>{}) for the run-time activation code.
+template <typename F>
+inline void with_act(int64_t act, F&& f) {
+  switch (act) {
+    case kLinear: return f(std::integral_constant<int64_t, kLinear>{});
+    case kRelu: return f(std::integral_constant<int64_t, kRelu>{});
+    case kLrelu: return f(std::integral_constant<int64_t, kLrelu>{});
+    case kTanh: return f(std::integral_constant<int64_t, kTanh>{});
+    case kSigmoid: return f(std::integral_constant<int64_t, kSigmoid>{});
+    case kElu: return f(std::integral_constant<int64_t, kElu>{});
+    case kSelu: return f(std::integral_constant<int64_t, kSelu>{});
+    case kSoftplus: return f(std::integral_constant<int64_t, kSoftplus>{});
+    default: return f(std::integral_constant<int64_t, kSwish>{});
   }
-  return dy * T(p.gain) * activation<T>(p.act, order, z, T(p.alpha));
 }
 
 }  // namespace bias_act

@@ -88,7 +88,30 @@ inline bool is_non_overlapping_and_dense(const Tensor& t) {
 // An input that can be read as a flat array: the tensor itself when it is
 // dense, otherwise a contiguous copy.
 inline Tensor dense_or_contiguous(const Tensor& t) {
+  if (t.is_contiguous()) return t;  // the common case, in one call
   return is_non_overlapping_and_dense(t) ? t : torch::stable::contiguous(t);
+}
+
+// torch::stable::contiguous goes through the boxed dispatcher even when there
+// is nothing to do; asking first saves that on every call with a contiguous input.
+inline Tensor contiguous_if_needed(const Tensor& t) {
+  return t.is_contiguous() ? t : torch::stable::contiguous(t);
+}
+
+// An uninitialised tensor with the sizes, strides, dtype and device of a dense
+// tensor. torch::stable::empty_like goes through the boxed dispatcher, which
+// looks the operator up by name on every call (several microseconds, a third of
+// a small op's host time); the C shim's empty_strided calls the allocator's
+// entry point directly.
+inline Tensor empty_like_dense(const Tensor& t) {
+  int32_t dtype = 0, device_type = 0, device_index = 0;
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(t.get(), &dtype));
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_type(t.get(), &device_type));
+  TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_index(t.get(), &device_index));
+  AtenTensorHandle out = nullptr;
+  TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(t.dim(), t.sizes().data(), t.strides().data(), dtype,
+                                                  device_type, device_index, &out));
+  return Tensor(out);
 }
 
 }  // namespace fusedops

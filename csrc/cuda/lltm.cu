@@ -115,7 +115,7 @@ std::tuple<Tensor, Tensor> lltm_cell_cuda(Tensor gate_weights, Tensor old_cell) 
   const int64_t B = dims[0];
   const int64_t S = dims[1];
   const int32_t device = gate_weights.get_device_index();
-  torch::stable::accelerator::DeviceGuard guard(device);
+  cuda::DeviceGuardIfNeeded guard(device);
   Tensor new_h = lltm::empty_2d(old_cell, B, S);
   Tensor new_cell = lltm::empty_2d(old_cell, B, S);
   if (B == 0 || S == 0) return {new_h, new_cell};
@@ -137,7 +137,7 @@ std::tuple<Tensor, Tensor> lltm_cell_backward_cuda(std::optional<Tensor> grad_h,
   lltm::check_grad(grad_h, gate_weights, "lltm_cell_backward", "grad_h", B, S);
   lltm::check_grad(grad_cell, gate_weights, "lltm_cell_backward", "grad_cell", B, S);
   const int32_t device = gate_weights.get_device_index();
-  torch::stable::accelerator::DeviceGuard guard(device);
+  cuda::DeviceGuardIfNeeded guard(device);
   Tensor d_gates = lltm::empty_2d(gate_weights, B, 3 * S);
   Tensor d_old_cell = lltm::empty_2d(new_cell, B, S);
   if (B == 0 || S == 0) return {d_gates, d_old_cell};

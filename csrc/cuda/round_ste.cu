@@ -17,9 +17,9 @@ Tensor round_ste_cuda(Tensor x) {
   FUSEDOPS_CHECK(is_floating(x.scalar_type()),
                  "round_ste: x must be a floating-point tensor, got ", dtype_name(x.scalar_type()));
   const int32_t device = x.get_device_index();
-  torch::stable::accelerator::DeviceGuard guard(device);
+  cuda::DeviceGuardIfNeeded guard(device);
   Tensor in = dense_or_contiguous(x);
-  Tensor out = torch::stable::empty_like(in);
+  Tensor out = empty_like_dense(in);
   const int64_t n = in.numel();
   THO_DISPATCH_V2(
       in.scalar_type(), "round_ste_cuda", AT_WRAP([&] {

@@ -167,7 +167,7 @@ Tensor upfirdn2d_cuda(Tensor x, Tensor f, int64_t upx, int64_t upy, int64_t down
                       int64_t padx1, int64_t pady0, int64_t pady1, bool flip, double gain) {
   cuda::check_cuda_tensor(x, "upfirdn2d", "x");
   const int32_t device = x.get_device_index();
-  torch::stable::accelerator::DeviceGuard guard(device);
+  cuda::DeviceGuardIfNeeded guard(device);
   upfirdn2d::Prepared r = upfirdn2d::prepare(x, f, upx, upy, downx, downy, padx0, padx1, pady0, pady1, flip, gain);
   const Params& p = r.p;
   const int64_t cols = p.N * p.C * p.OW;

@@ -1,9 +1,11 @@
 """bias_act: fused bias + activation + gain + clamp (StyleGAN2's fused_bias_act, seed 001,
 generalised as in StyleGAN2-ADA), with first- and second-order gradients.
 
-Custom ops: ``fusedops::bias_act`` (forward) and ``fusedops::bias_act_grad``
-(gradient of order 1 or 2, recomputed from x and b). The backward of the
-order-1 gradient uses the order-2 kernel, so double backward (the R1/path-length
+Custom ops: ``fusedops::bias_act`` (forward), ``fusedops::bias_act_grad``
+(gradient of order 1 or 2, recomputed from x and b) and
+``fusedops::bias_act_grad_db`` (the backward: dx and the bias gradient from one
+pass over dy and x where the layout allows). The backward of the order-1
+gradient uses the order-2 kernel, so double backward (the R1/path-length
 regularisers of StyleGAN2) runs on fused kernels too.
 """
 
@@ -116,21 +118,71 @@ def _bias_act_grad_fake(dy: torch.Tensor, x: torch.Tensor, b: torch.Tensor | Non
     return like_kernel_output(x)
 
 
+@torch.library.register_fake("fusedops::bias_act_grad_db")
+def _bias_act_grad_db_fake(dy: torch.Tensor, x: torch.Tensor, b: torch.Tensor, dim: int, act: int, alpha: float,
+                           gain: float, clamp: float) -> tuple[torch.Tensor, torch.Tensor]:
+    return like_kernel_output(x), torch.empty_like(b, memory_format=torch.contiguous_format)
+
+
+_op = torch.ops.fusedops.bias_act.default
+_grad = torch.ops.fusedops.bias_act_grad.default
+_grad_db = torch.ops.fusedops.bias_act_grad_db.default
+_below_autograd = torch._C._AutoDispatchBelowAutograd
+_functorch_active = torch._C._are_functorch_transforms_active
+_is_compiling = torch.compiler.is_compiling
+
+
 def _setup_forward(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
     x, b, *params = inputs
     ctx.save_for_backward(x, b)
     ctx.params = params
 
 
-def _forward_backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:
+def _backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:
+    """dx (and db) of bias_act: one fused kernel for both where nothing differentiates the backward itself."""
     x, b = ctx.saved_tensors
-    dim = ctx.params[0]
-    dx = torch.ops.fusedops.bias_act_grad.default(dy, x, b, *ctx.params, 1)
-    db = dx.sum(_reduce_dims(x, dim)) if b is not None and ctx.needs_input_grad[1] else None
+    need_db = b is not None and ctx.needs_input_grad[1]
+    if need_db and not torch.is_grad_enabled():
+        # A first-order backward: dx and db from one pass over dy and x.
+        with _below_autograd():
+            dx, db = _grad_db(dy, x, b, *ctx.params)
+        return (dx, db) + (None,) * len(ctx.params)
+    if not torch.is_grad_enabled():
+        with _below_autograd():
+            return (_grad(dy, x, b, *ctx.params, 1), None) + (None,) * len(ctx.params)
+    # A backward that is itself differentiated (create_graph=True): the order-1 op, whose registered autograd
+    # brings in the order-2 kernel, and db as torch's sum of dx.
+    dx = _grad(dy, x, b, *ctx.params, 1)
+    db = dx.sum(_reduce_dims(x, ctx.params[0])) if need_db else None
     return (dx, db) + (None,) * len(ctx.params)
 
 
-torch.library.register_autograd("fusedops::bias_act", _forward_backward, setup_context=_setup_forward)
+torch.library.register_autograd("fusedops::bias_act", _backward, setup_context=_setup_forward)
+
+
+class _BiasActFunction(torch.autograd.Function):
+    """Eager fast path: the op below autograd inside one plain autograd.Function.
+
+    The same forward and backward as the registered autograd above, without the
+    layers torch.library puts around it (argument flattening, a keyset
+    redispatch): at small sizes a call is bound by the host, not the GPU.
+    torch.compile and functorch transforms use the registered op instead.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, b: torch.Tensor | None, *params: Any) -> torch.Tensor:  # type: ignore[override]
+        with _below_autograd():
+            y = _op(x, b, *params)
+        ctx.save_for_backward(x, b)
+        ctx.params = params
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+        return _backward(ctx, dy)
+
+
+_apply = super(torch.autograd.Function, _BiasActFunction).apply  # Function.apply's C entry point
 
 
 def _setup_grad(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
@@ -146,17 +198,37 @@ def _grad_backward(ctx: Any, g: torch.Tensor) -> tuple[Any, ...]:
     dy, x, b = ctx.saved_tensors
     dim = ctx.params[0]
     # dx = dy * gain * f'(z) * mask, linear in dy; d/dz brings in f''.
-    g_dy = torch.ops.fusedops.bias_act_grad.default(g, x, b, *ctx.params, 1) if ctx.needs_input_grad[0] else None
+    g_dy = _grad(g, x, b, *ctx.params, 1) if ctx.needs_input_grad[0] else None
     g_x = None
     g_b = None
     if ctx.needs_input_grad[1] or (b is not None and ctx.needs_input_grad[2]):
-        g_x = torch.ops.fusedops.bias_act_grad.default(g * dy, x, b, *ctx.params, 2)
+        g_x = _grad(g * dy, x, b, *ctx.params, 2)
         if b is not None and ctx.needs_input_grad[2]:
             g_b = g_x.sum(_reduce_dims(x, dim))
     return (g_dy, g_x, g_b) + (None,) * (len(ctx.params) + 1)
 
 
 torch.library.register_autograd("fusedops::bias_act_grad", _grad_backward, setup_context=_setup_grad)
+
+
+def _setup_grad_db(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor, torch.Tensor]) -> None:
+    dy, x, b, *params = inputs
+    ctx.save_for_backward(dy, x, b)
+    ctx.params = params
+    ctx.order = 1
+
+
+def _grad_db_backward(ctx: Any, g_dx: torch.Tensor | None, g_db: torch.Tensor | None) -> tuple[Any, ...]:
+    # (dx, db = sum of dx over all but dim) is linear in dx: db's gradient reaches dx broadcast along dim.
+    x = ctx.saved_tensors[1]
+    dim = ctx.params[0]
+    g = torch.zeros_like(x) if g_dx is None else g_dx
+    if g_db is not None:
+        g = g + g_db.reshape([-1 if d == dim else 1 for d in range(x.dim())])
+    return _grad_backward(ctx, g)[:3] + (None,) * len(ctx.params)
+
+
+torch.library.register_autograd("fusedops::bias_act_grad_db", _grad_db_backward, setup_context=_setup_grad_db)
 
 
 def _resolve(
@@ -248,7 +320,13 @@ def bias_act(
     dim, spec, alpha_, gain_, clamp_ = _resolve(x, b, dim, act, alpha, gain, clamp)
     if impl == "ref" or not has_kernel(x.device):
         return reference_bias_act(x, b, dim, act, alpha, gain, clamp)
-    return torch.ops.fusedops.bias_act.default(x, b, dim, spec.code, alpha_, gain_, clamp_)
+    if _is_compiling() or _functorch_active():
+        return _op(x, b, dim, spec.code, alpha_, gain_, clamp_)
+    if torch.is_grad_enabled() and (x.requires_grad or (b is not None and b.requires_grad)):
+        y: torch.Tensor = _apply(x, b, dim, spec.code, alpha_, gain_, clamp_)
+        return y
+    with _below_autograd():
+        return _op(x, b, dim, spec.code, alpha_, gain_, clamp_)
 
 
 def reference_bias_act(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import torch
@@ -35,7 +36,11 @@ def check_tensor(value: Any, name: str, op: str) -> torch.Tensor:
     return value
 
 
-def has_kernel(device: torch.device) -> bool:
-    from . import _state
+# The package module, whose _state (set by __init__ before the op modules load) says whether the CUDA
+# kernels loaded; looked up as an attribute because an import statement in has_kernel cost a microsecond a call.
+_package = sys.modules[__name__.rpartition(".")[0]]
 
-    return device.type == "cpu" or (device.type == "cuda" and _state.cuda_kernels)
+
+def has_kernel(device: torch.device) -> bool:
+    kind = device.type
+    return kind == "cpu" or (kind == "cuda" and _package._state.cuda_kernels)

@@ -19,6 +19,12 @@ How it measures, so that numbers taken on a busy machine still compare:
   ``--threads``), the same for all three (torch.utils.benchmark's Timer would
   otherwise run everything on one thread).
 
+Each pointwise size has a ``copy_`` row: a copy of the same bytes, measured in
+the same run, the ceiling of a memory-bound op. The "of copy" column is the share
+of that copy's bandwidth a fused case reaches (copy time / fused time). LLTM
+rows come with the step's three GEMMs timed alone, the floor no fusion of the
+element-wise part can go below.
+
 Timings never appear in test asserts; this is the place for them. The script
 imports only torch, fusedops, rich, numpy and (for the picture) matplotlib, and
 uses only fusedops calls that every release has, so the same script measures an
@@ -60,6 +66,7 @@ class Case:
     size: str  # the x-axis label of the picture
     fns: dict[str, Fn]
     bytes_moved: int | None = None  # for pointwise ops: bytes read + written once
+    copy_case: str | None = None  # the name of the copy_ case of the same size, measured in the same run
 
 
 @dataclasses.dataclass
@@ -69,6 +76,8 @@ class Result:
     size: str
     rounds: dict[str, list[float]]  # impl -> per-round median, ms
     bytes_moved: int | None
+    copy_case: str | None = None
+    copy_ms: float | None = None  # the median of copy_case, filled in once every case is measured
 
     def median(self, impl: str) -> float | None:
         values = self.rounds.get(impl)
@@ -86,6 +95,13 @@ class Result:
         t = self.median(impl)
         return None if t is None or self.bytes_moved is None else self.bytes_moved / (t * 1e-3) / 1e9
 
+    def copy_share(self) -> float | None:
+        """The copy's bandwidth reached: copy time of the same bytes / fused time (1.0 = at the copy's speed)."""
+        fused = self.median("fused")
+        if fused is None or self.copy_ms is None or self.bytes_moved is None:
+            return None
+        return self.copy_ms / fused
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "op": self.op,
@@ -98,6 +114,9 @@ class Result:
             "speedup_vs_compiled": _round(self.speedup("compiled")),
             "bytes_moved": self.bytes_moved,
             "fused_gbs": _round(self.gbs("fused")),
+            "copy_case": self.copy_case,
+            "copy_ms": self.copy_ms,
+            "share_of_copy": _round(self.copy_share()),
         }
 
 
@@ -126,11 +145,14 @@ def pointwise_cases(device: torch.device, exponents: list[int]) -> list[Case]:
         n = 2**e
         x = torch.randn(n, device=device)
         nbytes = 2 * n * x.element_size()
+        # The ceiling of every pointwise case of this size: a device-to-device (or memory) copy of the same bytes.
+        copy = _copy_case(x, f"2^{e}")
+        cases.append(copy)
         cases.append(Case("round_ste", f"2^{e} fp32", f"2^{e}", {
             "fused": partial(fusedops.round_ste, x),
             "eager": partial(reference.round_ste, x),
             "compiled": partial(round_c, x),
-        }, nbytes))
+        }, nbytes, copy.name))
         # [N, 256] with the bias along the last dimension (a fully connected layer).
         xr = x.view(-1, 256)
         b = torch.randn(256, device=device)
@@ -138,7 +160,7 @@ def pointwise_cases(device: torch.device, exponents: list[int]) -> list[Case]:
             "fused": partial(fusedops.bias_act, xr, b, act="lrelu"),
             "eager": partial(reference.bias_act, xr, b, act="lrelu"),
             "compiled": partial(bias_act_c, xr, b, act="lrelu"),
-        }, nbytes))
+        }, nbytes, copy.name))
         # NCHW with the bias along the channels (a convolution layer), clamped as in StyleGAN2.
         xc = x.view(-1, 64, 2 ** ((e - 6 - 4) // 2), 2 ** ((e - 6 - 4 + 1) // 2))
         bc = torch.randn(64, device=device)
@@ -146,13 +168,18 @@ def pointwise_cases(device: torch.device, exponents: list[int]) -> list[Case]:
             "fused": partial(fusedops.bias_act, xc, bc, act="lrelu", clamp=256.0),
             "eager": partial(reference.bias_act, xc, bc, act="lrelu", clamp=256.0),
             "compiled": partial(bias_act_c, xc, bc, act="lrelu", clamp=256.0),
-        }, nbytes))
+        }, nbytes, copy.name))
         cases.append(Case("bias_act", f"2^{e} fp32 swish [N,256]", f"2^{e} swish", {
             "fused": partial(fusedops.bias_act, xr, b, act="swish"),
             "eager": partial(reference.bias_act, xr, b, act="swish"),
             "compiled": partial(bias_act_c, xr, b, act="swish"),
-        }, nbytes))
+        }, nbytes, copy.name))
     return cases
+
+
+def _copy_case(x: torch.Tensor, size: str) -> Case:
+    out = torch.empty_like(x)
+    return Case("copy", f"{size} fp32 copy_", size, {"fused": partial(out.copy_, x)}, 2 * x.numel() * x.element_size())
 
 
 def bias_act_backward_cases(device: torch.device, exponents: list[int]) -> list[Case]:
@@ -167,11 +194,14 @@ def bias_act_backward_cases(device: torch.device, exponents: list[int]) -> list[
             return torch.autograd.grad(fn(x, b, act="lrelu", clamp=256.0), (x, b), dy)
 
         compiled = _compile(partial(step, reference.bias_act))
+        copy = _copy_case(x.detach(), f"2^{e} bwd")
+        # At least: the forward reads x and writes y, the backward reads dy and x and writes dx (db is a reduction).
+        cases.append(copy)
         cases.append(Case("bias_act", f"2^{e} fp32 lrelu clamp fwd+bwd NCHW", f"2^{e} fwd+bwd", {
             "fused": partial(step, fusedops.bias_act),
             "eager": partial(step, reference.bias_act),
             "compiled": compiled,
-        }))
+        }, 5 * x.numel() * x.element_size(), copy.name))
     return cases
 
 
@@ -197,7 +227,23 @@ def lltm_cases(device: torch.device, sizes: list[tuple[int, int, int]]) -> list[
             "eager": partial(step, reference.lltm),
             "compiled": partial(step, ref_c),
         }))
+        cases.append(_gemm_case(device, batch, features, state))
     return cases
+
+
+def _gemm_case(device: torch.device, batch: int, features: int, state: int) -> Case:
+    """The floor of an LLTM step: its three GEMMs alone (addmm forward, two mm backward), no autograd."""
+    X = torch.randn(batch, features + state, device=device)
+    W = torch.randn(3 * state, features + state, device=device)
+    bias = torch.randn(3 * state, device=device)
+    d_gates = torch.randn(batch, 3 * state, device=device)
+
+    def gemms() -> Any:
+        torch.addmm(bias, X, W.t())
+        d_gates.mm(W)
+        return d_gates.t().mm(X)
+
+    return Case("lltm", f"its 3 GEMMs alone B={batch} F={features} S={state}", f"B={batch} GEMMs", {"fused": gemms})
 
 
 def upfirdn_cases(device: torch.device, shapes: list[tuple[int, int, int]]) -> list[Case]:
@@ -255,7 +301,7 @@ def measure_case(case: Case, device: torch.device, rounds: int, min_run_time: fl
             timer = tbench.Timer(stmt="fn()", globals={"fn": case.fns[impl]}, num_threads=torch.get_num_threads())
             m = timer.blocked_autorange(min_run_time=min_run_time)
             samples[impl].append(m.median * 1e3)
-    return Result(case.op, case.name, case.size, samples, case.bytes_moved)
+    return Result(case.op, case.name, case.size, samples, case.bytes_moved, case.copy_case)
 
 
 def environment(device: torch.device, args: argparse.Namespace) -> dict[str, Any]:
@@ -301,13 +347,23 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 
 def table(results: list[Result], title: str) -> Table:
     t = Table(title=title)
-    for col in ("op", "case", "fused ms", "eager ms", "compiled ms", "x eager", "x compiled", "fused GB/s"):
+    for col in ("op", "case", "fused ms", "eager ms", "compiled ms", "x eager", "x compiled", "fused GB/s",
+                "of copy"):
         t.add_column(col, justify="left" if col in ("op", "case") else "right")
     for r in results:
+        share = r.copy_share()
         t.add_row(r.op, r.name, _fmt(r.median("fused"), 4), _fmt(r.median("eager"), 4),
                   _fmt(r.median("compiled"), 4), _fmt(r.speedup("eager"), 2), _fmt(r.speedup("compiled"), 2),
-                  _fmt(r.gbs("fused"), 1))
+                  _fmt(r.gbs("fused"), 1), "-" if share is None else f"{share:.0%}")
     return t
+
+
+def link_copies(results: list[Result]) -> None:
+    """Give each case the median time of its size's copy_, measured in the same run."""
+    copies = {r.name: r.median("fused") for r in results if r.op == "copy"}
+    for r in results:
+        if r.copy_case is not None:
+            r.copy_ms = copies.get(r.copy_case)
 
 
 def plot(results: list[Result], title: str, path: Path) -> bool:
@@ -354,7 +410,9 @@ def plot(results: list[Result], title: str, path: Path) -> bool:
 def replot(path: Path) -> int:
     data = json.loads(path.read_text())
     env = data["environment"]
-    results = [Result(r["op"], r["case"], r["size"], r["rounds_ms"], r.get("bytes_moved")) for r in data["results"]]
+    results = [Result(r["op"], r["case"], r["size"], r["rounds_ms"], r.get("bytes_moved"), r.get("copy_case"))
+               for r in data["results"]]
+    link_copies(results)
     where = env.get("gpu") or env.get("cpu")
     title = f"fusedops on {where} (torch {env['torch']}, {env['threads']} threads)"
     if env.get("label"):
@@ -396,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
     console = Console() if sys.stdout.isatty() else Console(width=200)
     cases = plan(device, args.quick)
     if args.ops:
-        wanted = set(args.ops.split(","))
+        wanted = set(args.ops.split(",")) | {"copy"}
         cases = [c for c in cases if c.op in wanted]
     impls = [i for i in args.impls.split(",") if i]
     if unknown := set(impls) - set(IMPLS):
@@ -406,6 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     for case in cases:
         console.print(f"[dim]measuring {case.op} {case.name}[/]")
         results.append(measure_case(case, device, args.rounds, args.min_run_time))
+    link_copies(results)
     env = environment(device, args)
     where = env.get("gpu") or env.get("cpu")
     title = f"fusedops on {where} (torch {env['torch']}, {env['threads']} threads)"

@@ -113,6 +113,59 @@ def test_opcheck(device: str) -> None:
     opcheck(torch.ops.fusedops.bias_act.default, (x.detach().permute(2, 0, 1), None, 0, 3, 0.0, 1.0, 0.5))
     opcheck(torch.ops.fusedops.bias_act_grad.default,
             (torch.randn(2, 3, 4, device=device), x, b, 1, 8, 0.0, 1.4, 1.0, 1))
+    dy = torch.randn(2, 3, 4, device=device, requires_grad=True)
+    opcheck(torch.ops.fusedops.bias_act_grad_db.default, (dy, x, b, 1, 2, 0.2, 1.4, 0.5))
+    opcheck(torch.ops.fusedops.bias_act_grad_db.default, (dy.detach(), x.detach(), b.detach(), 1, 8, 0.0, 1.4, -1.0))
+
+
+# The backward's paths through the kernels: channel runs long enough for the CUDA kernel that reduces db in the same
+# pass (NCHW with H*W >= 2048; one and several segments of a run), bias rows ([N, C], channels a multiple of the
+# vector width and not), a size with a tail after the last 16-byte pack, and an unaligned view (the generic kernel).
+BACKWARD_SHAPES = [((2, 3, 64, 48), 1), ((2, 2, 16404), 1), ((37, 24), 1), ((5, 7, 9), 2), ((3, 5, 4101), 1)]
+
+
+def _unaligned(t: torch.Tensor) -> torch.Tensor:
+    flat = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)[1:]
+    return flat.view(t.shape).copy_(t)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("act", ACTS)
+def test_backward_dx_and_db_on_every_kernel_path(device: str, act: str) -> None:
+    gen = torch.Generator(device="cpu").manual_seed(3)
+    for (shape, dim), unaligned in [(s, False) for s in BACKWARD_SHAPES] + [(BACKWARD_SHAPES[0], True)]:
+        x64 = (torch.randn(shape, generator=gen, dtype=torch.float64) * 2).to(device)
+        b64 = torch.randn(shape[dim], generator=gen, dtype=torch.float64).to(device)
+        dy64 = torch.randn(shape, generator=gen, dtype=torch.float64).to(device)
+        per_channel = x64.numel() // shape[dim]
+        for clamp in (None, 0.8):
+            for dtype in dtypes(device):
+                # The reference starts from the inputs as rounded to dtype, so that both sides clamp the same elements.
+                xr = x64.to(dtype).double().requires_grad_()
+                br = b64.to(dtype).double().requires_grad_()
+                want_dx, want_db = torch.autograd.grad(reference.bias_act(xr, br, dim=dim, act=act, clamp=clamp),
+                                                       (xr, br), dy64.to(dtype).double())
+                x = (_unaligned(x64.to(dtype)) if unaligned else x64.to(dtype)).requires_grad_()
+                b = b64.to(dtype).requires_grad_()
+                dx, db = torch.autograd.grad(fusedops.bias_act(x, b, dim=dim, act=act, clamp=clamp), (x, b),
+                                             dy64.to(dtype))
+                tol = TOL[dtype]
+                torch.testing.assert_close(dx.double(), want_dx, rtol=tol, atol=tol)
+                # db is the sum of dx as returned (in float), whichever kernel reduced it.
+                dims = [d for d in range(len(shape)) if d != dim]
+                torch.testing.assert_close(db.double(), dx.double().sum(dims), rtol=tol, atol=tol * per_channel**0.5)
+                torch.testing.assert_close(db.double(), want_db, rtol=tol, atol=4 * tol * per_channel**0.5)
+
+
+@pytest.mark.cuda
+def test_fused_bias_gradient_is_deterministic() -> None:
+    x = torch.randn(4, 8, 64, 64, device="cuda")
+    b = torch.randn(8, device="cuda")
+    dy = torch.randn_like(x)
+    first = torch.ops.fusedops.bias_act_grad_db.default(dy, x, b, 1, 8, 0.0, 1.4, -1.0)
+    for _ in range(3):
+        again = torch.ops.fusedops.bias_act_grad_db.default(dy, x, b, 1, 8, 0.0, 1.4, -1.0)
+        assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
 
 
 @pytest.mark.parametrize("device", DEVICES)
