@@ -27,6 +27,8 @@ Each check is reported separately; a build publishes its wheel only when all pas
 * ``sass``/``ptx``: cuobjdump finds SASS for every listed architecture and PTX
   for the newest;
 * ``abi3audit``: no symbol outside the limited API (abi3 wheels);
+* ``wheel-size``: the wheel is within the project's ``max-wheel-size`` (ci/wheel_size.py; over it, the ten
+  largest members are named), and the report says how many bytes of CUDA code each architecture adds;
 * ``glibc-floor``: no ELF object needs a glibc/libstdc++ symbol version above the
   context's floor (``FARM_GLIBC_FLOOR``, e.g. the release's ``manylinux_2_28``;
   ci/glibc_floor.py), nor is the wheel tagged above it; skipped without a floor.
@@ -42,9 +44,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ci import glibc_floor as floors
-from ci import matrix, proc, symbols, wheelmeta
+from ci import matrix, proc, symbols, wheel_size, wheelmeta
 from ci.checks import Check as Check
 from ci.errors import AuditFailed
+from ci.project import DEFAULT_MAX_WHEEL_SIZE
 from ci.targets import Target, declared_floor
 
 SYSTEM_LIBRARIES = frozenset(
@@ -83,6 +86,8 @@ class AuditResult:
     sass: tuple[str, ...]
     ptx: tuple[str, ...]
     checks: tuple[Check, ...]
+    #: Bytes of CUDA code per architecture (``sm_90``, ``sm_120 PTX``), when cuobjdump was given.
+    arch_bytes: tuple[tuple[str, int], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -443,6 +448,7 @@ def audit_wheel(
         checks += floors.check_unpacked(root, wheel, floor)
         sass: tuple[str, ...] = ()
         ptx: tuple[str, ...] = ()
+        per_arch: tuple[tuple[str, int], ...] = ()
         if cell is not None and cuda_libs and cuobjdump is not None:
             elf_lists, ptx_lists = [], []
             for path in cuda_libs:
@@ -450,10 +456,12 @@ def audit_wheel(
                 ptx_lists.append(proc.run([cuobjdump, "--list-ptx", path], capture=True, check=False).stdout)
             sass, ptx = parse_cuobjdump("\n".join(elf_lists), "\n".join(ptx_lists))
             checks += check_archs(sass, ptx, cell.sass_archs, cell.ptx_arch)
+            per_arch = tuple(wheel_size.arch_bytes(cuobjdump, cuda_libs).items())
+        checks.append(wheel_size.check_size(wheel, target.project.max_wheel_size if target else DEFAULT_MAX_WHEEL_SIZE))
         if abi3audit and (target is None or target.abi3):
             checks.append(run_abi3audit(wheel))
     return AuditResult(wheel=wheel, tags=tags, size_bytes=wheel.stat().st_size, libraries=libs,
-                       sass=sass, ptx=ptx, checks=tuple(checks))
+                       sass=sass, ptx=ptx, checks=tuple(checks), arch_bytes=per_arch)
 
 
 def raise_for_failures(result: AuditResult) -> None:

@@ -15,6 +15,7 @@ a ``[project] name``. A project you cannot edit is described by a separate file
     debug-env = {}                  # what a debug build (develop --debug) adds
     cuda-libraries = ["*"]          # libraries in the wheel that must hold CUDA code (globs)
     cpu-libraries = []              # libraries that must load under a CPU-only torch (globs)
+    max-wheel-size = "100 MiB"      # the audit fails a larger wheel (PyPI's default file limit); bytes or "95 MiB"
 
     [tool.cuda-ext-farm.commands]
     smoke = "python -c 'import myext'"   # import test, run in a clean environment with the wheel
@@ -88,6 +89,8 @@ class Commands:
 
 #: Linux CPU architectures a project is built for unless its table says ``archs = ["x86_64"]``.
 LINUX_ARCHS = ("x86_64", "aarch64")
+#: ``max-wheel-size`` by default: PyPI's default limit on one file.
+DEFAULT_MAX_WHEEL_SIZE = 100 * 2**20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,6 +124,8 @@ class ProjectConfig:
     build_requires: tuple[str, ...]
     #: Linux architectures (``archs``): aarch64 wheels come from the cells and torch releases that have them.
     archs: tuple[str, ...] = LINUX_ARCHS
+    #: ``max-wheel-size`` in bytes: the audit's ``wheel-size`` check fails a larger wheel.
+    max_wheel_size: int = DEFAULT_MAX_WHEEL_SIZE
 
     @property
     def normalized_name(self) -> str:
@@ -136,7 +141,7 @@ class ProjectConfig:
 _KEYS = {
     "version", "name", "import-name", "abi", "python-abi", "torch", "python", "cuda", "cuda-archs",
     "build-env", "cpu-env", "debug-env", "cuda-libraries", "cpu-libraries", "commands", "toolkit-libraries",
-    "archs",
+    "archs", "max-wheel-size",
 }
 
 
@@ -322,11 +327,27 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
         cpu_env=cpu_env, debug_env=debug_env, cuda_libraries=cuda_libraries, cpu_libraries=cpu_libraries,
         toolkit_libraries=toolkit_libraries, commands=commands, archs=archs,
         build_requires=_build_requires(pyproject),
+        max_wheel_size=_size(table, "max-wheel-size", DEFAULT_MAX_WHEEL_SIZE),
     )
 
 
 def _key(name: str) -> str:
     return f"[tool.{TABLE}] {name}"
+
+
+_SIZE_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+
+
+def _size(table: Mapping[str, Any], key: str, default: int) -> int:
+    """A size in bytes: an integer, or a number with a unit ("95 MiB", "90MB")."""
+    value = table.get(key, default)
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmg]i?b|b)\s*", value, re.IGNORECASE) if isinstance(value, str) \
+        else None
+    if match and float(match.group(1)) > 0:
+        return int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
+    raise ConfigError(f"{_key(key)} is not a size", repr(value), 'write a number of bytes or a size like "95 MiB"')
 
 
 def _string(table: Mapping[str, Any], key: str, default: str | None) -> Any:

@@ -31,6 +31,8 @@ class BuildReport:
     build_seconds: float
     checks: tuple[dict[str, Any], ...]
     image: str | None = None
+    #: Bytes of CUDA code per architecture (SASS cubins, PTX), uncompressed, as cuobjdump extracts them.
+    arch_bytes: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def size_mib(self) -> float:
@@ -57,7 +59,7 @@ def make_report(
         target=target_id, project=project, mode=mode, wheel=audit.wheel.name, sha256=sha256,
         size_bytes=audit.size_bytes, tags=audit.tags, sass=audit.sass, ptx=audit.ptx, nvcc=nvcc, torch=torch,
         python=python, build_seconds=round(seconds, 1),
-        checks=tuple(dataclasses.asdict(c) for c in audit.checks), image=image,
+        checks=tuple(dataclasses.asdict(c) for c in audit.checks), image=image, arch_bytes=dict(audit.arch_bytes),
     )
 
 
@@ -72,6 +74,10 @@ def print_report(report: BuildReport, console: Console | None = None) -> None:
     table.add_row("tag", ", ".join(report.tags))
     table.add_row("SASS", " ".join(report.sass) or "-")
     table.add_row("PTX", " ".join(report.ptx) or "-")
+    if report.arch_bytes:
+        total = sum(report.arch_bytes.values())
+        table.add_row("CUDA code per arch", ", ".join(
+            f"{arch} {n / 2**10:.0f} KiB ({n / total:.0%})" for arch, n in report.arch_bytes.items()))
     table.add_row("nvcc", report.nvcc or "-")
     table.add_row("torch (built against)", report.torch)
     table.add_row("python (build)", report.python)

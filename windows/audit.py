@@ -35,7 +35,7 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from ci import matrix, proc, wheelmeta
+from ci import matrix, proc, wheel_size, wheelmeta
 from ci.audit import (
     AuditResult,
     Check,
@@ -48,6 +48,7 @@ from ci.audit import (
     no_cuda_code_advice,
     parse_cuobjdump,
 )
+from ci.project import DEFAULT_MAX_WHEEL_SIZE
 from ci.targets import Target
 from windows import dlls, pe
 
@@ -332,10 +333,13 @@ def audit_wheel(
             checks.append(Check("exports", True, "not checked: the target's torch was not given"))
         sass: tuple[str, ...] = ()
         ptx: tuple[str, ...] = ()
+        per_arch: tuple[tuple[str, int], ...] = ()
         if cell is not None and cuda_libs and cuobjdump is not None:
             elf = [proc.run([cuobjdump, "--list-elf", p], capture=True, check=False).stdout for p in cuda_libs]
             ptxs = [proc.run([cuobjdump, "--list-ptx", p], capture=True, check=False).stdout for p in cuda_libs]
             sass, ptx = parse_cuobjdump("\n".join(elf), "\n".join(ptxs))
             checks += check_archs(sass, ptx, cell.sass_archs, cell.ptx_arch)
+            per_arch = tuple(wheel_size.arch_bytes(cuobjdump, cuda_libs).items())
+        checks.append(wheel_size.check_size(wheel, target.project.max_wheel_size if target else DEFAULT_MAX_WHEEL_SIZE))
     return AuditResult(wheel=wheel, tags=tags, size_bytes=wheel.stat().st_size, libraries=libs, sass=sass, ptx=ptx,
-                       checks=tuple(checks))
+                       checks=tuple(checks), arch_bytes=per_arch)
