@@ -94,13 +94,10 @@ def test_built_wheel_passes_every_audit_check(built_wheel: Path) -> None:
     assert all(t.startswith("cp310-abi3-manylinux") for t in result.tags)
     names = {c.name.split(":")[0] for c in result.checks}
     assert {"symbols", "cpu-only", "cuda-code", "cuda-runtime", "metadata", "abi3audit", "wheel-size"} <= names
-    # Every SASS architecture and the PTX carry bytes, and together they cannot exceed the library unpacked.
+    # Every SASS architecture and the PTX carry bytes (the images cuobjdump extracts from the fatbinary).
     per_arch = dict(result.arch_bytes)
-    assert set(per_arch) == {*result.sass, f"{result.ptx[0]} PTX"}
+    assert list(per_arch) == [*result.sass, f"{result.ptx[0]} PTX"]
     assert all(size > 0 for size in per_arch.values())
-    with zipfile.ZipFile(built_wheel) as zf:
-        cuda_size = next(i.file_size for i in zf.infolist() if "_C_cuda" in i.filename)
-    assert sum(per_arch.values()) < 4 * cuda_size  # uncompressed images of a compressed fatbinary
     cuda_lib = next(lib for lib in result.libraries if "_C_cuda" in lib.path)
     assert "libcudart.so.13" in cuda_lib.needed and not cuda_lib.rpaths and cuda_lib.has_cuda_code
     cpu_lib = next(lib for lib in result.libraries if "_C_cuda" not in lib.path)
