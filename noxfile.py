@@ -271,8 +271,14 @@ def build_cuda(session: nox.Session) -> None:
 
 @nox.session(name="build-all", venv_backend="none")
 def build_all(session: nox.Session) -> None:
-    """Every Linux target of the project in its container, with a final table [-- --jobs N]."""
+    """Every Linux target of the project in its container, with a final table [-- --jobs N --missing]."""
     _farm(session, "build-all")
+
+
+@nox.session(venv_backend="none")
+def coverage(session: nox.Session) -> None:
+    """Which targets a wheelhouse or release index holds and which are missing: -- FOLDER [--json]."""
+    _farm(session, "coverage")
 
 
 @nox.session(venv_backend="none")

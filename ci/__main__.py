@@ -33,15 +33,20 @@ def _outputs(args: argparse.Namespace, config: project.ProjectConfig):  # type: 
                                    config.normalized_name)
 
 
+def _targets_of_oses(args: argparse.Namespace, config: project.ProjectConfig) -> list[targets.Target]:
+    """The selected targets (all of the project's without a selection) of every OS ``--os`` names."""
+    chosen: list[targets.Target] = []
+    for os_name in ("linux", "windows") if args.os == "all" else (args.os,):
+        sel = options.selection(args)
+        chosen += targets.select(config, sel, os_name) if not sel.empty else targets.platform_targets(config, os_name)
+    return chosen
+
+
 def cmd_matrix(args: argparse.Namespace) -> int:
     from ci import routes
 
     config = options.load_project(args)
-    oses = ("linux", "windows") if args.os == "all" else (args.os,)
-    chosen: list[targets.Target] = []
-    for os_name in oses:
-        sel = options.selection(args)
-        chosen += targets.select(config, sel, os_name) if not sel.empty else targets.platform_targets(config, os_name)
+    chosen = _targets_of_oses(args, config)
     if args.json:
         print(json.dumps({"project": config.name, "abi": config.abi, "python_abi": config.python_abi,
                           "targets": [{**t.as_dict(), "route": routes.route(t).as_dict()} for t in chosen],
@@ -202,14 +207,34 @@ def cmd_build_cuda(args: argparse.Namespace) -> int:
 
 
 def cmd_build_all(args: argparse.Namespace) -> int:
-    from ci import buildall
+    from ci import buildall, coverage
 
     config = options.load_project(args)
     sel = options.selection(args)
     chosen = targets.select(config, sel) if not sel.empty else targets.platform_targets(config, "linux")
     chosen = buildall.local_equivalents(chosen, console)
-    return buildall.build_all(chosen, _outputs(args, config), jobs=args.jobs, base_image=args.base_image,
+    outputs = _outputs(args, config)
+    if args.missing:
+        outputs.check_writable()
+        chosen = coverage.read(outputs.wheelhouse, chosen).missing
+        if not chosen:
+            console.print(f"every target has its wheel in {outputs.wheelhouse}: nothing to build")
+            return 0
+    return buildall.build_all(chosen, outputs, jobs=args.jobs, base_image=args.base_image,
                               max_jobs=args.max_jobs, console=console)
+
+
+def cmd_coverage(args: argparse.Namespace) -> int:
+    from ci import coverage
+
+    config = options.load_project(args)
+    chosen = _targets_of_oses(args, config)
+    found = coverage.read(Path(args.folder).resolve(), chosen)
+    if args.json:
+        print(json.dumps(found.as_dict(), indent=2))
+    else:
+        console.print(found.table(config.name))
+    return 0
 
 
 def cmd_shell(args: argparse.Namespace) -> int:
@@ -379,7 +404,8 @@ def cmd_lock(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "matrix": cmd_matrix, "build": cmd_build, "develop": cmd_develop, "audit": cmd_audit, "toolkit": cmd_toolkit,
-    "build-cuda": cmd_build_cuda, "build-all": cmd_build_all, "shell": cmd_shell, "base-image": cmd_base_image,
+    "build-cuda": cmd_build_cuda, "build-all": cmd_build_all, "coverage": cmd_coverage, "shell": cmd_shell,
+    "base-image": cmd_base_image,
     "images": cmd_images, "test-gpu": cmd_test_gpu, "test": cmd_test, "run": cmd_run,
     "build-win": cmd_build_win, "jit": cmd_jit, "release": cmd_release, "workflows": cmd_workflows,
     "lock": cmd_lock, "reproduce": cmd_reproduce, "bench-builds": cmd_bench_builds,

@@ -115,6 +115,14 @@ def build_parser(prog: str | None = None) -> Parser:
     _output_args(ba)
     ba.add_argument("--base-image")
     ba.add_argument("--jobs", type=positive_int, default=1, help="targets built at once (default 1)")
+    ba.add_argument("--missing", action="store_true",
+                    help="only the targets the wheelhouse has no wheel of (a stopped run continues where it stopped)")
+
+    cv = sub.add_parser("coverage", help="which targets a wheelhouse or PEP 503 site holds, which are missing")
+    cv.add_argument("folder", help="a wheelhouse (<target-id>/ folders) or a release's PEP 503 site")
+    _selection_args(cv)
+    cv.add_argument("--os", choices=("linux", "windows", "all"), default="all")
+    cv.add_argument("--json", action="store_true")
 
     sh = sub.add_parser("shell", help="a shell (or one command) in a cell's builder image")
     _project_args(sh)
