@@ -48,28 +48,9 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     config = options.load_project(args)
     chosen = _targets_of_oses(args, config)
     if args.json:
-        print(json.dumps({"project": config.name, "abi": config.abi, "python_abi": config.python_abi,
-                          "targets": [{**t.as_dict(), "route": routes.route(t).as_dict()} for t in chosen],
-                          "cells": [c.as_dict() for c in matrix.CELLS]}, indent=2))
-        return 0
-    table = Table(title=f"{config.name}: {len(chosen)} targets ({config.abi} ABI, {config.python_abi})")
-    table.add_column("target", no_wrap=True)
-    for col in ("torch", "python", "CUDA", "arch", "SASS / PTX", "compiler", "glibc floor", "toolkit: here / GitHub",
-                "route: here / GitHub"):
-        table.add_column(col)
-    for t in chosen:
-        cell = t.cell
-        route = routes.route(t)
-        if t.os == "windows" and cell.windows is not None:
-            compiler = f"MSVC {cell.windows.toolset} ({cell.windows.msc_ver[0]}-{cell.windows.msc_ver[1] - 1})"
-        else:
-            compiler = f"{t.arch}-linux-gnu-g++" if t.cross else cell.host_compiler
-        python = f"{t.python} (abi3 >= {t.oldest_python})" if t.abi3 else t.python  # build Python, and the floor
-        floor = "-" if t.os == "windows" else f"release {route.release_floor}; here glibc {route.local_glibc}"
-        table.add_row(t.id, t.torch, python, cell.cuda + (" (release)" if cell.release else ""), t.arch,
-                      f"{' '.join(cell.sass_archs)} / {cell.ptx_arch}", compiler, floor,
-                      f"{route.local_toolkit} / {route.github_toolkit}", f"{route.local} / {route.github}")
-    console.print(table)
+        print(json.dumps(routes.matrix_json(config, chosen), indent=2))
+    else:
+        console.print(routes.matrix_table(config, chosen))
     return 0
 
 

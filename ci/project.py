@@ -46,6 +46,7 @@ from typing import Any, Literal
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
+from ci import sizes
 from ci.errors import UsageError
 
 if sys.version_info >= (3, 11):
@@ -327,7 +328,7 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
         cpu_env=cpu_env, debug_env=debug_env, cuda_libraries=cuda_libraries, cpu_libraries=cpu_libraries,
         toolkit_libraries=toolkit_libraries, commands=commands, archs=archs,
         build_requires=_build_requires(pyproject),
-        max_wheel_size=_size(table, "max-wheel-size", DEFAULT_MAX_WHEEL_SIZE),
+        max_wheel_size=_size(table, "max-wheel-size"),
     )
 
 
@@ -335,19 +336,12 @@ def _key(name: str) -> str:
     return f"[tool.{TABLE}] {name}"
 
 
-_SIZE_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
-
-
-def _size(table: Mapping[str, Any], key: str, default: int) -> int:
-    """A size in bytes: an integer, or a number with a unit ("95 MiB", "90MB")."""
-    value = table.get(key, default)
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmg]i?b|b)\s*", value, re.IGNORECASE) if isinstance(value, str) \
-        else None
-    if match and float(match.group(1)) > 0:
-        return int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
-    raise ConfigError(f"{_key(key)} is not a size", repr(value), 'write a number of bytes or a size like "95 MiB"')
+def _size(table: Mapping[str, Any], key: str) -> int:
+    size = sizes.parse(table.get(key, DEFAULT_MAX_WHEEL_SIZE))
+    if size is None:
+        raise ConfigError(f"{_key(key)} is not a size", repr(table[key]),
+                          'write a number of bytes or a size like "95 MiB"')
+    return size
 
 
 def _string(table: Mapping[str, Any], key: str, default: str | None) -> Any:

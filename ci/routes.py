@@ -22,9 +22,13 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
+from rich.table import Table
+
 from ci import matrix, sysroot
+from ci.project import ProjectConfig
 from ci.targets import Target
 
 #: The glibc floor of every release wheel: the manylinux_2_28 bases of the generated workflows.
@@ -118,3 +122,32 @@ def container_glibc(cell: matrix.Cell) -> str:
     if cell.toolkit.kind == "debian":
         return f"{base} (Debian {cell.debian_suite}: its CUDA headers need that glibc's)"
     return linked_glibc(base)
+
+
+def matrix_json(config: ProjectConfig, chosen: Sequence[Target]) -> dict[str, object]:
+    """``matrix --json``: the project, its targets with their routes, and the cells of the universe."""
+    return {"project": config.name, "abi": config.abi, "python_abi": config.python_abi,
+            "targets": [{**t.as_dict(), "route": route(t).as_dict()} for t in chosen],
+            "cells": [c.as_dict() for c in matrix.CELLS]}
+
+
+def matrix_table(config: ProjectConfig, chosen: Sequence[Target]) -> Table:
+    """``matrix``: a row per target with its toolkit, compiler, glibc floor and route, here and on GitHub."""
+    table = Table(title=f"{config.name}: {len(chosen)} targets ({config.abi} ABI, {config.python_abi})")
+    table.add_column("target", no_wrap=True)
+    for col in ("torch", "python", "CUDA", "arch", "SASS / PTX", "compiler", "glibc floor", "toolkit: here / GitHub",
+                "route: here / GitHub"):
+        table.add_column(col)
+    for t in chosen:
+        cell = t.cell
+        found = route(t)
+        if t.os == "windows" and cell.windows is not None:
+            compiler = f"MSVC {cell.windows.toolset} ({cell.windows.msc_ver[0]}-{cell.windows.msc_ver[1] - 1})"
+        else:
+            compiler = f"{t.arch}-linux-gnu-g++" if t.cross else cell.host_compiler
+        python = f"{t.python} (abi3 >= {t.oldest_python})" if t.abi3 else t.python  # build Python, and the floor
+        floor = "-" if t.os == "windows" else f"release {found.release_floor}; here glibc {found.local_glibc}"
+        table.add_row(t.id, t.torch, python, cell.cuda + (" (release)" if cell.release else ""), t.arch,
+                      f"{' '.join(cell.sass_archs)} / {cell.ptx_arch}", compiler, floor,
+                      f"{found.local_toolkit} / {found.github_toolkit}", f"{found.local} / {found.github}")
+    return table
