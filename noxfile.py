@@ -207,6 +207,36 @@ def compat(session: nox.Session, torch: str) -> None:
     session.run("pytest", "tests/ops", "-m", "not cuda", *session.posargs)
 
 
+@nox.session(name="compat-floor")
+def compat_floor(session: nox.Session) -> None:
+    """The stable-ABI wheel at the torch floor its binary sets (its Requires-Dist, ci/describe.py): pip installs it
+    with that torch release from PyPI and the smoke test passes; with the release below, pip refuses it."""
+    from ci import describe, project, targets
+
+    target = targets.default_target(project.load(ROOT), prefer_python=options.current_python())
+    wheels = sorted((Path(os.environ.get("FARM_WHEELHOUSE") or ROOT / "wheelhouse") / target.id).glob("*.whl"))
+    if not wheels:
+        _fail(errors.UsageError("no built wheel of the release target", ROOT / "wheelhouse", "run nox -s build first"))
+    at, below = describe.floor_releases(wheels[-1])
+    session.log(f"{wheels[-1].name}: torch floor {at} (from its binary); the release below is {below}")
+    session.install(str(wheels[-1]), f"torch=={at},!={at}+cpu", env={"PIP_CONSTRAINT": os.devnull})
+    session.chdir(session.create_tmp())  # the source tree must not shadow the installed wheel
+    session.run("python", "-c", "import torch; print('torch', torch.__version__)")
+    session.run("python", str(ROOT / "tests" / "smoke_import.py"))
+    refused = session.run("python", "-m", "pip", "install", "--dry-run", "--ignore-installed", str(wheels[-1]),
+                          f"torch=={below}", success_codes=[0, 1], silent=True, env={"PIP_CONSTRAINT": os.devnull})
+    if "ResolutionImpossible" not in str(refused):
+        session.error(f"pip did not refuse the wheel with torch {below}, below its floor {at}:\n{refused}")
+    session.log(f"pip refuses it with torch {below}: " + next(
+        (line.strip() for line in str(refused).splitlines() if "depends on torch" in line), "ResolutionImpossible"))
+
+
+@nox.session(name="torch-archs", venv_backend="none")
+def torch_archs(session: nox.Session) -> None:
+    """Read the CUDA architectures of every torch release's own wheels from PyPI; compare with ci/matrix.py."""
+    _run_farm(session, farm_python(), "torch-archs", *session.posargs)
+
+
 @nox.session
 def lock(session: nox.Session) -> None:
     """Recompile every hash-pinned lock in ci/requirements/ (the toolkit locks from the matrix); commit the result."""
@@ -279,6 +309,12 @@ def build_all(session: nox.Session) -> None:
 def coverage(session: nox.Session) -> None:
     """Which targets a wheelhouse or release index holds and which are missing: -- FOLDER [--json]."""
     _farm(session, "coverage")
+
+
+@nox.session(venv_backend="none")
+def doctor(session: nox.Session) -> None:
+    """Which wheel of an index fits this machine, and why each other one does not: -- INDEX [--python P --env F]."""
+    _farm(session, "doctor")
 
 
 @nox.session(venv_backend="none")

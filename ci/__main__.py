@@ -119,7 +119,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         torch_label = _torch_label(python)
     result = audit.audit_wheel(wheel, target, cuobjdump, search=search, cuda=not args.cpu, torch_label=torch_label)
     for check in result.checks:
-        mark = "[green]ok[/]" if check.ok else "[red]FAIL[/]"
+        mark = ("[yellow]WARN[/]" if check.warn else "[green]ok[/]") if check.ok else "[red]FAIL[/]"
         console.print(f"{mark} {check.name}: {check.detail}", markup=True, highlight=False, soft_wrap=True)
     if args.json:
         print(json.dumps([dataclasses.asdict(c) for c in result.checks], indent=2))
@@ -216,6 +216,12 @@ def cmd_coverage(args: argparse.Namespace) -> int:
     else:
         console.print(found.table(config.name))
     return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from ci import doctor
+
+    return doctor.run(args)
 
 
 def cmd_shell(args: argparse.Namespace) -> int:
@@ -369,6 +375,26 @@ def cmd_bench_builds(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_torch_archs(args: argparse.Namespace) -> int:
+    from ci import torch_archs
+
+    stale = []
+    for arch in ("x86_64", "aarch64"):
+        for read, recorded in torch_archs.compare(matrix.TORCH_RELEASES, arch):
+            same = read.sass == recorded
+            console.print(f"torch {read.version} {arch}: SASS {' '.join(read.sass) or '-'}"
+                          f"{' PTX ' + ' '.join(read.ptx) if read.ptx else ''} ({read.wheel}, "
+                          f"{read.fetched / 2**20:.1f} MiB read)"
+                          + ("" if same else f" [red]recorded: {' '.join(recorded) or '-'}[/]"))
+            if not same:
+                stale.append(f"{read.version} {arch}")
+    if stale:
+        raise errors.MatrixError("ci/matrix.py's torch architecture lists differ from PyPI's wheels",
+                                 ", ".join(stale), "copy the lists above into TORCH_RELEASES (sass, sass_aarch64)")
+    console.print("every recorded list matches torch's own wheels")
+    return 0
+
+
 def cmd_lock(args: argparse.Namespace) -> int:
     from ci import lockcheck, pins
 
@@ -385,11 +411,12 @@ def cmd_lock(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "matrix": cmd_matrix, "build": cmd_build, "develop": cmd_develop, "audit": cmd_audit, "toolkit": cmd_toolkit,
-    "build-cuda": cmd_build_cuda, "build-all": cmd_build_all, "coverage": cmd_coverage, "shell": cmd_shell,
+    "build-cuda": cmd_build_cuda, "build-all": cmd_build_all, "coverage": cmd_coverage, "doctor": cmd_doctor,
+    "shell": cmd_shell,
     "base-image": cmd_base_image,
     "images": cmd_images, "test-gpu": cmd_test_gpu, "test": cmd_test, "run": cmd_run,
     "build-win": cmd_build_win, "jit": cmd_jit, "release": cmd_release, "workflows": cmd_workflows,
-    "lock": cmd_lock, "reproduce": cmd_reproduce, "bench-builds": cmd_bench_builds,
+    "lock": cmd_lock, "torch-archs": cmd_torch_archs, "reproduce": cmd_reproduce, "bench-builds": cmd_bench_builds,
 }
 
 

@@ -15,6 +15,12 @@ class _Archs(Protocol):
     @property
     def cuda(self) -> str: ...
 
+    @property
+    def sass_archs(self) -> tuple[str, ...]: ...
+
+    @property
+    def ptx_arch(self) -> str: ...
+
 
 CellT = TypeVar("CellT", bound=_Archs)
 
@@ -82,3 +88,52 @@ def with_arch_list(cell: CellT, value: str | None) -> CellT:
                               f"CUDA {cell.cuda} compiles {low} to {high}: pick architectures in that range "
                               "(or another CUDA cell with --cuda)")
     return dataclasses.replace(cell, sass_archs=archs, ptx_arch=ptx or archs[-1])  # type: ignore[type-var]
+
+
+def arch_key(arch: str) -> tuple[int, int]:
+    return _arch_key(arch)
+
+
+def with_torch_archs(cell: CellT, torch_sass: tuple[str, ...]) -> CellT:
+    """``cell`` with the architectures of the target torch's own build (``TorchRelease.archs_for``): the wheel
+    covers exactly the GPUs torch runs on. Those the cell's nvcc cannot compile (CUDA 12.4 and Blackwell) are
+    left out and get the newest compilable architecture's PTX instead, so those GPUs JIT it; otherwise no PTX
+    (torch itself has none: a GPU its SASS does not cover cannot run torch). An empty list (a torch with no CUDA
+    build for that CPU architecture) keeps the cell's own."""
+    if not torch_sass:
+        return cell
+    known = supported_archs(cell.cuda)
+    low, high = known if known else (torch_sass[0], torch_sass[-1])
+    inside = tuple(a for a in torch_sass if _arch_key(low) <= _arch_key(a) <= _arch_key(high))
+    above = any(_arch_key(a) > _arch_key(high) for a in torch_sass)
+    if not inside:
+        return cell
+    return dataclasses.replace(cell, sass_archs=inside, ptx_arch=inside[-1] if above else "")  # type: ignore[type-var]
+
+
+def with_extra_archs(cell: CellT, value: str | None) -> CellT:
+    """``cell`` with a project's additions (``extra-cuda-archs = "8.9;12.0+PTX"``): more SASS, and PTX where an
+    entry says ``+PTX``; checked against the cell's nvcc like an override."""
+    if not value:
+        return cell
+    extra = with_arch_list(cell, value)  # parses and range-checks; its PTX default is not used
+    _, ptx = parse_arch_list(value)
+    sass = tuple(sorted(set(cell.sass_archs) | set(extra.sass_archs), key=_arch_key))
+    return dataclasses.replace(cell, sass_archs=sass, ptx_arch=ptx or cell.ptx_arch)  # type: ignore[type-var]
+
+
+def runs_on(gpu: str, sass: tuple[str, ...], ptx: tuple[str, ...] = ()) -> bool:
+    """Whether code with these SASS and PTX architectures runs on a GPU of compute capability ``gpu``: SASS of
+    the same major and an equal or lower minor (an ``a`` variant only on its own capability, an ``f`` family one
+    on its family: the same major, that minor or above), or PTX of an equal or lower capability, JIT-compiled by
+    the driver (``a`` PTX only on its own capability)."""
+    g_major, g_minor = _arch_key(gpu)
+    for arch in sass:
+        major, minor = _arch_key(arch)
+        if arch.endswith("a"):
+            if (major, minor) == (g_major, g_minor):
+                return True
+        elif major == g_major and minor <= g_minor:
+            return True
+    return any(_arch_key(a) == (g_major, g_minor) if a.endswith("a") else _arch_key(a) <= (g_major, g_minor)
+               for a in ptx)

@@ -24,8 +24,12 @@ Each check is reported separately; a build publishes its wheel only when all pas
   environment as the loader would resolve it with ``RTLD_NOW`` (ci/symbols.py);
 * ``rpath:<lib>``: no RPATH/RUNPATH outside ``$ORIGIN``;
 * ``elf-machine``: every library is code for the target's architecture (x86_64 or aarch64);
-* ``sass``/``ptx``: cuobjdump finds SASS for every listed architecture and PTX
-  for the newest;
+* ``sass``/``ptx``: cuobjdump finds SASS for every architecture of the target (by default those of the target
+  torch's own build, ``nox -s matrix``) and PTX where one is asked for; ``sass-torch`` warns about SASS that no
+  torch of the target's build runs beside;
+* ``torch-range``: a stable wheel's ``Requires-Dist`` torch admits no release below the floor its binary's
+  stable-ABI shims need (torch-abi-audit's table; ci/describe.py); a classic one carries its pin;
+* ``coverage-file``: ``<dist-info>/cuda-ext-farm.json`` agrees with the SASS/PTX found and the torch requirement;
 * ``abi3audit``: no symbol outside the limited API (abi3 wheels);
 * ``wheel-size``: the wheel is within the project's ``max-wheel-size`` (ci/wheel_size.py; over it, the ten
   largest members are named), and the report says how many bytes of CUDA code each architecture adds;
@@ -43,9 +47,10 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ci import describe, matrix, proc, symbols, wheel_size, wheelmeta
 from ci import glibc_floor as floors
-from ci import matrix, proc, symbols, wheel_size, wheelmeta
 from ci.checks import Check as Check
+from ci.describe import parse_cuobjdump as parse_cuobjdump
 from ci.errors import AuditFailed
 from ci.project import DEFAULT_MAX_WHEEL_SIZE
 from ci.targets import Target
@@ -105,21 +110,6 @@ def arch_to_sm(arch: str) -> str:
     """``"9.0"`` -> ``"sm_90"``, ``"10.0"`` -> ``"sm_100"``, ``"9.0a"`` -> ``"sm_90a"``."""
     major, minor = arch.split(".")
     return f"sm_{major}{minor}"
-
-
-def parse_cuobjdump(list_elf: str, list_ptx: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Architectures from ``cuobjdump --list-elf`` and ``--list-ptx`` output."""
-    import re
-
-    elf_arch = re.compile(r"\.(sm_\d+[af]?)\.cubin")
-    ptx_arch = re.compile(r"\.(sm_\d+[af]?)\.ptx")
-    sass = sorted(set(elf_arch.findall(list_elf)), key=_sm_key)
-    ptx = sorted(set(ptx_arch.findall(list_ptx)), key=_sm_key)
-    return tuple(sass), tuple(ptx)
-
-
-def _sm_key(sm: str) -> int:
-    return int("".join(ch for ch in sm if ch.isdigit()))
 
 
 def _matches(path: str, patterns: Sequence[str]) -> bool:
@@ -271,14 +261,14 @@ def check_archs(sass: Sequence[str], ptx: Sequence[str], want_sass: Sequence[str
     want = [arch_to_sm(a) for a in want_sass]
     missing = [a for a in want if a not in sass]
     extra = [a for a in sass if a not in want]
+    sass_check = Check("sass", not missing, f"SASS for {', '.join(sass) or 'nothing'}"
+                       + (f"; missing {', '.join(missing)}" if missing else "")
+                       + (f"; unexpected {', '.join(extra)}" if extra else ""))
+    if not want_ptx:  # torch's own builds carry no PTX, nor do the wheels that follow them
+        return [sass_check, Check("ptx", True, f"PTX for {', '.join(ptx) or 'nothing'} (none asked for)")]
     ptx_want = arch_to_sm(want_ptx)
-    return [
-        Check("sass", not missing,
-              f"SASS for {', '.join(sass) or 'nothing'}" + (f"; missing {', '.join(missing)}" if missing else "")
-              + (f"; unexpected {', '.join(extra)}" if extra else "")),
-        Check("ptx", ptx_want in ptx,
-              f"PTX for {', '.join(ptx) or 'nothing'}" + ("" if ptx_want in ptx else f"; missing {ptx_want}")),
-    ]
+    return [sass_check, Check("ptx", ptx_want in ptx, f"PTX for {', '.join(ptx) or 'nothing'}"
+                              + ("" if ptx_want in ptx else f"; missing {ptx_want}"))]
 
 
 def run_abi3audit(wheel: Path) -> Check:
@@ -367,13 +357,12 @@ def audit_wheel(
         ptx: tuple[str, ...] = ()
         per_arch: tuple[tuple[str, int], ...] = ()
         if cell is not None and cuda_libs and cuobjdump is not None:
-            elf_lists, ptx_lists = [], []
-            for path in cuda_libs:
-                elf_lists.append(proc.run([cuobjdump, "--list-elf", path], capture=True, check=False).stdout)
-                ptx_lists.append(proc.run([cuobjdump, "--list-ptx", path], capture=True, check=False).stdout)
-            sass, ptx = parse_cuobjdump("\n".join(elf_lists), "\n".join(ptx_lists))
+            sass, ptx = describe.list_archs(cuobjdump, cuda_libs)
             checks += check_archs(sass, ptx, cell.sass_archs, cell.ptx_arch)
             per_arch = tuple(wheel_size.arch_bytes(cuobjdump, cuda_libs).items())
+        checks += describe.audit_checks(wheel, root, ext_files + bundled_files, target, sass, ptx,
+                                        cuda=cell is not None,
+                                        archs_read=cell is None or cuobjdump is not None)
         checks.append(wheel_size.check_size(wheel, target.project.max_wheel_size if target else DEFAULT_MAX_WHEEL_SIZE))
         if abi3audit and (target is None or target.abi3):
             checks.append(run_abi3audit(wheel))

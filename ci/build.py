@@ -292,4 +292,5 @@ def build(target: Target, outputs: publish.Outputs, *, max_jobs: int | None = No
             return publish.publish(
                 target, built, stage, outputs, repair=auditwheel_repair(None if cpu else target.cell.cuda_major),
                 audit=run_audit, mode="host", nvcc=tk.nvcc_version if tk else None, started=started, epoch=epoch,
+                cuobjdump=cuobjdump,
             )

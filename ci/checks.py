@@ -11,3 +11,5 @@ class Check:
     name: str
     ok: bool
     detail: str
+    #: A passing check that still has something to say (shown as WARN; never fails a build).
+    warn: bool = False

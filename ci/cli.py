@@ -124,6 +124,12 @@ def build_parser(prog: str | None = None) -> Parser:
     cv.add_argument("--os", choices=("linux", "windows", "all"), default="all")
     cv.add_argument("--json", action="store_true")
 
+    from ci import doctor
+
+    dr = sub.add_parser("doctor", help="which wheel of an index fits this machine (torch, CUDA, driver, GPUs, glibc, "
+                        "Python), and why each other one does not")
+    doctor.add_arguments(dr)
+
     sh = sub.add_parser("shell", help="a shell (or one command) in a cell's builder image")
     _project_args(sh)
     sh.add_argument("--cuda", default="13", help=DEFAULT_CUDA_HELP)
@@ -194,6 +200,8 @@ def build_parser(prog: str | None = None) -> Parser:
     bb.add_argument("--touch", help="the file the one-file rebuild changes (default: the smallest .cu)")
     bb.add_argument("--out", help="results folder (default: <project>/bench-results)")
 
+    sub.add_parser("torch-archs", help="read the CUDA architectures of every torch release's own wheels from PyPI "
+                   "and compare them with ci/matrix.py")
     sub.add_parser("lock", help="compile every ci/requirements/*.in into a hash-pinned .txt (needs uv)")
 
     bi = sub.add_parser("base-image", help="bootstrap a Debian base image (no registry needed)")

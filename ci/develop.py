@@ -92,7 +92,7 @@ def develop_arch_list(target: Target, explicit: str | None, release: bool) -> st
     gpus = visible_gpu_archs()
     if gpus:
         return ";".join((*gpus[:-1], gpus[-1] + "+PTX"))
-    return f"{target.cell.ptx_arch}+PTX"
+    return f"{target.cell.ptx_arch or target.cell.sass_archs[-1]}+PTX"
 
 
 def develop(

@@ -1,7 +1,7 @@
 """The GitHub Actions workflows of a project, as data: one job per target id, derived from the matrix.
 
 ``python -m ci workflows`` writes these documents with :mod:`ci.yamlout`; nothing here touches the disk.
-Five workflows (``.github/workflows/``):
+Six workflows (``.github/workflows/``):
 
 ``ci.yml``         every push and pull request: lint (ruff, mypy, zizmor, the workflow schema, actionlint,
                    drift from the matrix), the unit and CPU tests with a host build of the release target, and
@@ -16,10 +16,13 @@ Five workflows (``.github/workflows/``):
                    targets build natively on ``ubuntu-24.04-arm`` in the manylinux_2_28_aarch64 base and are
                    import-tested there with PyPI's aarch64 torch (a CUDA build) and no GPU. A cell's local
                    stand-in (``stand_in_for``: cu124) is in no workflow: GitHub builds the release cell (cu128).
+                   Called with ``targets`` (a JSON list), only those targets' jobs run (so does gpu-tests.yml).
 ``gpu-tests.yml``  reusable: ``nox -s test-gpu`` on each Linux wheel on a self-hosted GPU runner whose label
                    is the repository variable ``GPU_RUNNER_LABEL``; skipped, with a warning, when it is unset.
 ``release.yml``    on a ``v*`` tag: images -> wheels + sdist -> GPU tests -> assemble (indexes, SHA256SUMS,
                    manifest) -> PyPI (trusted publishing) -> GitHub Release (provenance) -> the index site.
+``dispatch.yml``   by hand: the targets named or selected by torch/CUDA/Python/OS filters, through the same jobs,
+                   optionally added to a tag's release and the index site (``ci/gha_dispatch.py``).
 
 Standard library only (``packaging`` through ``ci.targets``).
 """
@@ -30,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ci import actions, matrix, targets
+from ci.gha_dispatch import TARGETS_INPUT, dispatch_workflow, index_site_job, local_workflow, only_selected
 from ci.gha_steps import DISK_NEEDED_GIB as DISK_NEEDED_GIB
 from ci.gha_steps import FARM_PYTHON as FARM_PYTHON
 from ci.gha_steps import (
@@ -39,7 +43,6 @@ from ci.gha_steps import (
     LINUX_RUNNERS,
     PYPI_INDEX,
     PYTORCH_INDEX,
-    SELF_REPOSITORY_IGNORE,
     Job,
     Step,
     base_image_env,
@@ -68,9 +71,8 @@ from ci.gha_steps import job_key as job_key
 from ci.gha_windows import WINDOWS_CACHE as WINDOWS_CACHE
 from ci.gha_windows import toolkit_cache_key as toolkit_cache_key
 from ci.gha_windows import windows_build_job, windows_runner
-from ci.yamlout import Commented
 
-FILES = ("ci.yml", "images.yml", "wheels.yml", "gpu-tests.yml", "release.yml")
+FILES = ("ci.yml", "images.yml", "wheels.yml", "gpu-tests.yml", "release.yml", "dispatch.yml")
 
 # --- ci.yml ------------------------------------------------------------------------------------------------
 
@@ -239,15 +241,16 @@ def import_job(ctx: Context, target: targets.Target) -> Job:
 def wheels_workflow(ctx: Context) -> dict[str, Any]:
     jobs: dict[str, Job] = {}
     for target in ctx.linux:
-        jobs[job_key("build", target.id)] = linux_build_job(ctx, target)
+        jobs[job_key("build", target.id)] = only_selected(linux_build_job(ctx, target), target.id)
     for target in ctx.windows:
-        jobs[job_key("build", target.id)] = windows_build_job(ctx, target)
+        jobs[job_key("build", target.id)] = only_selected(windows_build_job(ctx, target), target.id)
     for target in (*ctx.linux, *ctx.windows):
-        jobs[job_key("import", target.id)] = import_job(ctx, target)
+        jobs[job_key("import", target.id)] = only_selected(import_job(ctx, target), target.id)
     cache_input = {"description": "restore the Windows CUDA toolkits from the Actions cache (never in a release)",
                    "type": "boolean", "default": False}
-    return document(ctx, "Wheels", {"workflow_call": {"inputs": {"cache": cache_input}},
-                                    "workflow_dispatch": {"inputs": {"cache": {**cache_input, "default": True}}}},
+    return document(ctx, "Wheels", {"workflow_call": {"inputs": {"cache": cache_input, "targets": TARGETS_INPUT}},
+                                    "workflow_dispatch": {"inputs": {"cache": {**cache_input, "default": True},
+                                                                     "targets": TARGETS_INPUT}}},
                     jobs, {"group": "wheels-${{ github.ref }}", "cancel-in-progress": False})
 
 
@@ -288,18 +291,14 @@ def gpu_workflow(ctx: Context) -> dict[str, Any]:
             upload(f"gpu-results-{target.id}", f"test-results/{target.id}/", when="always()", if_missing="warn",
                    overwrite=True),
         ]
-        jobs[job_key("test-gpu", target.id)] = {
+        jobs[job_key("test-gpu", target.id)] = only_selected({
             "name": f"test-gpu {target.id}", "if": f"{variable} != ''",
             "runs-on": ["self-hosted", f"${{{{ {variable} }}}}"], "timeout-minutes": 120,
-            "permissions": permissions(contents="read"), "steps": steps}
-    return document(ctx, "GPU tests", {"workflow_call": None}, jobs)
+            "permissions": permissions(contents="read"), "steps": steps}, target.id)
+    return document(ctx, "GPU tests", {"workflow_call": {"inputs": {"targets": TARGETS_INPUT}}}, jobs)
 
 
 # --- release.yml -------------------------------------------------------------------------------------------
-
-
-def local_workflow(name: str) -> Commented:
-    return Commented(f"./.github/workflows/{name}", SELF_REPOSITORY_IGNORE)
 
 
 def release_workflow(ctx: Context) -> dict[str, Any]:
@@ -325,17 +324,6 @@ def release_workflow(ctx: Context) -> dict[str, Any]:
         "  | sort > uploaded.txt\n"
         "(cd assets && ls -1) | sort > expected.txt\n"
         "diff expected.txt uploaded.txt\n"
-    )
-    site_script = (
-        "mkdir -p manifests\n"
-        'gh release list --repo "$GITHUB_REPOSITORY" --limit 1000 --json tagName --jq ".[].tagName" \\\n'
-        "  | while read -r tag; do\n"
-        '    gh release download "$tag" --repo "$GITHUB_REPOSITORY" --pattern release-manifest.json '
-        '--dir "manifests/$tag" \\\n'
-        '      || echo "::notice::release $tag has no release-manifest.json (not made by the farm)"\n'
-        "  done\n"
-        "python -m ci release --site site --manifests manifests "
-        '--base-url "https://github.com/$GITHUB_REPOSITORY/releases/download"\n'
     )
     jobs: dict[str, Job] = {
         "images": {"name": "builder images", "uses": local_workflow("images.yml"),
@@ -386,17 +374,7 @@ def release_workflow(ctx: Context) -> dict[str, Any]:
                        "with": {"subject-checksums": "assets/SHA256SUMS"}},
                       {"name": "Create the release", "env": {"GH_TOKEN": "${{ github.token }}"},
                        "run": release_script}]},
-        "publish-index": {
-            "name": "per-variant indexes on GitHub Pages", "if": is_tag, "needs": "publish-github",
-            "runs-on": LINUX_RUNNER, "timeout-minutes": 20,
-            "environment": {"name": "github-pages", "url": "${{ steps.deploy.outputs.page_url }}"},
-            "permissions": permissions(contents="read", pages="write", oidc="deploy to GitHub Pages"),
-            "steps": [*prologue(ctx),
-                      {"name": "The indexes of every release (from their manifests)",
-                       "env": {"GH_TOKEN": "${{ github.token }}"}, "run": site_script},
-                      {"name": "Upload the site", "uses": actions.UPLOAD_PAGES_ARTIFACT.uses(),
-                       "with": {"path": "site/"}},
-                      {"name": "Deploy", "id": "deploy", "uses": actions.DEPLOY_PAGES.uses()}]},
+        "publish-index": index_site_job(ctx, is_tag, "publish-github"),
     }
     return document(ctx, "Release", {"push": {"tags": ["v*"]}, "workflow_dispatch": None}, jobs,
                     {"group": "release-${{ github.ref }}", "cancel-in-progress": False})
@@ -405,7 +383,8 @@ def release_workflow(ctx: Context) -> dict[str, Any]:
 def render(ctx: Context) -> dict[str, dict[str, Any]]:
     """Every workflow document, by file name."""
     return {"ci.yml": ci_workflow(ctx), "images.yml": images_workflow(ctx), "wheels.yml": wheels_workflow(ctx),
-            "gpu-tests.yml": gpu_workflow(ctx), "release.yml": release_workflow(ctx)}
+            "gpu-tests.yml": gpu_workflow(ctx), "release.yml": release_workflow(ctx),
+            "dispatch.yml": dispatch_workflow(ctx)}
 
 
 def iter_uses(document: Mapping[str, Any]) -> Sequence[tuple[str, str, object]]:

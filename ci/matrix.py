@@ -27,6 +27,8 @@ from collections.abc import Iterable, Mapping
 from ci.archs import parse_arch_list as parse_arch_list
 from ci.archs import supported_archs as supported_archs
 from ci.archs import with_arch_list as with_arch_list
+from ci.archs import with_extra_archs as with_extra_archs
+from ci.archs import with_torch_archs as with_torch_archs
 from ci.errors import MatrixError as MatrixError
 from ci.matrix_types import Cell as Cell
 from ci.matrix_types import Toolkit as Toolkit
@@ -47,15 +49,22 @@ _PY_3_10_14 = ("3.10", "3.11", "3.12", "3.13", "3.14")
 #: torch releases on PyPI (newest patch of each minor), read from PyPI's simple
 #: index (``nox -s universe`` checks it). PyPI's wheels of 2.8-2.10 are CUDA
 #: 12.8 builds, 2.11 onwards CUDA 13.0.
+#: The SASS lists are those of the cp312 manylinux_2_28 wheels' ``torch._C._cuda_getArchFlags()`` (the string
+#: ``torch.cuda.get_arch_list()`` returns on a GPU machine), read from PyPI by ``nox -s torch-archs``, which also
+#: says when this table and PyPI disagree. None of them carries PTX. PyPI's aarch64 wheels of 2.8-2.10 are CPU builds.
+_CU128_SASS = ("7.0", "7.5", "8.0", "8.6", "9.0", "10.0", "12.0")
+_CU130_SASS = ("7.5", "8.0", "8.6", "9.0", "10.0", "12.0")
+_CU130_SASS_AARCH64 = ("8.0", "9.0", "10.0", "11.0", "12.0")
 TORCH_RELEASES: tuple[TorchRelease, ...] = (
-    TorchRelease("2.8.0", "12.8", ("3.9", "3.10", "3.11", "3.12", "3.13")),
-    TorchRelease("2.9.1", "12.8", _PY_3_10_14),
-    TorchRelease("2.10.0", "12.8", _PY_3_10_14),
-    TorchRelease("2.11.0", "13.0", _PY_3_10_14, aarch64=True),
-    TorchRelease("2.12.1", "13.0", _PY_3_10_14, aarch64=True),
-    TorchRelease("2.13.0", "13.0", _PY_3_10_14, aarch64=True),
-    TorchRelease("2.14.1", "13.0", _PY_3_10_14, aarch64=True),
-    TorchRelease("2.15.0", "13.0", ("3.11", "3.12", "3.13", "3.14", "3.15"), aarch64=True),
+    TorchRelease("2.8.0", "12.8", ("3.9", "3.10", "3.11", "3.12", "3.13"), sass=_CU128_SASS),
+    TorchRelease("2.9.1", "12.8", _PY_3_10_14, sass=_CU128_SASS),
+    TorchRelease("2.10.0", "12.8", _PY_3_10_14, sass=_CU128_SASS),
+    TorchRelease("2.11.0", "13.0", _PY_3_10_14, aarch64=True, sass=_CU130_SASS, sass_aarch64=_CU130_SASS_AARCH64),
+    TorchRelease("2.12.1", "13.0", _PY_3_10_14, aarch64=True, sass=_CU130_SASS, sass_aarch64=_CU130_SASS_AARCH64),
+    TorchRelease("2.13.0", "13.0", _PY_3_10_14, aarch64=True, sass=_CU130_SASS, sass_aarch64=_CU130_SASS_AARCH64),
+    TorchRelease("2.14.1", "13.0", _PY_3_10_14, aarch64=True, sass=_CU130_SASS, sass_aarch64=_CU130_SASS_AARCH64),
+    TorchRelease("2.15.0", "13.0", ("3.11", "3.12", "3.13", "3.14", "3.15"), aarch64=True, sass=_CU130_SASS,
+                 sass_aarch64=_CU130_SASS_AARCH64),
 )
 
 #: Compatibility view used by older callers: torch minor -> CUDA version of its PyPI wheels.
@@ -360,7 +369,7 @@ def validate(cell: Cell) -> Cell:
             f"host compiler is outside CUDA {cell.cuda}'s supported range gcc-{MIN_GCC} to gcc-{newest}",
             cell.host_compiler, "pick a gcc in that range; nvcc would refuse this one",
         )
-    if cell.ptx_arch not in cell.sass_archs:
+    if cell.ptx_arch and cell.ptx_arch not in cell.sass_archs:
         raise MatrixError("ptx_arch must also be in sass_archs", cell.ptx_arch, "add it to the cell's sass_archs")
     for req in cell.toolkit.packages + cell.toolkit.library_headers:
         if cell.toolkit.kind == "pypi" and "==" not in req:

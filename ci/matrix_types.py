@@ -103,9 +103,9 @@ class Cell:
 
     @property
     def arch_list(self) -> str:
-        """The value for ``TORCH_CUDA_ARCH_LIST``."""
+        """The value for ``TORCH_CUDA_ARCH_LIST`` (``ptx_arch`` empty: no PTX, SASS only)."""
         parts = [a + ("+PTX" if a == self.ptx_arch else "") for a in self.sass_archs]
-        if self.ptx_arch not in self.sass_archs:
+        if self.ptx_arch and self.ptx_arch not in self.sass_archs:
             parts.append(self.ptx_arch + "+PTX")
         return ";".join(parts)
 
@@ -125,6 +125,15 @@ class TorchRelease:
     pythons: tuple[str, ...]
     #: PyPI has CUDA builds of it for manylinux_2_28_aarch64 (2.11 onwards; older aarch64 wheels are CPU builds).
     aarch64: bool = False
+    #: The architectures torch's own CUDA build carries SASS for (``torch.cuda.get_arch_list()`` of that
+    #: wheel, read once per release by ``nox -s torch-archs``): x86_64 (and win_amd64, built by PyTorch with the
+    #: same list), and linux_aarch64.
+    sass: tuple[str, ...] = ()
+    sass_aarch64: tuple[str, ...] = ()
+
+    def archs_for(self, arch: str) -> tuple[str, ...]:
+        """Torch's SASS list for a wheel's CPU architecture (``x86_64``, ``amd64``, ``aarch64``)."""
+        return self.sass_aarch64 if arch == "aarch64" else self.sass
 
     @property
     def minor(self) -> str:

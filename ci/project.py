@@ -113,6 +113,7 @@ class ProjectConfig:
     requires_python: SpecifierSet | None
     cuda: tuple[str, ...]
     cuda_archs: str | None
+    extra_cuda_archs: str | None
     build_env: Mapping[str, str]
     cpu_env: Mapping[str, str]
     debug_env: Mapping[str, str]
@@ -140,7 +141,7 @@ class ProjectConfig:
 # --- reading ---------------------------------------------------------------------------------
 
 _KEYS = {
-    "version", "name", "import-name", "abi", "python-abi", "torch", "python", "cuda", "cuda-archs",
+    "version", "name", "import-name", "abi", "python-abi", "torch", "python", "cuda", "cuda-archs", "extra-cuda-archs",
     "build-env", "cpu-env", "debug-env", "cuda-libraries", "cpu-libraries", "commands", "toolkit-libraries",
     "archs", "max-wheel-size",
 }
@@ -290,6 +291,7 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
 
     cuda = _string_list(table, "cuda", ())
     cuda_archs = _string(table, "cuda-archs", None)
+    extra_cuda_archs = _string(table, "extra-cuda-archs", None)
     build_env = _string_table(table, "build-env", DEFAULT_BUILD_ENV, BUILD_PLACEHOLDERS)
     cpu_env = _string_table(table, "cpu-env", {}, BUILD_PLACEHOLDERS)
     debug_env = _string_table(table, "debug-env", {}, BUILD_PLACEHOLDERS)
@@ -324,7 +326,8 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
     return ProjectConfig(
         root=root, source=source, name=name, import_name=import_name, abi=abi, python_abi=python_abi,
         torch=torch, torch_spec=torch_spec, python=python, python_spec=python_spec,
-        requires_python=requires_python, cuda=cuda, cuda_archs=cuda_archs, build_env=build_env,
+        requires_python=requires_python, cuda=cuda, cuda_archs=cuda_archs, extra_cuda_archs=extra_cuda_archs,
+        build_env=build_env,
         cpu_env=cpu_env, debug_env=debug_env, cuda_libraries=cuda_libraries, cpu_libraries=cpu_libraries,
         toolkit_libraries=toolkit_libraries, commands=commands, archs=archs,
         build_requires=_build_requires(pyproject),

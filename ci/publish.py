@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ci import fsutil, options, proc, report, toolkit, wheelmeta
+from ci import describe, fsutil, options, proc, report, toolkit, wheelmeta
 from ci.audit import AuditResult, raise_for_failures
 from ci.errors import CommandFailed
 from ci.targets import Target
@@ -106,11 +106,16 @@ def publish(
     started: float,
     image: str | None = None,
     epoch: str | None = None,
+    cuobjdump: Path | None = None,
 ) -> report.BuildReport:
-    """Repair, set the final metadata, audit, move into the wheelhouse, write the report."""
+    """Repair, describe (ci/describe.py: the torch range from the binary, the coverage file), set the final
+    metadata, audit, move into the wheelhouse, write the report."""
     repaired = repair(built, stage / "repaired")
+    described = describe.describe_wheel(repaired, target, cuobjdump)
+    proc.console.print(f"[bold]torch requirement[/] {described.note}")
     final = wheelmeta.rewrite(repaired, stage / "final", local_version=target.local_version,
-                              torch_pin=target.torch_pin, epoch=int(epoch) if epoch else None)
+                              torch_pin=described.requirement, epoch=int(epoch) if epoch else None,
+                              dist_info_files={describe.FILE: described.document})
     result = audit(final)
     raise_for_failures(result)
     dest_dir = outputs.target_dir(target)

@@ -84,6 +84,11 @@ def print_report(report: BuildReport, console: Console | None = None) -> None:
     if report.image:
         table.add_row("image", report.image)
     table.add_row("build time", f"{report.build_seconds:.1f} s")
+    for check in report.checks:
+        if check["name"] == "torch-range" and check["ok"]:
+            table.add_row("torch range", str(check["detail"]))
+        elif check.get("warn"):
+            table.add_row(f"[yellow]warning[/] {check['name']}", str(check["detail"]))
     failed = [c for c in report.checks if not c["ok"]]
     verdict = f"[green]{len(report.checks)} checks passed[/]" if not failed else f"[red]{len(failed)} failed[/]"
     table.add_row("audit", verdict)

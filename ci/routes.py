@@ -124,10 +124,29 @@ def container_glibc(cell: matrix.Cell) -> str:
     return linked_glibc(base)
 
 
+def archs_source(target: Target) -> str:
+    """Where a target's architectures come from: the target torch's own build, with the project's additions or
+    the toolkit's limits, or the project's own list."""
+    own = matrix.get_torch(target.torch).archs_for(target.arch)
+    sass = target.cell.sass_archs
+    if target.project.cuda_archs:
+        return "the project's cuda-archs"
+    label = f"torch {matrix.minor_of(target.torch)}'s"
+    if tuple(sass) == tuple(own):
+        return label
+    if set(sass) > set(own):
+        return f"{label} + the project's {' '.join(a for a in sass if a not in own)}"
+    dropped = [a for a in own if a not in sass]
+    return f"{label} less {' '.join(dropped)}: beyond CUDA {target.cell.cuda}" + (
+        f", PTX {target.cell.ptx_arch} for those" if target.cell.ptx_arch else "")
+
+
 def matrix_json(config: ProjectConfig, chosen: Sequence[Target]) -> dict[str, object]:
     """``matrix --json``: the project, its targets with their routes, and the cells of the universe."""
     return {"project": config.name, "abi": config.abi, "python_abi": config.python_abi,
-            "targets": [{**t.as_dict(), "route": route(t).as_dict()} for t in chosen],
+            "targets": [{**t.as_dict(), "route": route(t).as_dict(),
+                         "torch_sass": list(matrix.get_torch(t.torch).archs_for(t.arch)),
+                         "archs_source": archs_source(t)} for t in chosen],
             "cells": [c.as_dict() for c in matrix.CELLS]}
 
 
@@ -148,6 +167,6 @@ def matrix_table(config: ProjectConfig, chosen: Sequence[Target]) -> Table:
         python = f"{t.python} (abi3 >= {t.oldest_python})" if t.abi3 else t.python  # build Python, and the floor
         floor = "-" if t.os == "windows" else f"release {found.release_floor}; here glibc {found.local_glibc}"
         table.add_row(t.id, t.torch, python, cell.cuda + (" (release)" if cell.release else ""), t.arch,
-                      f"{' '.join(cell.sass_archs)} / {cell.ptx_arch}", compiler, floor,
+                      f"{' '.join(cell.sass_archs)} / {cell.ptx_arch or '-'} ({archs_source(t)})", compiler, floor,
                       f"{found.local_toolkit} / {found.github_toolkit}", f"{found.local} / {found.github}")
     return table

@@ -338,7 +338,7 @@ def proof_arch_list(config: ProjectConfig) -> str:
     from ci import targets
 
     cell = targets.default_target(config).cell
-    return f"{cell.ptx_arch}+PTX"
+    return f"{cell.ptx_arch or cell.sass_archs[-1]}+PTX"
 
 
 def build_wheel_from_sdist(config: ProjectConfig, sdist: Path, dest: Path, *, arch_list: str | None = None,

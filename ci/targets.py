@@ -55,7 +55,15 @@ def stand_in(target: Target) -> Target | None:
     cell = matrix.stand_in_of(target.cell)
     if cell is None:
         return None
-    return dataclasses.replace(target, cell=matrix.with_arch_list(cell, target.project.cuda_archs))
+    return dataclasses.replace(target, cell=target_cell(target.project, cell, target.torch, target.arch))
+
+
+def target_cell(config: ProjectConfig, cell: matrix.Cell, torch: str, arch: str) -> matrix.Cell:
+    """``cell`` with one target's architectures: those of the target torch's own build for the wheel's CPU
+    architecture (``TorchRelease.archs_for``), the project's ``cuda-archs`` instead where it sets them, then its
+    ``extra-cuda-archs``."""
+    cell = matrix.with_torch_archs(cell, matrix.get_torch(torch).archs_for(arch))
+    return matrix.with_extra_archs(matrix.with_arch_list(cell, config.cuda_archs), config.extra_cuda_archs)
 
 
 class TargetError(UsageError):
@@ -218,7 +226,8 @@ def _python_allowed(config: ProjectConfig, python: str) -> bool:
     return not (config.requires_python is not None and version not in config.requires_python)
 
 
-def _cells_for(config: ProjectConfig, cuda_major: int | None, arch: str = "x86_64") -> list[matrix.Cell]:
+def _cells_for(config: ProjectConfig, cuda_major: int | None, arch: str = "x86_64",
+               torch: str | None = None) -> list[matrix.Cell]:
     if config.cuda:
         chosen = [matrix.get_cell(key) for key in config.cuda]
     elif config.abi == "stable":
@@ -232,7 +241,7 @@ def _cells_for(config: ProjectConfig, cuda_major: int | None, arch: str = "x86_6
     if arch == "aarch64":
         chosen = [c for c in chosen if c.aarch64]
     unique: dict[str, matrix.Cell] = {c.name: c for c in chosen}
-    return [matrix.with_arch_list(c, config.cuda_archs) for c in unique.values()]
+    return [target_cell(config, c, torch or c.torch, arch) for c in unique.values()]
 
 
 def declared_floor(requires_python: SpecifierSet | None) -> str | None:
@@ -324,7 +333,7 @@ def targets_for(config: ProjectConfig, os: str = "linux", arch: str | None = Non
         for release in torch_releases(config):
             if cross and not release.aarch64:
                 continue
-            cells = _cells_for(config, release.cuda_major, arch)
+            cells = _cells_for(config, release.cuda_major, arch, release.version)
             if not cells:
                 raise TargetError(
                     f"torch {release.minor} is built with CUDA {release.cuda}, but no toolkit cell of CUDA "
@@ -401,7 +410,7 @@ def select(config: ProjectConfig, selection: Selection, os: str = "linux") -> tu
             if arch != "x86_64" and not cell.aarch64:
                 raise TargetError(f"cell {cell.name} has no {arch} toolkit", selection.cuda,
                                   "aarch64 wheels are built in the CUDA 13 cells (nox -s matrix lists them)")
-            matching = [Target(config, matrix.with_arch_list(cell, config.cuda_archs), cell.torch, python, os,
+            matching = [Target(config, target_cell(config, cell, cell.torch, arch), cell.torch, python, os,
                                abi3_floor=chosen[0].abi3_floor if chosen else abi3_floor(config, python), arch=arch)]
         if not matching:
             raise TargetError(f"{config.name} has no target for CUDA", selection.cuda,

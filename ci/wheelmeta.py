@@ -31,6 +31,7 @@ import os
 import re
 import time
 import zipfile
+from collections.abc import Mapping
 from email.parser import HeaderParser
 from pathlib import Path
 
@@ -192,10 +193,11 @@ def local_matches(local: str, label: str) -> bool:
 
 
 def rewrite(wheel: Path, outdir: Path, *, local_version: str = "", torch_pin: str | None = None,
-            epoch: int | None = None) -> Path:
+            epoch: int | None = None, dist_info_files: Mapping[str, bytes] | None = None) -> Path:
     """Write ``wheel`` again into ``outdir``: the farm's local label merged with the wheel's own local version
-    (:func:`merge_local`), torch pin, deterministic archive (entry times from ``epoch``, else
-    SOURCE_DATE_EPOCH, else 1980)."""
+    (:func:`merge_local`), torch requirement, files added to (or replaced in) the dist-info folder
+    (``cuda-ext-farm.json``), deterministic archive (entry times from ``epoch``, else SOURCE_DATE_EPOCH, else
+    1980)."""
     parsed = parse_name(wheel)
     local = merge_local(local_version, parsed.version.local or "")
     version = f"{parsed.version.public}+{local}" if local else parsed.version.public
@@ -215,10 +217,13 @@ def rewrite(wheel: Path, outdir: Path, *, local_version: str = "", torch_pin: st
             data = zf.read(item)
             if name.startswith(old_info + "/"):
                 name = new_info + name[len(old_info):]
+                if dist_info_files and name[len(new_info) + 1:] in dist_info_files:
+                    continue
                 if name == f"{new_info}/METADATA":
                     data = _set_requirements(data.decode("utf-8"), torch_pin, version).encode("utf-8")
             mode = (item.external_attr >> 16) & 0o777
             entries.append((name, data, 0o755 if mode & 0o111 else 0o644))
+    entries += [(f"{new_info}/{name}", data, 0o644) for name, data in (dist_info_files or {}).items()]
     # dist-info last (the wheel spec's recommendation), everything else sorted.
     entries.sort(key=lambda e: (e[0].startswith(new_info + "/"), e[0]))
     record = io.StringIO()

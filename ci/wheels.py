@@ -349,4 +349,5 @@ def build_in_container(job: ContainerBuild) -> report.BuildReport:
                 return audit.audit_wheel(wheel, target, cuobjdump, resolutions=resolutions)
 
             return publish.publish(target, built, stage, job.outputs, repair=keep, audit=run_audit,
-                                   mode="container", nvcc=nvcc_version(target.cell), started=started, image=job.image)
+                                   mode="container", nvcc=nvcc_version(target.cell), started=started, image=job.image,
+                                   cuobjdump=cuobjdump)

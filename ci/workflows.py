@@ -2,7 +2,7 @@
 (``nox -s workflows`` writes them; a test fails when they drift from the matrix).
 
 * ``python -m ci workflows [--project DIR]`` writes ``DIR/.github/workflows/{ci,images,wheels,gpu-tests,
-  release}.yml`` (``ci/gha.py`` builds them: one job per target id, named by it). A project other than the
+  release,dispatch}.yml`` (``ci/gha.py`` builds them: one job per target id, named by it). A project other than the
   farm's own checkout names the farm's repository and commit (``--farm-repository``, ``--farm-ref``), which its
   workflows check out.
 * ``--check`` renders again and fails, with a diff, when the committed files differ: a cell or a target added
@@ -14,7 +14,7 @@
   its GitHub Action, ``action.yml`` (GitHub's action schema). docs/github-actions.md.
 * The workflows' own helpers: ``--pull-image CELL`` / ``--push-image CELL`` move a builder image between the
   engine and the repository's registry under its content tag; ``--changed-cells`` lists the cells whose tag the
-  registry lacks.
+  registry lacks; ``--dispatch-plan|-assemble|-merge``, the dispatch workflow's (ci/dispatch.py).
 
 The argument hook is standard library only (``ci/cli.py`` imports it before any environment exists).
 """
@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ci import dispatch
 from ci.errors import CommandFailed, MissingRequirement, UsageError
 
 if TYPE_CHECKING:
@@ -56,13 +57,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     mode.add_argument("--push-image", metavar="CELL", help="(workflows) push the cell's builder image")
     mode.add_argument("--changed-cells", action="store_true", help="(workflows) the project's Linux cells whose "
                       "builder image tag is not in the registry, as JSON; writes cells=... to GITHUB_OUTPUT")
-    parser.add_argument("--out", help="the workflows folder (default: <project>/.github/workflows)")
+    parser.add_argument("--out", help="the workflows folder (default: <project>/.github/workflows), or --dispatch-*'s")
     parser.add_argument("--farm-repository", help="for a project other than the farm: the farm's GitHub "
                         "repository (owner/name) its workflows check out")
     parser.add_argument("--farm-ref", help="the farm's commit (full SHA) those workflows pin")
     parser.add_argument("--default-branch", default="main", help="the branch whose pushes rebuild images")
     parser.add_argument("--registry", help="the image registry (default: FARM_REGISTRY, else "
                         "ghcr.io/<GITHUB_REPOSITORY in lower case>)")
+    dispatch.add_arguments(mode, parser)
 
 
 def cmd_workflows(args: argparse.Namespace) -> int:
@@ -75,6 +77,8 @@ def cmd_workflows(args: argparse.Namespace) -> int:
         return push_image(args.push_image, registry(args.registry))
     if args.changed_cells:
         return changed_cells(config, registry(args.registry))
+    if (handled := dispatch.command(args, config)) is not None:
+        return handled
     folder = Path(args.out) if args.out else config.root / WORKFLOWS_DIR
     if args.lint:
         return lint(folder, documents(config, args.farm_repository, args.farm_ref, args.default_branch, folder),

@@ -90,13 +90,14 @@ def test_built_wheel_passes_every_audit_check(built_wheel: Path) -> None:
     result = audit.audit_wheel(built_wheel, target, toolkit.ensure_cuobjdump(), search=search)
     assert result.ok, [c for c in result.checks if not c.ok]
     assert result.sass == tuple(audit.arch_to_sm(a) for a in target.cell.sass_archs)
-    assert result.ptx == (audit.arch_to_sm(target.cell.ptx_arch),)
+    assert result.ptx == ((audit.arch_to_sm(target.cell.ptx_arch),) if target.cell.ptx_arch else ())
     assert all(t.startswith("cp310-abi3-manylinux") for t in result.tags)
     names = {c.name.split(":")[0] for c in result.checks}
-    assert {"symbols", "cpu-only", "cuda-code", "cuda-runtime", "metadata", "abi3audit", "wheel-size"} <= names
+    assert {"symbols", "cpu-only", "cuda-code", "cuda-runtime", "metadata", "abi3audit", "wheel-size", "torch-range",
+            "coverage-file", "sass-torch"} <= names
     # Every SASS architecture and the PTX carry bytes (the images cuobjdump extracts from the fatbinary).
     per_arch = dict(result.arch_bytes)
-    assert list(per_arch) == [*result.sass, f"{result.ptx[0]} PTX"]
+    assert list(per_arch) == [*result.sass, *(f"{p} PTX" for p in result.ptx)]
     assert all(size > 0 for size in per_arch.values())
     cuda_lib = next(lib for lib in result.libraries if "_C_cuda" in lib.path)
     assert "libcudart.so.13" in cuda_lib.needed and not cuda_lib.rpaths and cuda_lib.has_cuda_code

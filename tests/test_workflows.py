@@ -185,7 +185,8 @@ def test_only_publish_jobs_get_an_oidc_token(documents: dict[str, dict[str, Any]
     holders = {(name, key) for name, doc in documents.items() for key, job in doc["jobs"].items()
                if "id-token" in job["permissions"]}
     assert holders == {("release.yml", "publish-pypi"), ("release.yml", "publish-github"),
-                       ("release.yml", "publish-index")}
+                       ("release.yml", "publish-index"), ("dispatch.yml", "publish-github"),
+                       ("dispatch.yml", "publish-index")}
     jobs = documents["release.yml"]["jobs"]
     assert set(jobs["publish-pypi"]["permissions"]) == {"id-token"}
     assert jobs["publish-pypi"]["environment"]["name"] == "pypi"
@@ -196,7 +197,13 @@ def test_only_publish_jobs_get_an_oidc_token(documents: dict[str, dict[str, Any]
     writers = {(n, k) for n, d in documents.items() for k, j in d["jobs"].items()
                if any(str(v.value) == "write" for s, v in j["permissions"].items() if s != "id-token")}
     assert writers == {("release.yml", "images"), ("release.yml", "publish-github"), ("release.yml", "publish-index"),
+                       ("dispatch.yml", "publish-github"), ("dispatch.yml", "publish-index"),
                        *(("images.yml", k) for k in documents["images.yml"]["jobs"])}
+    # A dispatch publishes only when asked to, on a tag, and never to PyPI (which cannot take a file back).
+    dispatch = documents["dispatch.yml"]["jobs"]
+    for key in ("publish-github", "publish-index"):
+        assert dispatch[key]["if"] == "inputs.publish && github.ref_type == 'tag'"
+    assert not any("pypi-publish" in str(u) for _, _, u in gha.iter_uses(documents["dispatch.yml"]))
 
 
 def test_ci_is_read_only_and_never_pushes(documents: dict[str, dict[str, Any]]) -> None:
@@ -267,8 +274,13 @@ def test_gpu_tests_are_skipped_visibly_without_the_runner_variable(documents: di
     assert "::warning title=GPU tests skipped::" in notice["steps"][0]["run"]
     gpu_jobs = [j for k, j in jobs.items() if k.startswith("test-gpu-")]
     assert len(gpu_jobs) == 4
-    for job in gpu_jobs:
-        assert job["if"] == "vars.GPU_RUNNER_LABEL != ''"
+    for key, job in jobs.items():
+        if not key.startswith("test-gpu-"):
+            continue
+        target_id = job["name"].removeprefix("test-gpu ")
+        # ... and, called with targets (dispatch.yml), skipped for a target not named.
+        assert job["if"] == ("vars.GPU_RUNNER_LABEL != '' && (!inputs.targets || "
+                             f"contains(fromJSON(inputs.targets), '{target_id}'))")
         assert job["runs-on"] == ["self-hosted", "${{ vars.GPU_RUNNER_LABEL }}"]
         assert any("nox -s test-gpu -- --target" in s.get("run", "") for s in job["steps"])
         results = next(s for s in job["steps"] if str(s["name"]).startswith("Upload gpu-results-"))

@@ -35,7 +35,7 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from ci import matrix, proc, wheel_size, wheelmeta
+from ci import describe, matrix, wheel_size, wheelmeta
 from ci.audit import (
     AuditResult,
     Check,
@@ -46,7 +46,6 @@ from ci.audit import (
     check_wheel_tag,
     expected_prefix,
     no_cuda_code_advice,
-    parse_cuobjdump,
 )
 from ci.project import DEFAULT_MAX_WHEEL_SIZE
 from ci.targets import Target
@@ -335,11 +334,11 @@ def audit_wheel(
         ptx: tuple[str, ...] = ()
         per_arch: tuple[tuple[str, int], ...] = ()
         if cell is not None and cuda_libs and cuobjdump is not None:
-            elf = [proc.run([cuobjdump, "--list-elf", p], capture=True, check=False).stdout for p in cuda_libs]
-            ptxs = [proc.run([cuobjdump, "--list-ptx", p], capture=True, check=False).stdout for p in cuda_libs]
-            sass, ptx = parse_cuobjdump("\n".join(elf), "\n".join(ptxs))
+            sass, ptx = describe.list_archs(cuobjdump, cuda_libs)
             checks += check_archs(sass, ptx, cell.sass_archs, cell.ptx_arch)
             per_arch = tuple(wheel_size.arch_bytes(cuobjdump, cuda_libs).items())
+        checks += describe.audit_checks(wheel, root, modules + vendored, target, sass, ptx, cuda=cell is not None,
+                                        archs_read=cell is None or cuobjdump is not None)
         checks.append(wheel_size.check_size(wheel, target.project.max_wheel_size if target else DEFAULT_MAX_WHEEL_SIZE))
     return AuditResult(wheel=wheel, tags=tags, size_bytes=wheel.stat().st_size, libraries=libs, sass=sass, ptx=ptx,
                        checks=tuple(checks), arch_bytes=per_arch)

@@ -104,4 +104,5 @@ def build_target(target: Target, outputs: publish.Outputs, found: Discovery,
                 return result
 
             return publish.publish(target, built, stage, outputs, repair=repair.delvewheel_repair(options.dll_paths),
-                                   audit=run_audit, mode="windows", nvcc=tk.nvcc_version, started=started)
+                                   audit=run_audit, mode="windows", nvcc=tk.nvcc_version, started=started,
+                                   cuobjdump=cuobjdump)

@@ -1,0 +1,117 @@
+"""Read the CUDA architectures of torch's own wheels from PyPI (``nox -s torch-archs``), to record them once per
+release in ``ci/matrix.py`` (``TorchRelease.sass``, ``sass_aarch64``) and to say when that table is stale.
+
+``torch.cuda.get_arch_list()`` is ``torch._C._cuda_getArchFlags()`` split, and that is a string compiled into
+``libtorch_python.so`` (``CUDA_ARCH_FLAGS``, ``sm_75 sm_80 ...``): reading it needs neither a GPU nor an install of
+the 1-4 GB wheel. The wheel is read in place with HTTP range requests (PyPI's file host serves them, as pip's
+lazy-wheel does): the zip directory at its end, then the one compressed member, about 10 MB of a ~900 MB file.
+Standard library only; pip's own lazy wheel is internal API, hence this small reader.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import re
+import urllib.request
+import zipfile
+from collections.abc import Iterable
+
+from ci import matrix
+from ci.errors import CommandFailed
+
+SIMPLE = "https://pypi.org/simple/torch/"
+PLATFORMS = {"x86_64": "manylinux_2_28_x86_64", "aarch64": "manylinux_2_28_aarch64"}
+_FLAGS = re.compile(rb"(?:sm|compute)_\d+[af]?(?: (?:sm|compute)_\d+[af]?)+")
+
+
+class RangeFile(io.RawIOBase):
+    """A read-only, seekable view of a URL, fetched in ranges as it is read."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.position = 0
+        self.fetched = 0
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=60) as response:
+            self.size = int(response.headers["Content-Length"])
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.position, io.SEEK_END: self.size}[whence]
+        self.position = base + offset
+        return self.position
+
+    def readinto(self, buffer: memoryview | bytearray) -> int:  # type: ignore[override]
+        if self.position >= self.size or not len(buffer):
+            return 0
+        end = min(self.position + len(buffer), self.size) - 1
+        request = urllib.request.Request(self.url, headers={"Range": f"bytes={self.position}-{end}"})
+        with urllib.request.urlopen(request, timeout=120) as response:
+            data = response.read()
+        buffer[:len(data)] = data
+        self.position += len(data)
+        self.fetched += len(data)
+        return len(data)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadArchs:
+    version: str
+    arch: str
+    wheel: str
+    sass: tuple[str, ...]
+    ptx: tuple[str, ...]
+    fetched: int
+
+
+def wheel_url(version: str, arch: str, python: str = "3.12") -> tuple[str, str]:
+    """(file name, URL) of torch ``version``'s CPython ``python`` wheel for ``arch`` on PyPI."""
+    request = urllib.request.Request(SIMPLE, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        files = json.load(response)["files"]
+    tag = "cp" + python.replace(".", "")
+    for entry in files:
+        name = str(entry["filename"])
+        if name.startswith(f"torch-{version}-{tag}-{tag}-") and name.endswith(f"{PLATFORMS[arch]}.whl"):
+            return name, str(entry["url"])
+    raise CommandFailed("PyPI has no such torch wheel", f"torch {version} {tag} {PLATFORMS[arch]}",
+                        "check the release in ci/matrix.py TORCH_RELEASES")
+
+
+def sm_to_arch(sm: str) -> str:
+    m = re.fullmatch(r"(?:sm|compute)_(\d+)(\d)([af]?)", sm)
+    return f"{m.group(1)}.{m.group(2)}{m.group(3)}" if m else sm
+
+
+def read_archs(version: str, arch: str) -> ReadArchs:
+    """torch ``version``'s own architecture list for ``arch``, read from its PyPI wheel."""
+    name, url = wheel_url(version, arch)
+    remote = RangeFile(url)
+    with zipfile.ZipFile(io.BufferedReader(remote, buffer_size=1 << 16)) as zf:
+        member = next((n for n in zf.namelist() if n.endswith("/lib/libtorch_python.so")), None)
+        if member is None:
+            raise CommandFailed("no libtorch_python.so in the torch wheel", name, "PyTorch changed its layout")
+        data = zf.read(member)
+    found = sorted(set(_FLAGS.findall(data)), key=len)
+    flags = found[-1].decode().split() if found else []
+    return ReadArchs(version, arch, name, tuple(sm_to_arch(f) for f in flags if f.startswith("sm_")),
+                     tuple(sm_to_arch(f) for f in flags if f.startswith("compute_")), remote.fetched)
+
+
+def compare(releases: Iterable[matrix.TorchRelease], arch: str) -> list[tuple[ReadArchs, tuple[str, ...]]]:
+    """Each release's list on PyPI beside the one recorded (aarch64: only releases with aarch64 CUDA builds)."""
+    rows = []
+    for release in releases:
+        if arch == "aarch64" and not release.aarch64:
+            continue
+        rows.append((read_archs(release.version, arch), release.archs_for(arch)))
+    return rows
