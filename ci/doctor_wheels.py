@@ -37,11 +37,11 @@ from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, NormalizedName, parse_wheel_filename
 from packaging.version import Version
 
-from ci import index, wheelmeta
+from ci import describe, index, wheelmeta
 from ci.errors import UsageError
 
-#: The farm's machine-readable record of a wheel's CUDA build, in its .dist-info folder.
-FARM_FILE = "cuda-ext-farm.json"
+#: The farm's machine-readable record of a wheel's CUDA build, in its .dist-info folder (written by ci/describe.py).
+FARM_FILE = describe.FILE
 #: ``pt2.11.cu130``, ``pt2.13.cpu``, ``cu128``, ``cpu``, and the older ``pt211cu130``, at the start of a local version.
 LABEL = re.compile(r"^(?:pt(?P<torch>\d+\.\d+)\.|pt(?P<old>\d{3,})(?=cu|cpu))?(?P<variant>cu\d{3,}|cpu)(?:\.|$)")
 #: A variant inside an index or target folder name: ``cu130``, ``torch2.11-cu130``, ``fusedops-stable-cu130-cp310…``.

@@ -99,6 +99,10 @@ EXPECT: dict[str, tuple[str | None, dict[str, str]]] = {
                                                "SASS 7.5 8.0 8.6 8.9 9.0 10.0 12.0, PTX 12.0",
                                     PTX: "no code for GPU 0"}),
     # Printed by ci/doctor_probe.py on an H200 (torch 2.11.0, CUDA 13.0, CPython 3.12): sys_tags() recorded.
+    # The same probe on the H100 this session (python -m ci.doctor on an index of fusedops' real wheels chose the
+    # x86_64 cu130 one for its sm_90 SASS).
+    "h100_live_cu130": (STABLE13, {PT211: "built for CPython 3.11 (cp311-cp311), this is CPython 3.12 (cp312)",
+                                   CU124: "built for CUDA 12.4, this torch is built for CUDA 13.0"}),
     "h200_live_cu130": (STABLE13, {PT211: "built for CPython 3.11 (cp311-cp311), this is CPython 3.12 (cp312)",
                                    CU124: "built for CUDA 12.4, this torch is built for CUDA 13.0"}),
     "windows_rtx4090": (WIN, {STABLE13: "built for Linux x86_64 (manylinux_2_28_x86_64), this machine is Windows "
