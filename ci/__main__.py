@@ -378,20 +378,7 @@ def cmd_bench_builds(args: argparse.Namespace) -> int:
 def cmd_torch_archs(args: argparse.Namespace) -> int:
     from ci import torch_archs
 
-    stale = []
-    for arch in ("x86_64", "aarch64"):
-        for read, recorded in torch_archs.compare(matrix.TORCH_RELEASES, arch):
-            same = read.sass == recorded
-            console.print(f"torch {read.version} {arch}: SASS {' '.join(read.sass) or '-'}"
-                          f"{' PTX ' + ' '.join(read.ptx) if read.ptx else ''} ({read.wheel}, "
-                          f"{read.fetched / 2**20:.1f} MiB read)"
-                          + ("" if same else f" [red]recorded: {' '.join(recorded) or '-'}[/]"))
-            if not same:
-                stale.append(f"{read.version} {arch}")
-    if stale:
-        raise errors.MatrixError("ci/matrix.py's torch architecture lists differ from PyPI's wheels",
-                                 ", ".join(stale), "copy the lists above into TORCH_RELEASES (sass, sass_aarch64)")
-    console.print("every recorded list matches torch's own wheels")
+    torch_archs.check(matrix.TORCH_RELEASES, console)
     return 0
 
 

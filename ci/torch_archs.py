@@ -5,7 +5,7 @@ release in ``ci/matrix.py`` (``TorchRelease.sass``, ``sass_aarch64``) and to say
 ``libtorch_python.so`` (``CUDA_ARCH_FLAGS``, ``sm_75 sm_80 ...``): reading it needs neither a GPU nor an install of
 the 1-4 GB wheel. The wheel is read in place with HTTP range requests (PyPI's file host serves them, as pip's
 lazy-wheel does): the zip directory at its end, then the one compressed member, about 10 MB of a ~900 MB file.
-Standard library only; pip's own lazy wheel is internal API, hence this small reader.
+Standard library only (rich only to print); pip's own lazy wheel is internal API, hence this small reader.
 """
 
 from __future__ import annotations
@@ -17,9 +17,13 @@ import re
 import urllib.request
 import zipfile
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from ci import matrix
-from ci.errors import CommandFailed
+from ci.errors import CommandFailed, MatrixError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 SIMPLE = "https://pypi.org/simple/torch/"
 PLATFORMS = {"x86_64": "manylinux_2_28_x86_64", "aarch64": "manylinux_2_28_aarch64"}
@@ -115,3 +119,21 @@ def compare(releases: Iterable[matrix.TorchRelease], arch: str) -> list[tuple[Re
             continue
         rows.append((read_archs(release.version, arch), release.archs_for(arch)))
     return rows
+
+
+def check(releases: Iterable[matrix.TorchRelease], console: Console) -> None:
+    """Print each release's lists as PyPI's wheels have them; one line and a failure when the table differs."""
+    stale = []
+    for arch in ("x86_64", "aarch64"):
+        for read, recorded in compare(releases, arch):
+            same = read.sass == recorded
+            console.print(f"torch {read.version} {arch}: SASS {' '.join(read.sass) or '-'}"
+                          f"{' PTX ' + ' '.join(read.ptx) if read.ptx else ''} ({read.wheel}, "
+                          f"{read.fetched / 2**20:.1f} MiB read)"
+                          + ("" if same else f" [red]recorded: {' '.join(recorded) or '-'}[/]"))
+            if not same:
+                stale.append(f"{read.version} {arch}")
+    if stale:
+        raise MatrixError("ci/matrix.py's torch architecture lists differ from PyPI's wheels", ", ".join(stale),
+                          "copy the lists above into TORCH_RELEASES (sass, sass_aarch64)")
+    console.print("every recorded list matches torch's own wheels")

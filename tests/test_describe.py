@@ -218,8 +218,9 @@ def test_the_release_wheel_says_what_its_binary_needs(built_wheel: Path, tmp_pat
 @pytest.mark.wheel
 @pytest.mark.slow
 def test_pip_refuses_the_wheel_below_its_floor(built_wheel: Path) -> None:
-    """Resolution only (PyPI's metadata files, no torch download): the full install and smoke test at the floor is
-    `nox -s compat-floor`."""
+    """Resolution only (PyPI's metadata files, no torch download): pip refuses the wheel one release below its floor.
+    The other half, the install and smoke test at the floor, downloads torch 2.10 and its CUDA libraries (3 GB) and
+    is `nox -s compat-floor`."""
     at, below = describe.floor_releases(built_wheel)
     assert (at, below) == ("2.10.0", "2.9.1")
 
@@ -232,8 +233,6 @@ def test_pip_refuses_the_wheel_below_its_floor(built_wheel: Path) -> None:
     refused = dry_run(below)
     assert refused.returncode != 0 and "ResolutionImpossible" in refused.stdout + refused.stderr
     assert "depends on torch>=2.10" in refused.stdout + refused.stderr
-    accepted = dry_run(at)
-    assert accepted.returncode == 0, accepted.stderr[-2000:]
 
 
 @pytest.mark.slow
