@@ -66,8 +66,12 @@ def pypi_only(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def _target(cell: str) -> targets.Target:
+    """The project's Linux x86_64 target of ``cell``; for a local stand-in (cu124), its release cell's target built
+    there (a stand-in is in no default target list: ci/targets.py stand_in)."""
     config = project.load(ROOT)
-    return next(t for t in targets.targets_for(config, "linux") if t.cell.name == cell)
+    listed = targets.targets_for(config, "linux")
+    stand_ins = [s for s in (targets.stand_in(t) for t in listed) if s is not None]
+    return next(t for t in (*listed, *stand_ins) if t.cell.name == cell)
 
 
 def _wheel(target: targets.Target, request: pytest.FixtureRequest) -> tuple[Path, bool]:
