@@ -265,12 +265,12 @@ def assemble(config: ProjectConfig, artifacts: Path, ids: Sequence[str], out: Pa
              reaudit: bool = True) -> Manifest:
     """The release folder of the selected targets, checked as ``release --assemble`` checks a release's
     (``reaudit``: the Linux wheels audited again, as there; the tests' fake wheels are not)."""
-    from ci import audit, glibc_floor, proc, toolkit
+    from ci import proc
     from ci.install_lines import check_install_lines
     from ci.release_assembly import prepare_out, verify_release, write_release
     from ci.release_checks import check_extra_index, check_index_install
     from ci.release_manifest import write_manifest
-    from ci.release_plan import find_built, verify_built
+    from ci.release_plan import audit_again, find_built
     from ci.release_plan import plan as release_plan
 
     known = workflow_targets(config)
@@ -279,17 +279,7 @@ def assemble(config: ProjectConfig, artifacts: Path, ids: Sequence[str], out: Pa
         if target_id not in by_id:
             raise _not_built(config, target_id, known)
     built = find_built(artifacts, {i: by_id[i] for i in ids})
-    checks: dict[str, dict[str, str]] = {}
-    cuobjdump = None
-    for item in built:
-        at_build = verify_built(item)
-        if item.target.os == "linux" and reaudit:
-            cuobjdump = cuobjdump or toolkit.ensure_cuobjdump()
-            floor = glibc_floor.context_floor() or glibc_floor.RELEASE_FLOOR
-            result = audit.audit_wheel(item.wheel, item.target, cuobjdump, glibc_floor=floor)
-            audit.raise_for_failures(result)
-            at_build += f"; ok: {len(result.checks)} checks again in the assemble job"
-        checks[item.wheel.name] = {"audit": at_build}
+    checks = audit_again(built, reaudit)
     manifest = release_plan(config, built, None, tag=tag, commit=os.environ.get("GITHUB_SHA") or None, checks=checks)
     prepare_out(out)
     write_release(out, manifest, {item.wheel.name: item.wheel for item in built})

@@ -202,10 +202,13 @@ def run(args: argparse.Namespace, emit: Callable[[str], None] = print) -> int:
 
 
 def main(argv: Iterable[str] | None = None) -> int:
-    from ci import cli
-
+    """``python -m ci.doctor``: the command without the farm's tools (its own parser: nothing here imports the
+    farm's command line, which imports this module)."""
+    parser = argparse.ArgumentParser(prog="python -m ci.doctor", description="Which wheel of an index fits this "
+                                     "machine, and why each other one does not.")
+    add_arguments(parser)
     try:
-        return run(cli.parse(["doctor", *(sys.argv[1:] if argv is None else argv)]))
+        return run(parser.parse_args(list(sys.argv[1:] if argv is None else argv)))
     except FarmError as exc:
         if exc.details:
             print(exc.details, file=sys.stderr)

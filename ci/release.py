@@ -273,30 +273,19 @@ def _record_all(manifest: Manifest, file_name: str, results: Mapping[str, str]) 
 
 
 def _cmd_assemble(args: argparse.Namespace) -> int:
-    from ci import audit, glibc_floor, options, proc, toolkit
+    from ci import options, proc
     from ci.install_lines import check_install_lines
     from ci.release_assembly import prepare_out, verify_release, write_release
     from ci.release_checks import check_extra_index, check_index_install
     from ci.release_manifest import write_manifest
-    from ci.release_plan import all_targets, find_built, plan, verify_built
+    from ci.release_plan import all_targets, audit_again, find_built, plan
     from ci.sdist import find_sdist
 
     config = options.load_project(args)
     out = _default_out(args, config)
     by_id = all_targets(config)
     built = find_built(Path(args.assemble), by_id)
-    checks: dict[str, dict[str, str]] = {}
-    cuobjdump = None
-    for item in built:
-        at_build = verify_built(item)
-        if item.target.os == "linux" and not args.no_audit:
-            cuobjdump = cuobjdump or toolkit.ensure_cuobjdump()
-            # What is published is held to the release's floor (FARM_GLIBC_FLOOR names another).
-            floor = glibc_floor.context_floor() or glibc_floor.RELEASE_FLOOR
-            result = audit.audit_wheel(item.wheel, item.target, cuobjdump, glibc_floor=floor)
-            audit.raise_for_failures(result)
-            at_build += f"; ok: {len(result.checks)} checks again in the assemble job"
-        checks[item.wheel.name] = {"audit": at_build}
+    checks = audit_again(built, not args.no_audit)
     sdist = find_sdist(Path(args.sdist_dir)) if args.sdist_dir else None
     if sdist is None:
         proc.console.print("[yellow]no --sdist-dir[/]: the release has no sdist")

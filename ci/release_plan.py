@@ -92,6 +92,26 @@ def verify_built(built: Built) -> str:
     return f"ok: {len(checks)} checks at build ({rep.get('mode', '?')})"
 
 
+def audit_again(built: Sequence[Built], enabled: bool = True) -> dict[str, dict[str, str]]:
+    """Each wheel's build-time audit (``verify_built``) and, for Linux wheels when ``enabled``, the audit run again in
+    the assemble job: what is published is held to the release's glibc floor (``FARM_GLIBC_FLOOR`` names another).
+    A failed audit raises before anything is written. The release's and a dispatch's assemble share this."""
+    from ci import audit, glibc_floor, toolkit
+
+    checks: dict[str, dict[str, str]] = {}
+    cuobjdump = None
+    for item in built:
+        at_build = verify_built(item)
+        if item.target.os == "linux" and enabled:
+            cuobjdump = cuobjdump or toolkit.ensure_cuobjdump()
+            floor = glibc_floor.context_floor() or glibc_floor.RELEASE_FLOOR
+            result = audit.audit_wheel(item.wheel, item.target, cuobjdump, glibc_floor=floor)
+            audit.raise_for_failures(result)
+            at_build += f"; ok: {len(result.checks)} checks again in the assemble job"
+        checks[item.wheel.name] = {"audit": at_build}
+    return checks
+
+
 def version_parts(name: str) -> tuple[str, str]:
     from ci import wheelmeta
 
