@@ -14,7 +14,7 @@ it admits no torch below the floor (a narrower one, ``torch>=2.12``, is the proj
 **Coverage.** ``<name>-<version>.dist-info/cuda-ext-farm.json`` records what was learned, for tools (``doctor``)
 and people::
 
-    {"format": 1, "target": "fusedops-stable-cu130-cp310abi3-linux_x86_64", "cuda": "13.0", "abi": "stable",
+    {"format": 1, "target": "my_ext-stable-cu130-cp310abi3-linux_x86_64", "cuda": "13.0", "abi": "stable",
      "sass": ["7.5", ...], "ptx": [], "torch_requirement": "torch>=2.10", "torch_floor": "2.10",
      "torch_floor_source": "binary", "torch_floor_symbols": ["torch_library_impl", ...]}
 

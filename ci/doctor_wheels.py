@@ -44,7 +44,7 @@ from ci.errors import UsageError
 FARM_FILE = describe.FILE
 #: ``pt2.11.cu130``, ``pt2.13.cpu``, ``cu128``, ``cpu``, and the older ``pt211cu130``, at the start of a local version.
 LABEL = re.compile(r"^(?:pt(?P<torch>\d+\.\d+)\.|pt(?P<old>\d{3,})(?=cu|cpu))?(?P<variant>cu\d{3,}|cpu)(?:\.|$)")
-#: A variant inside an index or target folder name: ``cu130``, ``torch2.11-cu130``, ``fusedops-stable-cu130-cp310…``.
+#: A variant inside an index or target folder name: ``cu130``, ``torch2.11-cu130``, ``my_ext-stable-cu130-cp310…``.
 VARIANT = re.compile(r"(?:^|-)(cu\d{3,}|cpu)(?:-|$)")
 
 
