@@ -190,6 +190,9 @@ class IndexFile:
     filename: str
     sha256: str | None
     requires_python: str | None
+    #: Where the file is (absolute when the page's URL is known; ci/torch_archs.py reads torch's wheels in place).
+    #: Not part of a file's identity: the same file is the same wherever an index links it from.
+    url: str = dataclasses.field(default="", compare=False)
 
     def admits(self, env: Environment) -> bool:
         """Whether its ``Requires-Python`` admits the interpreter (pip ignores one it cannot parse; so do we)."""
@@ -215,19 +218,21 @@ class _Links(html.parser.HTMLParser):
                 self.links.append((found["href"] or "", found.get("data-requires-python")))
 
 
-def parse_page(body: bytes, content_type: str) -> list[IndexFile]:
-    """The files of a project page: PEP 691 JSON, or PEP 503 HTML (hash in the link's ``#sha256=`` fragment)."""
+def parse_page(body: bytes, content_type: str, base: str = "") -> list[IndexFile]:
+    """The files of a project page (``base``: its URL, which relative links resolve against): PEP 691 JSON, or
+    PEP 503 HTML (hash in the link's ``#sha256=`` fragment)."""
     if "json" in content_type:
         data = json.loads(body)
-        return [IndexFile(f["filename"], f.get("hashes", {}).get("sha256"), f.get("requires-python"))
-                for f in data.get("files", [])]
+        return [IndexFile(f["filename"], f.get("hashes", {}).get("sha256"), f.get("requires-python"),
+                          urllib.parse.urljoin(base, f.get("url", ""))) for f in data.get("files", [])]
     parser = _Links()
     parser.feed(body.decode("utf-8", "replace"))
     files = []
     for href, requires_python in parser.links:
         url = urllib.parse.urlsplit(href)
         digest = dict(urllib.parse.parse_qsl(url.fragment)).get("sha256")
-        files.append(IndexFile(urllib.parse.unquote(url.path.rsplit("/", 1)[-1]), digest, requires_python))
+        files.append(IndexFile(urllib.parse.unquote(url.path.rsplit("/", 1)[-1]), digest, requires_python,
+                               urllib.parse.urljoin(base, href.split("#", 1)[0])))
     return files
 
 
@@ -261,6 +266,8 @@ class Index:
         self.url = (url or settings.get("index-url") or PYPI).rstrip("/") + "/"
         cafile = cafile or settings.get("cert")
         self._ssl = ssl.create_default_context(cafile=cafile) if cafile else ssl.create_default_context()
+        #: For reading the index's files too (ci/torch_archs.py): pip's CA bundle.
+        self.ssl_context = self._ssl
         self._pages: dict[str, list[IndexFile]] = {}
         self._guard = threading.Lock()
 
@@ -269,12 +276,12 @@ class Index:
         if url.startswith("file:"):
             # A folder index (pip reads <project>/index.html): no content negotiation, always HTML.
             page = Path(urllib.request.url2pathname(urllib.parse.urlsplit(url).path)) / "index.html"
-            return parse_page(page.read_bytes(), "text/html") if page.is_file() else []
+            return parse_page(page.read_bytes(), "text/html", url) if page.is_file() else []
         request = urllib.request.Request(url, headers={"Accept": ACCEPT, "User-Agent": "cuda-ext-farm lockcheck"})
         for attempt in range(3):
             try:
                 with urllib.request.urlopen(request, timeout=60, context=self._ssl) as response:
-                    return parse_page(response.read(), response.headers.get("Content-Type", ""))
+                    return parse_page(response.read(), response.headers.get("Content-Type", ""), response.geturl())
             except urllib.error.HTTPError as exc:
                 if exc.code == 404:
                     return []

@@ -12,20 +12,19 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import json
 import re
+import ssl
 import urllib.request
 import zipfile
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ci import matrix
+from ci import lockcheck, matrix
 from ci.errors import CommandFailed, MatrixError
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-SIMPLE = "https://pypi.org/simple/torch/"
 PLATFORMS = {"x86_64": "manylinux_2_28_x86_64", "aarch64": "manylinux_2_28_aarch64"}
 _FLAGS = re.compile(rb"(?:sm|compute)_\d+[af]?(?: (?:sm|compute)_\d+[af]?)+")
 
@@ -33,11 +32,13 @@ _FLAGS = re.compile(rb"(?:sm|compute)_\d+[af]?(?: (?:sm|compute)_\d+[af]?)+")
 class RangeFile(io.RawIOBase):
     """A read-only, seekable view of a URL, fetched in ranges as it is read."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, context: ssl.SSLContext | None = None) -> None:
         self.url = url
+        self.context = context
         self.position = 0
         self.fetched = 0
-        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=60) as response:
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=60,
+                                    context=context) as response:
             self.size = int(response.headers["Content-Length"])
 
     def readable(self) -> bool:
@@ -59,7 +60,7 @@ class RangeFile(io.RawIOBase):
             return 0
         end = min(self.position + len(buffer), self.size) - 1
         request = urllib.request.Request(self.url, headers={"Range": f"bytes={self.position}-{end}"})
-        with urllib.request.urlopen(request, timeout=120) as response:
+        with urllib.request.urlopen(request, timeout=120, context=self.context) as response:
             data = response.read()
         buffer[:len(data)] = data
         self.position += len(data)
@@ -77,17 +78,14 @@ class ReadArchs:
     fetched: int
 
 
-def wheel_url(version: str, arch: str, python: str = "3.12") -> tuple[str, str]:
-    """(file name, URL) of torch ``version``'s CPython ``python`` wheel for ``arch`` on PyPI."""
-    request = urllib.request.Request(SIMPLE, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
-    with urllib.request.urlopen(request, timeout=60) as response:
-        files = json.load(response)["files"]
+def wheel_url(index: lockcheck.Index, version: str, arch: str, python: str = "3.12") -> tuple[str, str]:
+    """(file name, URL) of torch ``version``'s CPython ``python`` wheel for ``arch`` on the index pip uses."""
     tag = "cp" + python.replace(".", "")
-    for entry in files:
-        name = str(entry["filename"])
-        if name.startswith(f"torch-{version}-{tag}-{tag}-") and name.endswith(f"{PLATFORMS[arch]}.whl"):
-            return name, str(entry["url"])
-    raise CommandFailed("PyPI has no such torch wheel", f"torch {version} {tag} {PLATFORMS[arch]}",
+    for entry in index.files("torch"):
+        if entry.filename.startswith(f"torch-{version}-{tag}-{tag}-") and entry.filename.endswith(
+                f"{PLATFORMS[arch]}.whl") and entry.url:
+            return entry.filename, entry.url
+    raise CommandFailed("the index has no such torch wheel", f"torch {version} {tag} {PLATFORMS[arch]} ({index.url})",
                         "check the release in ci/matrix.py TORCH_RELEASES")
 
 
@@ -96,10 +94,11 @@ def sm_to_arch(sm: str) -> str:
     return f"{m.group(1)}.{m.group(2)}{m.group(3)}" if m else sm
 
 
-def read_archs(version: str, arch: str) -> ReadArchs:
-    """torch ``version``'s own architecture list for ``arch``, read from its PyPI wheel."""
-    name, url = wheel_url(version, arch)
-    remote = RangeFile(url)
+def read_archs(version: str, arch: str, index: lockcheck.Index | None = None) -> ReadArchs:
+    """torch ``version``'s own architecture list for ``arch``, read from its wheel on the index pip uses."""
+    index = index or lockcheck.Index()
+    name, url = wheel_url(index, version, arch)
+    remote = RangeFile(url, index.ssl_context)
     with zipfile.ZipFile(io.BufferedReader(remote, buffer_size=1 << 16)) as zf:
         member = next((n for n in zf.namelist() if n.endswith("/lib/libtorch_python.so")), None)
         if member is None:
@@ -114,10 +113,11 @@ def read_archs(version: str, arch: str) -> ReadArchs:
 def compare(releases: Iterable[matrix.TorchRelease], arch: str) -> list[tuple[ReadArchs, tuple[str, ...]]]:
     """Each release's list on PyPI beside the one recorded (aarch64: only releases with aarch64 CUDA builds)."""
     rows = []
+    index = lockcheck.Index()
     for release in releases:
         if arch == "aarch64" and not release.aarch64:
             continue
-        rows.append((read_archs(release.version, arch), release.archs_for(arch)))
+        rows.append((read_archs(release.version, arch, index), release.archs_for(arch)))
     return rows
 
 
