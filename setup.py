@@ -4,7 +4,8 @@ Two shared libraries are built:
 
 * ``fusedops._C``: operator schemas and CPU kernels; an abi3 Python module stub.
 * ``fusedops._C_cuda``: the CUDA kernels, in a library of their own so the same
-  wheel imports under a CPU-only torch (it is loaded only when torch has CUDA).
+  wheel imports under a CPU-only torch (it is loaded only when torch has CUDA),
+  and an abi3 module with the eager fast path's launchers (csrc/cuda/fast_launch.h).
 
 Both use only the LibTorch stable ABI, so one wheel serves every torch >= 2.10
 and every CPython >= 3.10. The farm (``python -m ci build``) drives this file
@@ -128,7 +129,7 @@ def extensions() -> list:
         exts.append(
             CUDAExtension(
                 "fusedops._C_cuda",
-                rel((CSRC / "cuda").glob("*.cu")),
+                rel([*(CSRC / "cuda").glob("*.cu"), *(CSRC / "cuda").glob("*.cpp")]),
                 extra_compile_args={"cxx": [*cxx, "-DUSE_CUDA"], "nvcc": nvcc},
                 py_limited_api=True,
             )

@@ -207,6 +207,30 @@ Tensor bias_act_grad_cuda(Tensor dy, Tensor x, std::optional<Tensor> b, int64_t 
 
 }  // namespace
 }  // namespace bias_act_cuda
+
+fast::Error fast::bias_act(const void* x, const void* b, void* out, int64_t n, int64_t ch_stride, int64_t ch_size,
+                           int dtype, int64_t act, double alpha, double gain, double clamp, int device) noexcept {
+  return run_on_device(device, [&] {
+    FUSEDOPS_CHECK(act >= 0 && act < bias_act::kNumActs, "bias_act: unknown activation code ", act);
+    if (n == 0) return;
+    FUSEDOPS_CHECK(ch_size >= 1, "bias_act: bad channel count ", ch_size);
+    with_dtype(dtype, [&](auto tag) {
+      using scalar_t = typename decltype(tag)::type;
+      bias_act_cuda::Call<scalar_t> c;
+      c.x = static_cast<const scalar_t*>(x);
+      c.dy = nullptr;
+      c.b = static_cast<const scalar_t*>(b);
+      c.out = static_cast<scalar_t*>(out);
+      c.n = n;
+      c.map = {std::max<int64_t>(ch_stride, 1), ch_size};
+      c.k = bias_act_cuda::coeffs<opmath_t<scalar_t>>(alpha, gain, clamp);
+      c.device = device;
+      c.stream = cuda::current_stream(device);
+      bias_act_cuda::launch_order<scalar_t>(0, act, c);
+    });
+  });
+}
+
 }  // namespace fusedops
 
 STABLE_TORCH_LIBRARY_IMPL(fusedops, CUDA, m) {

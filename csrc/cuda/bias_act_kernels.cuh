@@ -71,6 +71,11 @@ bool fast_path_ok(const Call<scalar_t>& c) {
          c.map.stride * c.map.size < (int64_t{1} << 31);
 }
 
+// The op's (alpha, gain, clamp) in the kernels' math type; clamp < 0 is none.
+template <typename acc_t>
+Coeffs<acc_t> coeffs(double alpha, double gain, double clamp) {
+  return {acc_t(alpha), acc_t(gain), clamp < 0.0 ? std::numeric_limits<acc_t>::infinity() : acc_t(clamp)};
+}
 
 template <typename scalar_t>
 inline Call<scalar_t> make_call(const Tensor& in, const Tensor* g, const std::optional<Tensor>& bias, Tensor& out,
@@ -83,7 +88,7 @@ inline Call<scalar_t> make_call(const Tensor& in, const Tensor* g, const std::op
   c.out = static_cast<scalar_t*>(out.mutable_data_ptr());
   c.n = in.numel();
   c.map = map;
-  c.k = {acc_t(alpha), acc_t(gain), clamp < 0.0 ? std::numeric_limits<acc_t>::infinity() : acc_t(clamp)};
+  c.k = coeffs<acc_t>(alpha, gain, clamp);
   c.device = device;
   c.stream = cuda::current_stream(device);
   return c;

@@ -10,8 +10,10 @@
 #include <atomic>
 #include <cstring>
 #include <optional>
+#include <string>
 
 #include "../common.h"
+#include "fast_launch.h"
 
 namespace fusedops {
 namespace cuda {
@@ -184,4 +186,53 @@ inline void check_cuda_tensor(const Tensor& t, const char* op, const char* arg) 
 }
 
 }  // namespace cuda
+
+namespace fast {
+
+// Runs f with `device` current (set and restored only when it is not, as
+// DeviceGuardIfNeeded) and returns an exception's message instead of throwing
+// it: the fast path's entry points are called from C.
+template <typename F>
+Error run_on_device(int device, F&& f) noexcept {
+  static thread_local std::string message;
+  try {
+    int current = -1;
+    FUSEDOPS_CUDA_CHECK(cudaGetDevice(&current));
+    if (current == device) {
+      f();
+    } else {
+      FUSEDOPS_CUDA_CHECK(cudaSetDevice(device));
+      struct Restore {
+        int device;
+        ~Restore() { cudaSetDevice(device); }
+      } restore{current};
+      f();
+    }
+    return nullptr;
+  } catch (const std::exception& e) {
+    message = e.what();
+  } catch (...) {
+    message = "fusedops: unknown error";
+  }
+  return message.c_str();
+}
+
+template <typename T>
+struct Tag {
+  using type = T;
+};
+
+// f(Tag<scalar_t>{}) for a dtype code of fast_launch.h.
+template <typename F>
+void with_dtype(int dtype, F&& f) {
+  switch (dtype) {
+    case kFloat: f(Tag<float>{}); break;
+    case kDouble: f(Tag<double>{}); break;
+    case kHalf: f(Tag<c10::Half>{}); break;
+    case kBFloat16: f(Tag<c10::BFloat16>{}); break;
+    default: throw std::invalid_argument(detail::concat("fusedops: unknown dtype code ", dtype));
+  }
+}
+
+}  // namespace fast
 }  // namespace fusedops

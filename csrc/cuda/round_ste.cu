@@ -31,6 +31,16 @@ Tensor round_ste_cuda(Tensor x) {
 }
 
 }  // namespace
+
+fast::Error fast::round_ste(const void* in, void* out, int64_t n, int dtype, int device) noexcept {
+  return run_on_device(device, [&] {
+    with_dtype(dtype, [&](auto tag) {
+      using scalar_t = typename decltype(tag)::type;
+      cuda::launch_unary(static_cast<const scalar_t*>(in), static_cast<scalar_t*>(out), n, RoundHalfEven{}, device);
+    });
+  });
+}
+
 }  // namespace fusedops
 
 STABLE_TORCH_LIBRARY_IMPL(fusedops, CUDA, m) {

@@ -11,95 +11,12 @@ regularisers of StyleGAN2) runs on fused kernels too.
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from typing import Any
 
 import torch
 
-from ._common import FLOATING, has_kernel, like_kernel_output
-
-
-def _linear(x: torch.Tensor, **_: Any) -> torch.Tensor:
-    return x
-
-
-def _relu(x: torch.Tensor, **_: Any) -> torch.Tensor:
-    return torch.nn.functional.relu(x)
-
-
-def _lrelu(x: torch.Tensor, alpha: float, **_: Any) -> torch.Tensor:
-    return torch.nn.functional.leaky_relu(x, alpha)
-
-
-def _tanh(x: torch.Tensor, **_: Any) -> torch.Tensor:
-    return torch.tanh(x)
-
-
-def _sigmoid(x: torch.Tensor, **_: Any) -> torch.Tensor:
-    return torch.sigmoid(x)
-
-
-def _elu(x: torch.Tensor, **_: Any) -> torch.Tensor:
-    return torch.nn.functional.elu(x)
-
-
-def _selu(x: torch.Tensor, **_: Any) -> torch.Tensor:
-    return torch.nn.functional.selu(x)
-
-
-def _softplus(x: torch.Tensor, **_: Any) -> torch.Tensor:
-    return torch.nn.functional.softplus(x)
-
-
-def _swish(x: torch.Tensor, **_: Any) -> torch.Tensor:
-    return torch.sigmoid(x) * x
-
-
-@dataclasses.dataclass(frozen=True)
-class Activation:
-    """One entry of :data:`activation_funcs`, with the fields StyleGAN2-ADA's entries have.
-
-    ``func(x, alpha=...)`` is the plain-PyTorch activation (the reference);
-    ``def_alpha`` and ``def_gain`` are the defaults ``bias_act`` uses for
-    ``alpha=None`` and ``gain=None``; ``has_2nd_grad`` says whether the second
-    derivative is non-zero; ``cuda_idx`` and ``ref`` are kept for code that reads
-    them. ``code`` is the kernel's activation code (csrc/bias_act_impl.h) and
-    ``takes_alpha`` whether ``alpha`` changes anything (only ``lrelu``).
-    """
-
-    func: Any
-    def_alpha: float
-    def_gain: float
-    cuda_idx: int
-    ref: str
-    has_2nd_grad: bool
-    code: int
-    takes_alpha: bool = False
-
-    def __getitem__(self, key: str) -> Any:  # dnnlib.EasyDict-style access: spec["def_gain"]
-        return getattr(self, key)
-
-
-_SQRT2 = math.sqrt(2)
-
-#: name -> activation, as in StyleGAN2-ADA's ``bias_act.activation_funcs``: the same
-#: names, defaults (``def_alpha``, ``def_gain``) and meaning of ``alpha`` (the
-#: negative slope of ``lrelu``; every other activation ignores it: ``elu`` is
-#: ``F.elu`` with alpha 1, ``selu`` has its fixed constants).
-activation_funcs: dict[str, Activation] = {
-    "linear": Activation(_linear, 0.0, 1.0, 1, "", False, 0),
-    "relu": Activation(_relu, 0.0, _SQRT2, 2, "y", False, 1),
-    "lrelu": Activation(_lrelu, 0.2, _SQRT2, 3, "y", False, 2, takes_alpha=True),
-    "tanh": Activation(_tanh, 0.0, 1.0, 4, "y", True, 3),
-    "sigmoid": Activation(_sigmoid, 0.0, 1.0, 5, "y", True, 4),
-    "elu": Activation(_elu, 0.0, 1.0, 6, "y", True, 5),
-    "selu": Activation(_selu, 0.0, 1.0, 7, "y", True, 6),
-    "softplus": Activation(_softplus, 0.0, 1.0, 8, "y", True, 7),
-    "swish": Activation(_swish, 0.0, _SQRT2, 9, "x", True, 8),
-}
-IMPLS = ("cuda", "ref")
-_BY_CODE = {a.code: name for name, a in activation_funcs.items()}
+from ._activations import FAST_COEFFS, IMPLS, Activation, activation_funcs, fast_coeffs, kernel_alpha
+from ._common import FLOATING, fast_launchers, has_kernel, like_kernel_output, plain_eager
 
 
 def _reduce_dims(x: torch.Tensor, dim: int) -> list[int]:
@@ -130,6 +47,9 @@ _grad_db = torch.ops.fusedops.bias_act_grad_db.default
 _below_autograd = torch._C._AutoDispatchBelowAutograd
 _functorch_active = torch._C._are_functorch_transforms_active
 _is_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
+_launchers = fast_launchers()
+_Tensor = torch.Tensor
 
 
 def _setup_forward(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
@@ -266,16 +186,9 @@ def _resolve(
         raise TypeError(f"fusedops.bias_act: clamp must be a number or None, got {type(clamp).__name__}")
     if clamp is not None and clamp < 0:
         raise ValueError(f"fusedops.bias_act: clamp must be >= 0 or None, got {clamp}")
-    return dim, spec, _kernel_alpha(act, alpha), float(spec.def_gain if gain is None else gain), (
+    return dim, spec, kernel_alpha(act, alpha), float(spec.def_gain if gain is None else gain), (
         -1.0 if clamp is None else float(clamp)
     )
-
-
-def _kernel_alpha(act: str, alpha: float | None) -> float:
-    """The kernel's alpha: lrelu's slope; 1 for elu (the kernel's elu is alpha * expm1); unused otherwise."""
-    if act == "lrelu":
-        return float(activation_funcs[act].def_alpha if alpha is None else alpha)
-    return 1.0 if act == "elu" else 0.0
 
 
 def bias_act(
@@ -315,6 +228,34 @@ def bias_act(
         A tensor like ``x`` (same layout for dense inputs). Differentiable twice
         with respect to ``x`` and ``b`` (``impl="ref"``: to any order).
     """
+    # A plain eager call on contiguous CUDA tensors without autograd goes straight to the kernel
+    # (csrc/cuda/fast_launch.h). At 2^20 elements the host's time is the call's time, so this path checks little and
+    # cheaply: the kernel's codes come from a cache keyed by the arguments that set them. Every other call, and every
+    # argument it does not take, goes on to the general path below, which checks everything (and raises).
+    if _launchers is not None and type(x) is _Tensor and x.is_cuda and impl == "cuda" and x.is_contiguous():
+        dtype = x.dtype
+        try:
+            codes = FAST_COEFFS[dtype, act, alpha, gain, clamp]
+        except (KeyError, TypeError):  # not seen yet, or an unhashable argument
+            codes = fast_coeffs(dtype, act, alpha, gain, clamp)
+        if codes is not None and plain_eager():
+            device = x.get_device()
+            if b is None:
+                if not (x.requires_grad and _grad_enabled()):
+                    out = torch.empty_like(x)
+                    _launchers.bias_act(x.data_ptr(), None, out.data_ptr(), x.shape, 0, None, *codes, device)
+                    return out
+            # get_device() is -1 on the CPU: equal to x's index only for a tensor on x's GPU. The launcher checks
+            # that b is 1-D, and dim and b's length against x's shape, and launches nothing where they do not fit
+            # (the general path then says why).
+            elif (
+                type(b) is _Tensor and type(dim) is int and b.is_contiguous() and b.get_device() == device
+                and b.dtype is dtype and not ((x.requires_grad or b.requires_grad) and _grad_enabled())
+            ):
+                out = torch.empty_like(x)
+                if _launchers.bias_act(x.data_ptr(), b.data_ptr(), out.data_ptr(), x.shape, dim, b.shape, *codes,
+                                       device):
+                    return out
     if impl not in IMPLS:
         raise ValueError(f"fusedops.bias_act: impl must be 'cuda' or 'ref', got {impl!r}")
     dim, spec, alpha_, gain_, clamp_ = _resolve(x, b, dim, act, alpha, gain, clamp)

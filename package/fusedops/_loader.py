@@ -8,6 +8,7 @@ under a torch built for another CUDA major (where ``libcudart`` differs).
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import warnings
 from importlib import resources
@@ -22,6 +23,8 @@ class LoadState:
     cuda_kernels: bool
     reason: str
     build_info: dict[str, Any]
+    #: fusedops._C_cuda as a Python module: the eager fast path's launchers (csrc/cuda/fast_launch.h), or None
+    launchers: Any = None
 
 
 def _package_dir() -> Path:
@@ -58,4 +61,6 @@ def load() -> LoadState:
         warnings.warn(f"{reason}. CUDA kernels are disabled; CPU ops work.", RuntimeWarning, stacklevel=3)
         return LoadState(False, reason, info)
     torch.ops.load_library(str(libs[0]))
-    return LoadState(True, "loaded", info)
+    # The same library, imported: the module's functions launch the kernels beside the dispatcher.
+    launchers = importlib.import_module(f"{__package__ or 'fusedops'}._C_cuda")
+    return LoadState(True, "loaded", info, launchers)

@@ -12,8 +12,9 @@ forward calls, it reports:
   and the bytes the call must move at least, as a share of the copy bandwidth
   measured in the same run,
 * the host overhead layers of one small call (2^10 elements): the Python
-  wrapper, the dispatcher op with its autograd kernel, the op below autograd,
-  and a copy_ for comparison.
+  wrapper (which launches CUDA kernels beside the dispatcher in plain eager
+  calls), the dispatcher op with its autograd kernel, the op below autograd,
+  the fast path's launcher alone, and a copy_ for comparison.
 
 A call whose wall time is far above its kernels' sum is bound by the host; a
 kernel far below the copy's bandwidth is bound by its instructions or latency
@@ -126,13 +127,20 @@ def main(argv: list[str] | None = None) -> int:
         with below():
             return op(small)
 
+    small_rows = small.view(-1, 256)
+    bias = torch.randn(256, device=device)
     layers = {
         "fusedops.round_ste": lambda: fusedops.round_ste(small),
         "torch.ops.fusedops.round_ste": lambda: op(small),
         "op below autograd": below_autograd,
+        "fusedops.bias_act swish [N,256]": lambda: fusedops.bias_act(small_rows, bias, act="swish"),
         "copy_": lambda: out.copy_(small),
         "empty_like": lambda: torch.empty_like(small),
     }
+    launchers = fusedops._state.launchers
+    if launchers is not None:  # the fast path's launch alone (csrc/cuda/fast_launch.h), into a preallocated tensor
+        ptrs = (small.data_ptr(), out.data_ptr(), small.numel(), 0, small.get_device())
+        layers["fast-path launcher alone"] = lambda: launchers.round_ste(*ptrs)
     print("\nhost layers, 2^10 elements (µs per call, not synchronised per call):")
     report["layers_us"] = {}
     for name, fn in layers.items():
