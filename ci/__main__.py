@@ -22,6 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ci import cli, errors, matrix, options, proc, project, targets
+from ci.selection import select
 
 console = Console() if sys.stdout.isatty() else Console(width=200)
 
@@ -38,7 +39,7 @@ def _targets_of_oses(args: argparse.Namespace, config: project.ProjectConfig) ->
     chosen: list[targets.Target] = []
     for os_name in ("linux", "windows") if args.os == "all" else (args.os,):
         sel = options.selection(args)
-        chosen += targets.select(config, sel, os_name) if not sel.empty else targets.platform_targets(config, os_name)
+        chosen += select(config, sel, os_name) if not sel.empty else targets.platform_targets(config, os_name)
     return chosen
 
 
@@ -192,7 +193,7 @@ def cmd_build_all(args: argparse.Namespace) -> int:
 
     config = options.load_project(args)
     sel = options.selection(args)
-    chosen = targets.select(config, sel) if not sel.empty else targets.platform_targets(config, "linux")
+    chosen = select(config, sel) if not sel.empty else targets.platform_targets(config, "linux")
     chosen = buildall.local_equivalents(chosen, console)
     outputs = _outputs(args, config)
     if args.missing:

@@ -30,6 +30,7 @@ from rich.table import Table
 from ci import fsutil, images, proc, reproduce, targets
 from ci.errors import UsageError
 from ci.project import FARM_ROOT, ProjectConfig
+from ci.selection import Selection, select
 
 
 @dataclasses.dataclass
@@ -76,9 +77,9 @@ def bench(config: ProjectConfig, kinds: list[str], touch: str | None, out: Path,
             container = kind not in ("host", "aarch64")
             if kind == "aarch64":  # the release target cross-compiled for aarch64 on this machine (ci/cross.py)
                 default = targets.default_target(config)
-                target = targets.select(config, targets.Selection(cuda=default.cell.name, arch="aarch64"))[0]
+                target = select(config, Selection(cuda=default.cell.name, arch="aarch64"))[0]
             elif container:
-                target = targets.select(config, targets.Selection(cuda=kind))[0]
+                target = select(config, Selection(cuda=kind))[0]
             else:
                 target = targets.default_target(config)
             namespace = f"bench{uuid.uuid4().hex[:8]}"

@@ -2,7 +2,7 @@
 ``--dispatch-assemble ARTIFACTS`` and ``--dispatch-merge RELEASE``.
 
 * ``--dispatch-plan``: the workflow's inputs (``FARM_DISPATCH_TARGETS``, ``_TORCH``, ``_CUDA``, ``_PYTHON``,
-  ``_OS``, ``_PUBLISH``) resolved with the farm's own selection (``targets.select``, what ``python -m ci matrix``
+  ``_OS``, ``_PUBLISH``) resolved with the farm's own selection (``selection.select``, what ``python -m ci matrix``
   runs, per OS and, for filters, per Linux architecture) into ids of targets the workflows build; writes
   ``targets=<JSON list>`` to ``GITHUB_OUTPUT``. Refused, with one ``error:`` line and exit 2: no input at all; an id
   the workflows do not build (a local stand-in included); a filter that selects nothing; a named target the
@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ci.errors import UsageError
+from ci.selection import Selection, select
 
 if TYPE_CHECKING:
     from ci.project import ProjectConfig
@@ -146,7 +147,6 @@ def _not_built(config: ProjectConfig, target_id: str, known: Sequence[Target]) -
 def _select(config: ProjectConfig, request: Request, os_name: str, named: tuple[str, ...],
             known: Sequence[Target]) -> tuple[list[Target], list[UsageError]]:
     """The farm's selection on one OS: the named ids, or the filters on each architecture the workflows build."""
-    from ci import targets
 
     if not (named or request.torch or request.cuda or request.python):
         return [t for t in known if t.os == os_name], []
@@ -156,10 +156,10 @@ def _select(config: ProjectConfig, request: Request, os_name: str, named: tuple[
     found: list[Target] = []
     refusals: list[UsageError] = []
     for arch in arches:
-        selection = targets.Selection(target_ids=named, cuda=request.cuda, torch=request.torch,
+        selection = Selection(target_ids=named, cuda=request.cuda, torch=request.torch,
                                       python=request.python, arch=arch)
         try:
-            found += targets.select(config, selection, os_name)
+            found += select(config, selection, os_name)
         except UsageError as exc:  # TargetError, or an unknown CUDA or torch version
             refusals.append(exc)
     return found, refusals

@@ -4,7 +4,7 @@
 Inputs: ``targets`` (ids, separated by spaces or commas), ``torch``, ``cuda``, ``python``, ``os`` (all, linux,
 windows) and ``publish`` (off by default). Jobs:
 
-``plan``            resolves the inputs with the farm's own selection (``targets.select``, what ``python -m ci
+``plan``            resolves the inputs with the farm's own selection (``selection.select``, what ``python -m ci
                     matrix`` runs) into the ids of the targets the workflows build: ``python -m ci workflows
                     --dispatch-plan`` (ci/dispatch.py) reads them from ``FARM_DISPATCH_*`` (set by ``env:``; no
                     input is expanded inside a script). An id the workflows do not build, a filter that selects

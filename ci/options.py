@@ -16,14 +16,15 @@ from pathlib import Path
 
 from ci import matrix, project, targets
 from ci.errors import UsageError
+from ci.selection import Selection, select
 
 
 def load_project(args: argparse.Namespace) -> project.ProjectConfig:
     return project.load(getattr(args, "project", None), getattr(args, "config", None))
 
 
-def selection(args: argparse.Namespace) -> targets.Selection:
-    return targets.Selection(
+def selection(args: argparse.Namespace) -> Selection:
+    return Selection(
         target_ids=tuple(getattr(args, "target", []) or ()),
         cuda=getattr(args, "cuda", None),
         torch=getattr(args, "torch", None),
@@ -33,7 +34,7 @@ def selection(args: argparse.Namespace) -> targets.Selection:
     )
 
 
-def selection_from_wheel(name: str, arch_list: str | None) -> targets.Selection:
+def selection_from_wheel(name: str, arch_list: str | None) -> Selection:
     """The target a wheel was built for, read from its name: ``+pt2.11.cu130`` (torch and cell), ``+cu124``
     (cell), and the interpreter tag of a per-Python wheel."""
     import re
@@ -53,7 +54,7 @@ def selection_from_wheel(name: str, arch_list: str | None) -> targets.Selection:
     if abi != "abi3" and interpreter.startswith("cp"):
         python = f"{interpreter[2]}.{interpreter[3:]}"
     arch = "aarch64" if platform.endswith("_aarch64") else None
-    return targets.Selection(cuda=cuda, torch=torch, python=python, arch_list=arch_list, arch=arch)
+    return Selection(cuda=cuda, torch=torch, python=python, arch_list=arch_list, arch=arch)
 
 
 def resolve(args: argparse.Namespace, *, os_name: str = "linux") -> tuple[targets.Target, ...]:
@@ -70,8 +71,8 @@ def resolve(args: argparse.Namespace, *, os_name: str = "linux") -> tuple[target
             default = targets.with_arch_list(default, sel.arch_list)
         return (default,)
     if sel.empty and args.subcommand in ("build-cuda",):
-        sel = targets.Selection(cuda="13", arch_list=sel.arch_list)
-    chosen = targets.select(config, sel, os_name)
+        sel = Selection(cuda="13", arch_list=sel.arch_list)
+    chosen = select(config, sel, os_name)
     if args.subcommand in ("build", "develop") and not getattr(args, "all", False) and len(chosen) > 1:
         current = [t for t in chosen if t.python == current_python()]
         newest = max(chosen, key=lambda t: (matrix.version_key(t.torch), matrix.version_key(t.python)))

@@ -37,7 +37,6 @@ import dataclasses
 import difflib
 import os
 import re
-import shlex
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -46,15 +45,14 @@ from typing import Any, Literal
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
-from ci import sizes
-from ci.errors import UsageError
+from ci import tomlvalues
+from ci.tomlvalues import TABLE, ConfigError
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - nox brings tomli on 3.10
     import tomli as tomllib
 
-TABLE = "cuda-ext-farm"
 SCHEMA_VERSION = 1
 FARM_ROOT = Path(__file__).resolve().parent.parent
 
@@ -66,10 +64,6 @@ DEFAULT_BUILD_ENV: Mapping[str, str] = {"FORCE_CUDA": "1"}
 #: Placeholders a build-env value or a command may use.
 BUILD_PLACEHOLDERS = ("cuda", "cuda_major", "nvcc_version", "torch", "arch_list", "python", "git_commit")
 COMMAND_PLACEHOLDERS = ("out", "wheel", "python", "project")
-
-
-class ConfigError(UsageError):
-    """The project configuration is missing, malformed or asks for something impossible."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -263,24 +257,25 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
                           f"this farm reads version = {SCHEMA_VERSION}; upgrade the farm or fix the key")
 
     project_table = pyproject.get("project", {}) if isinstance(pyproject.get("project"), dict) else {}
-    name = _string(table, "name", project_table.get("name"))
+    name = tomlvalues.string(table, "name", project_table.get("name"))
     if not name:
         raise ConfigError(f"the project has no name ({where} name or [project] name)", source,
                           f'add name = "your-package" to {where}')
     if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", name):
         raise ConfigError(f"{where} name is not a valid distribution name", name, "use letters, digits, . _ -")
-    import_name = _string(table, "import-name", canonicalize_name(name).replace("-", "_"))
+    import_name = tomlvalues.string(table, "import-name", canonicalize_name(name).replace("-", "_"))
     if not import_name or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", import_name):
         raise ConfigError(f"{where} import-name is not a Python module name", import_name, "use a dotted module name")
 
-    abi = _choice(table, "abi", ("classic", "stable"), "classic")
-    python_abi = _choice(table, "python-abi", ("per-python", "abi3"), "abi3" if abi == "stable" else "per-python")
+    abi = tomlvalues.choice(table, "abi", ("classic", "stable"), "classic")
+    python_abi = tomlvalues.choice(table, "python-abi", ("per-python", "abi3"),
+                                   "abi3" if abi == "stable" else "per-python")
     if abi == "stable" and python_abi != "abi3":
         raise ConfigError(f"{where} python-abi must be abi3 for a stable-ABI project", python_abi,
                           'remove python-abi or set it to "abi3"')
 
-    torch, torch_spec = _versions(table, "torch", r"\d+\.\d+(\.\d+)?")
-    python, python_spec = _versions(table, "python", r"3\.\d+")
+    torch, torch_spec = tomlvalues.versions(table, "torch", r"\d+\.\d+(\.\d+)?")
+    python, python_spec = tomlvalues.versions(table, "python", r"3\.\d+")
     requires_python = None
     if isinstance(project_table.get("requires-python"), str):
         try:
@@ -289,21 +284,21 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
             raise ConfigError("[project] requires-python is not a version specifier",
                               project_table["requires-python"], 'write it like ">=3.10"') from None
 
-    cuda = _string_list(table, "cuda", ())
-    cuda_archs = _string(table, "cuda-archs", None)
-    extra_cuda_archs = _string(table, "extra-cuda-archs", None)
-    build_env = _string_table(table, "build-env", DEFAULT_BUILD_ENV, BUILD_PLACEHOLDERS)
-    cpu_env = _string_table(table, "cpu-env", {}, BUILD_PLACEHOLDERS)
-    debug_env = _string_table(table, "debug-env", {}, BUILD_PLACEHOLDERS)
-    cuda_libraries = _string_list(table, "cuda-libraries", ("*",))
-    cpu_libraries = _string_list(table, "cpu-libraries", ())
-    toolkit_libraries = _string_list(table, "toolkit-libraries", ())
+    cuda = tomlvalues.string_list(table, "cuda", ())
+    cuda_archs = tomlvalues.string(table, "cuda-archs", None)
+    extra_cuda_archs = tomlvalues.string(table, "extra-cuda-archs", None)
+    build_env = tomlvalues.string_table(table, "build-env", DEFAULT_BUILD_ENV, BUILD_PLACEHOLDERS)
+    cpu_env = tomlvalues.string_table(table, "cpu-env", {}, BUILD_PLACEHOLDERS)
+    debug_env = tomlvalues.string_table(table, "debug-env", {}, BUILD_PLACEHOLDERS)
+    cuda_libraries = tomlvalues.string_list(table, "cuda-libraries", ("*",))
+    cpu_libraries = tomlvalues.string_list(table, "cpu-libraries", ())
+    toolkit_libraries = tomlvalues.string_list(table, "toolkit-libraries", ())
     bad = [lib for lib in toolkit_libraries if not re.fullmatch(r"[a-z][a-z0-9_]*", lib)]
     if bad:
         raise ConfigError(f"{where} toolkit-libraries names a library by something else than its name", bad[0],
                           'write the library as the linker names it, without lib or .so: ["cublas"]')
 
-    archs = _string_list(table, "archs", LINUX_ARCHS)
+    archs = tomlvalues.string_list(table, "archs", LINUX_ARCHS)
     unknown_archs = [a for a in archs if a not in LINUX_ARCHS]
     if unknown_archs or not archs:
         raise ConfigError(f"{where} archs names an architecture the farm does not build",
@@ -317,7 +312,7 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
     if unknown:
         raise ConfigError(f"unknown key in [tool.{TABLE}.commands]", unknown[0],
                           f"known commands are {', '.join(COMMAND_NAMES)}")
-    parsed = {key: _command(commands_table, key) for key in COMMAND_NAMES}
+    parsed = {key: tomlvalues.command(commands_table, key, COMMAND_PLACEHOLDERS) for key in COMMAND_NAMES}
     smoke = parsed["smoke"] or ("python", "-c", f"import {import_name}")
     commands = Commands(
         smoke=smoke, test=parsed["test"], gpu_test=parsed["gpu-test"] or parsed["test"],
@@ -331,103 +326,8 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
         cpu_env=cpu_env, debug_env=debug_env, cuda_libraries=cuda_libraries, cpu_libraries=cpu_libraries,
         toolkit_libraries=toolkit_libraries, commands=commands, archs=archs,
         build_requires=_build_requires(pyproject),
-        max_wheel_size=_size(table, "max-wheel-size"),
+        max_wheel_size=tomlvalues.size(table, "max-wheel-size", DEFAULT_MAX_WHEEL_SIZE),
     )
-
-
-def _key(name: str) -> str:
-    return f"[tool.{TABLE}] {name}"
-
-
-def _size(table: Mapping[str, Any], key: str) -> int:
-    size = sizes.parse(table.get(key, DEFAULT_MAX_WHEEL_SIZE))
-    if size is None:
-        raise ConfigError(f"{_key(key)} is not a size", repr(table[key]),
-                          'write a number of bytes or a size like "95 MiB"')
-    return size
-
-
-def _string(table: Mapping[str, Any], key: str, default: str | None) -> Any:
-    value = table.get(key, default)
-    if value is not None and not isinstance(value, str):
-        raise ConfigError(f"{_key(key)} must be a string", repr(value), f'write {key} = "..."')
-    return value
-
-
-def _choice(table: Mapping[str, Any], key: str, choices: tuple[str, ...], default: str) -> Any:
-    value = table.get(key, default)
-    if value not in choices:
-        raise ConfigError(f"{_key(key)} has a bad value", repr(value), f"use one of {', '.join(map(repr, choices))}")
-    return value
-
-
-def _string_list(table: Mapping[str, Any], key: str, default: tuple[str, ...]) -> tuple[str, ...]:
-    value = table.get(key, default)
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v.strip() for v in value):
-        raise ConfigError(f"{_key(key)} must be a list of strings", repr(value), f'write {key} = ["..."]')
-    return tuple(v.strip() for v in value)
-
-
-def _versions(table: Mapping[str, Any], key: str, pattern: str) -> tuple[tuple[str, ...], SpecifierSet | None]:
-    value = table.get(key)
-    if value is None:
-        return (), None
-    if isinstance(value, str) and any(op in value for op in "<>=!~"):
-        try:
-            return (), SpecifierSet(value)
-        except InvalidSpecifier:
-            raise ConfigError(f"{_key(key)} is not a version specifier", repr(value),
-                              'write it like ">=2.11"') from None
-    items = _string_list(table, key, ())
-    bad = [v for v in items if not re.fullmatch(pattern, v)]
-    if bad:
-        example = '["2.11", "2.13"]' if key == "torch" else '["3.11", "3.12"]'
-        raise ConfigError(f"{_key(key)} has a bad version", bad[0], f"write versions like {example} or a specifier")
-    return items, None
-
-
-def _string_table(table: Mapping[str, Any], key: str, default: Mapping[str, str],
-                  placeholders: tuple[str, ...]) -> Mapping[str, str]:
-    value = table.get(key, default)
-    if not isinstance(value, dict) or not all(isinstance(v, (str, int, bool)) for v in value.values()):
-        raise ConfigError(f"{_key(key)} must be a table of strings", repr(value), f'write {key} = {{ NAME = "1" }}')
-    result = {}
-    for name, raw in value.items():
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            raise ConfigError(f"{_key(key)} has a bad environment variable name", name, "use letters, digits and _")
-        text = str(raw).lower() if isinstance(raw, bool) else str(raw)
-        for field in re.findall(r"\{([^{}]*)\}", text):
-            if field not in placeholders:
-                raise ConfigError(f"{_key(key)}.{name} uses an unknown placeholder", "{" + field + "}",
-                                  f"use one of {', '.join('{' + p + '}' for p in placeholders)}")
-        result[name] = text
-    return result
-
-
-def _command(table: Mapping[str, Any], key: str) -> tuple[str, ...] | None:
-    value = table.get(key)
-    if value is None:
-        return None
-    where = f"[tool.{TABLE}.commands] {key}"
-    if isinstance(value, str):
-        try:
-            parts = shlex.split(value)
-        except ValueError as exc:
-            raise ConfigError(f"{where} is not a valid command line ({exc})", value, "fix its quoting") from None
-    elif isinstance(value, list) and all(isinstance(v, str) for v in value):
-        parts = list(value)
-    else:
-        raise ConfigError(f"{where} must be a string or a list of strings", repr(value), 'write it like "pytest tests"')
-    if not parts:
-        raise ConfigError(f"{where} is empty", repr(value), "give a command or remove the key")
-    for part in parts:
-        for field in re.findall(r"\{([^{}]*)\}", part):
-            if field not in COMMAND_PLACEHOLDERS:
-                raise ConfigError(f"{where} uses an unknown placeholder", "{" + field + "}",
-                                  f"use one of {', '.join('{' + p + '}' for p in COMMAND_PLACEHOLDERS)}")
-    return tuple(parts)
 
 
 def _build_requires(pyproject: Mapping[str, Any]) -> tuple[str, ...]:

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING
 
 from ci.errors import UsageError
 from ci.gha_steps import PYTORCH_INDEX as PYTORCH_INDEX  # one source: the index the workflows' import jobs use
+from ci.selection import select
 
 if TYPE_CHECKING:
     from ci.project import ProjectConfig
@@ -172,7 +173,7 @@ def _cmd_dry_run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     config = options.load_project(args)
     sel = options.selection(args)
-    chosen = targets.select(config, sel, "linux") if not sel.empty else targets.platform_targets(config, "linux")
+    chosen = select(config, sel, "linux") if not sel.empty else targets.platform_targets(config, "linux")
     chosen = buildall.local_equivalents(chosen, proc.console)  # cu128 -> its stand-in cu124 without NVIDIA's repo
     outputs = publish.Outputs.resolve(config.root, args.wheelhouse, args.build_dir)
     out = _default_out(args, config)

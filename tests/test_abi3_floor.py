@@ -14,6 +14,7 @@ import pytest
 from packaging.specifiers import SpecifierSet
 
 from ci import audit, project, targets
+from ci.selection import Selection, select
 
 ROOT = Path(__file__).resolve().parent.parent
 PLATFORM = "manylinux_2_28_x86_64"
@@ -113,10 +114,10 @@ def test_an_abi3_target_refuses_a_per_python_wheel(tmp_path: Path) -> None:
 
 def test_python_selection_of_an_abi3_target_is_judged_by_its_floor(tmp_path: Path) -> None:
     config = template(tmp_path).project
-    (chosen,) = targets.select(config, targets.Selection(python="3.10"))
+    (chosen,) = select(config, Selection(python="3.10"))
     assert chosen.python == "3.12"  # still built with the only Python the project allows
     with pytest.raises(targets.TargetError, match=r"builds abi3 wheels for CPython 3.9 and newer \(3.8\)"):
-        targets.select(config, targets.Selection(python="3.8"))
+        select(config, Selection(python="3.8"))
 
 
 def test_auditing_a_cp39_abi3_wheel_built_with_312(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from ci import envs, project, targets, wheelmeta
+from ci.selection import Selection, select
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -46,7 +47,7 @@ def build(dirs: dict[str, Path], fixture: str, *args: str) -> subprocess.Complet
 
 
 def target_for(torch: str) -> targets.Target:
-    return targets.select(project.load(CLASSIC), targets.Selection(torch=torch, python=PYTHON))[0]
+    return select(project.load(CLASSIC), Selection(torch=torch, python=PYTHON))[0]
 
 
 def build_env_python(torch: str) -> Path:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ci import build, develop, errors, fsutil, matrix, proc, project, publish, targets, toolkit, wheelmeta
+from ci.selection import Selection, select
 
 ROOT = Path(__file__).resolve().parent.parent
 CLASSIC = ROOT / "tests" / "fixtures" / "classic_ext"
@@ -63,7 +64,7 @@ def test_repair_excludes_torch_and_cuda_runtime(tmp_path: Path) -> None:
 
 
 def test_compiler_env_carries_the_project_build_env(tmp_path: Path) -> None:
-    target = targets.select(project.load(ROOT), targets.Selection(cuda="13.0", arch_list="9.0+PTX"))[0]
+    target = select(project.load(ROOT), Selection(cuda="13.0", arch_list="9.0+PTX"))[0]
     tk = toolkit.InstalledToolkit(root=tmp_path, cuda_home=tmp_path / "cu13", nvcc_version="13.0.88")
     env = build.compiler_env(target, tk, max_jobs=3)
     assert env["TORCH_CUDA_ARCH_LIST"] == "9.0+PTX"
@@ -281,7 +282,7 @@ def test_the_target_of_a_wheel_is_read_from_its_name() -> None:
     for older in ("0.3.0+pt211cu130", "0.3.1.dev1+pt2.11.cu130.g1a2b3c4"):  # the older label; setuptools-scm's part
         sel = options.selection_from_wheel(f"classic_ext-{older}-cp312-cp312-manylinux_2_34_x86_64.whl", None)
         assert (sel.torch, sel.cuda, sel.python) == ("2.11", "cu130", "3.12"), older
-    target = targets.select(project.load(CLASSIC), sel)[0]
+    target = select(project.load(CLASSIC), sel)[0]
     assert target.id == "classic_ext-torch2.11-cu130-cp312-linux_x86_64"
     stable = options.selection_from_wheel("fusedops-0.1.0-cp310-abi3-manylinux_2_34_x86_64.whl", None)
     assert stable.empty

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ci import images, matrix, project, publish, shell, targets, wheels
+from ci.selection import Selection, select
 
 CELL = matrix.get_cell("13.0")
 BASE = f"{images.BASE_REPO}:bookworm"
@@ -146,7 +147,7 @@ def test_nvcc_without_random_seed_runs_through_the_module_anchor(tmp_path: Path)
     """CUDA 12.4's nvcc has no -frandom-seed: its builds go through ci/nvcc/nvcc-module-anchor, mounted read-only;
     cells whose nvcc has the flag keep calling the ccache wrapper directly."""
     config = project.load(ROOT)
-    old = targets.select(config, targets.Selection(cuda="12.4"))[0]
+    old = select(config, Selection(cuda="12.4"))[0]
     new = targets.default_target(config)
     envs = {}
     for target in (old, new):
@@ -192,9 +193,9 @@ def test_ccache_counts_come_from_this_builds_stats_log(tmp_path: Path) -> None:
 
 def test_per_python_target_needs_its_python_in_the_image(tmp_path: Path) -> None:
     config = project.load(CLASSIC)
-    ok = targets.select(config, targets.Selection(torch="2.11", python="3.11"))[0]
+    ok = select(config, Selection(torch="2.11", python="3.11"))[0]
     assert wheels.build_python(ok, job_for(ok, tmp_path).spec) == "3.11"
-    other = targets.select(config, targets.Selection(torch="2.11", python="3.12"))[0]
+    other = select(config, Selection(torch="2.11", python="3.12"))[0]
     with pytest.raises(wheels.UsageError, match=r"has only Python 3.11, the target needs \(3.12\)"):
         wheels.build_python(other, job_for(other, tmp_path).spec)
     manylinux = images.spec_for(CELL, matrix.MANYLINUX_2_28)
@@ -203,7 +204,7 @@ def test_per_python_target_needs_its_python_in_the_image(tmp_path: Path) -> None
 
 def test_torch_volume_is_keyed_by_python_and_torch_pin() -> None:
     config = project.load(CLASSIC)
-    a, b = targets.select(config, targets.Selection(python="3.11"))
+    a, b = select(config, Selection(python="3.11"))
     assert wheels.torch_volume(a, "3.11") != wheels.torch_volume(b, "3.11")
     assert wheels.torch_volume(a, "3.11") != wheels.torch_volume(a, "3.12")
     assert wheels.torch_volume(a, "3.11") == wheels.torch_volume(a, "3.11")

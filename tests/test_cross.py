@@ -15,6 +15,7 @@ import pytest
 
 from ci import cross, matrix, project, routes, targets
 from ci.errors import MissingRequirement, UsageError
+from ci.selection import Selection, select
 
 ROOT = Path(__file__).resolve().parent.parent
 CLASSIC = ROOT / "tests" / "fixtures" / "classic_ext"
@@ -59,12 +60,12 @@ def test_archs_opts_a_project_out_and_is_checked(tmp_path: Path) -> None:
 
 def test_arch_selection_and_its_refusals() -> None:
     config = project.load(ROOT)
-    (chosen,) = targets.select(config, targets.Selection(cuda="13.2", arch="aarch64"))
+    (chosen,) = select(config, Selection(cuda="13.2", arch="aarch64"))
     assert chosen.id == "fusedops-stable-cu132-cp310abi3-linux_aarch64"
-    by_id = targets.select(config, targets.Selection(target_ids=(chosen.id,)))
+    by_id = select(config, Selection(target_ids=(chosen.id,)))
     assert by_id == (chosen,)
     with pytest.raises(targets.TargetError, match=r"cell cu124 has no aarch64 toolkit"):
-        targets.select(config, targets.Selection(cuda="12.4", arch="aarch64"))
+        select(config, Selection(cuda="12.4", arch="aarch64"))
     with pytest.raises(targets.TargetError, match=r"no windows wheels for this architecture \(aarch64\)"):
         targets.targets_for(config, "windows", "aarch64")
 
@@ -85,7 +86,7 @@ def test_a_compiler_for_another_machine_is_refused(tmp_path: Path) -> None:
 
 
 def test_cross_build_environment() -> None:
-    stable = targets.select(project.load(ROOT), targets.Selection(cuda="13.0", arch="aarch64"))[0]
+    stable = select(project.load(ROOT), Selection(cuda="13.0", arch="aarch64"))[0]
     classic = next(t for t in targets.targets_for(project.load(CLASSIC), "linux", "aarch64") if t.python == "3.12")
     compiler = cross.CrossCompiler("aarch64-linux-gnu-gcc", "aarch64-linux-gnu-g++", "12.2.0")
     for target, suffix in ((stable, None), (classic, ".cpython-312-aarch64-linux-gnu.so")):
@@ -115,7 +116,7 @@ def test_torch_requirements_evaluate_markers_for_aarch64_and_apply_overrides(tmp
 
 def test_routes_name_the_floor_and_the_github_runner() -> None:
     config = project.load(ROOT)
-    arm = targets.select(config, targets.Selection(cuda="13.0", arch="aarch64"))[0]
+    arm = select(config, Selection(cuda="13.0", arch="aarch64"))[0]
     x86 = targets.default_target(config)
     assert "ubuntu-24.04-arm" in routes.route(arm).github and "cross" in routes.route(arm).local
     assert routes.route(x86).release_floor == "manylinux_2_28"
@@ -155,7 +156,7 @@ def test_a_stand_in_is_selectable_by_its_id_and_replaces_its_release_cell() -> N
     assert local is not None and local.cell.name == "cu124" and local.cell.stand_in_for == "cu128"
     assert local.id == "fusedops-stable-cu124-cp310abi3-linux_x86_64"
     assert "cu124" not in {t.cell.name for t in targets.platform_targets(config, "linux")}
-    assert targets.select(config, targets.Selection(target_ids=(local.id,))) == (local,)
+    assert select(config, Selection(target_ids=(local.id,))) == (local,)
     assert targets.stand_in(targets.default_target(config)) is None
 
 

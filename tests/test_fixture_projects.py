@@ -28,7 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from ci import envs, project, report, targets, wheelmeta
+from ci import envs, project, report, wheelmeta
+from ci.selection import Selection, select
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -122,7 +123,7 @@ def test_template_ops_run_on_the_cpu_from_the_installed_wheel(template: Built, t
     """The wheel in a clean environment, its own tests run from a folder outside the project: the flat
     layout's source package (no _C library in it) cannot shadow the installed one."""
     config = project.load(template.project)
-    target = targets.select(config, targets.Selection(torch=TORCH, python=PYTHON))[0]
+    target = select(config, Selection(torch=TORCH, python=PYTHON))[0]
     env = envs.test_env(envs.target_env(target), tmp_path / "venv")
     subprocess.run([env.python, "-m", "pip", "install", "--quiet", f"{template.wheel}[test]"], check=True,
                    env={**os.environ, "PIP_CONSTRAINT": os.devnull})

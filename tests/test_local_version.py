@@ -10,6 +10,7 @@ import pytest
 from packaging.version import Version
 
 from ci import audit, project, targets, wheelmeta
+from ci.selection import Selection, select
 
 ROOT = Path(__file__).resolve().parent.parent
 SCM = ROOT / "tests" / "fixtures" / "two_modules_scm"
@@ -35,7 +36,7 @@ def make_wheel(folder: Path, version: str, requires: tuple[str, ...] = ("torch",
 @pytest.fixture(scope="module")
 def target() -> targets.Target:
     config = project.load(SCM)
-    (found,) = targets.select(config, targets.Selection(torch="2.11", python="3.11"))
+    (found,) = select(config, Selection(torch="2.11", python="3.11"))
     assert found.local_version == "pt2.11.cu130" and found.torch_pin == "torch==2.11.*"
     return found
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from ci import cli, matrix, options, project, targets
+from ci.selection import Selection, select
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -101,7 +102,7 @@ def _stable_project(tmp_path: Path, cuda: str) -> project.ProjectConfig:
 
 @pytest.mark.parametrize(("torch", "cells"), [("2.13", ["cu130", "cu132", "cu135"]), ("2.10", ["cu128"])])
 def test_torch_alone_selects_the_cells_of_its_cuda_major(torch: str, cells: list[str]) -> None:
-    chosen = targets.select(project.load(ROOT), targets.Selection(torch=torch))
+    chosen = select(project.load(ROOT), Selection(torch=torch))
     # A local stand-in (cu124 for cu128) is no release cell of its own.
     assert [t.cell.name for t in chosen if not t.cell.stand_in_for] == cells
     assert {t.torch for t in chosen} == {matrix.get_torch(torch).version}
@@ -116,7 +117,7 @@ def test_build_with_torch_and_python_picks_a_cell_it_can_build() -> None:
 def test_torch_without_a_cell_of_its_cuda_major_names_the_torch_and_the_cells(tmp_path: Path) -> None:
     config = _stable_project(tmp_path, '["13.0", "13.2"]')
     with pytest.raises(targets.TargetError) as info:
-        targets.select(config, targets.Selection(torch="2.10"))
+        select(config, Selection(torch="2.10"))
     line = info.value.line()
     assert "\n" not in line
     assert line.startswith("error: torch 2.10 is built with CUDA 12.8, but none of the cells selected for st has "
@@ -125,4 +126,4 @@ def test_torch_without_a_cell_of_its_cuda_major_names_the_torch_and_the_cells(tm
 
 def test_an_explicit_cuda_of_another_major_is_still_refused() -> None:
     with pytest.raises(matrix.MatrixError, match=r"CUDA 12.4 cannot be paired with torch 2.11.0"):
-        targets.select(project.load(ROOT), targets.Selection(torch="2.11", cuda="12.4"))
+        select(project.load(ROOT), Selection(torch="2.11", cuda="12.4"))

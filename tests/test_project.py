@@ -8,6 +8,7 @@ import pytest
 
 from ci import matrix, project, targets
 from ci.errors import UsageError
+from ci.selection import Selection, select
 
 ROOT = Path(__file__).resolve().parent.parent
 CLASSIC = ROOT / "tests" / "fixtures" / "classic_ext"
@@ -126,7 +127,7 @@ def test_abi3_classic_builds_one_wheel_per_torch(tmp_path: Path) -> None:
 
 def test_classic_identity_local_version_and_pin() -> None:
     config = project.load(CLASSIC)
-    target = targets.select(config, targets.Selection(torch="2.13", python="3.12"))[0]
+    target = select(config, Selection(torch="2.13", python="3.12"))[0]
     assert target.id == "classic_ext-torch2.13-cu130-cp312-linux_x86_64"
     assert target.local_version == "pt2.13.cu130" and target.torch_pin == "torch==2.13.*"
     assert target.torch_requirement == "torch==2.13.0,!=2.13.0+cpu"
@@ -146,16 +147,16 @@ def test_stable_identity_labels_only_the_variants_pypi_does_not_get() -> None:
 @pytest.mark.parametrize(
     ("selection", "message"),
     [
-        (targets.Selection(torch="2.12"), r"has no target for torch \(2.12\)"),
-        (targets.Selection(python="3.13"), r"has no target for Python \(3.13\)"),
-        (targets.Selection(target_ids=("nope",)), r"has no such target \(nope\)"),
-        (targets.Selection(cuda="12"), r"has no target for CUDA \(12\)"),
-        (targets.Selection(torch="9.9"), r"unknown torch release \(9.9\)"),
+        (Selection(torch="2.12"), r"has no target for torch \(2.12\)"),
+        (Selection(python="3.13"), r"has no target for Python \(3.13\)"),
+        (Selection(target_ids=("nope",)), r"has no such target \(nope\)"),
+        (Selection(cuda="12"), r"has no target for CUDA \(12\)"),
+        (Selection(torch="9.9"), r"unknown torch release \(9.9\)"),
     ],
 )
-def test_selection_that_matches_nothing_names_the_filter(selection: targets.Selection, message: str) -> None:
+def test_selection_that_matches_nothing_names_the_filter(selection: Selection, message: str) -> None:
     with pytest.raises(UsageError, match=message):
-        targets.select(project.load(CLASSIC), selection)
+        select(project.load(CLASSIC), selection)
 
 
 def test_targets_never_share_an_id() -> None:

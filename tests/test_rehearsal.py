@@ -11,13 +11,14 @@ import pytest
 
 from ci import gha, project, rehearsal, release_checks, release_manifest, targets
 from ci.errors import CommandFailed, UsageError
+from ci.selection import Selection, select
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_dry_run_runs_the_workflows_own_import_commands_on_the_targets_python(tmp_path: Path) -> None:
     config = project.load(ROOT)
-    target = targets.select(config, targets.Selection(cuda="12.4"))[0]  # the local stand-in of cu128
+    target = select(config, Selection(cuda="12.4"))[0]  # the local stand-in of cu128
     wheel = tmp_path / "x.whl"
     commands = dict(gha.import_commands(target))
     assert len(commands) == 2  # fusedops declares cpu-libraries: a CPU and a CUDA import test
@@ -125,7 +126,7 @@ def test_pip_index_versions_output_is_read() -> None:
 
 def _cu124_wheel(out: Path) -> tuple[targets.Target, release_manifest.Manifest]:
     config = project.load(ROOT)
-    target = targets.select(config, targets.Selection(cuda="12.4"))[0]  # the local stand-in of cu128
+    target = select(config, Selection(cuda="12.4"))[0]  # the local stand-in of cu128
     name = "fusedops-0.1.0+cu124-cp310-abi3-manylinux_2_28_x86_64.whl"
     (out / "assets").mkdir(parents=True)
     (out / "assets" / name).write_bytes(b"")
