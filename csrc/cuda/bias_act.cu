@@ -138,9 +138,8 @@ void launch_fast(const Call<scalar_t>& c) {
   }
   const int64_t tiles = (c.n / kVec + kThreads * kUnroll - 1) / (kThreads * kUnroll);
   const auto grid = static_cast<unsigned int>(std::max<int64_t>(1, tiles));
-  bias_act_fast<ACT, ORDER><<<grid, kThreads, 0, c.stream>>>(c.x, c.dy, c.b, c.out, static_cast<uint32_t>(c.n), bi,
-                                                              c.k);
-  FUSEDOPS_CUDA_CHECK(cudaGetLastError());
+  cuda::launch<&bias_act_fast<ACT, ORDER, scalar_t>>(grid, kThreads, c.stream, c.device, c.x, c.dy, c.b, c.out,
+                                                     static_cast<uint32_t>(c.n), bi, c.k);
 }
 
 template <typename scalar_t>

@@ -14,6 +14,7 @@
 
 #include "../common.h"
 #include "fast_launch.h"
+#include "launch.cuh"
 
 namespace fusedops {
 namespace cuda {
@@ -160,11 +161,10 @@ void launch_unary(const T* in, T* out, int64_t n, F f, int32_t device_index) {
   const int64_t tiles = (n / vec + int64_t{kThreads} * kUnroll - 1) / (int64_t{kThreads} * kUnroll);
   const unsigned int grid = grid_for_tiles(tiles, device_index);
   if (aligned) {
-    unary_kernel<kVec><<<grid, kThreads, 0, stream>>>(in, out, n, f);
+    launch<&unary_kernel<kVec, T, F>>(grid, kThreads, stream, device_index, in, out, n, f);
   } else {
-    unary_kernel<1><<<grid, kThreads, 0, stream>>>(in, out, n, f);
+    launch<&unary_kernel<1, T, F>>(grid, kThreads, stream, device_index, in, out, n, f);
   }
-  FUSEDOPS_CUDA_CHECK(cudaGetLastError());
 }
 
 // torch's device guard, constructed only when the tensor's device is not the

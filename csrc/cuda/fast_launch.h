@@ -1,6 +1,6 @@
-// The eager fast path's kernel entry points: raw pointers of tensors that the
-// Python side has checked and allocated (package/fusedops/_fast.py), launched on
-// torch's current stream of `device`. fast_launch.cpp binds them to Python.
+// The eager fast path's kernel entry points: raw pointers of tensors that
+// fast_launch.cpp (fusedops._C_cuda's round_ste and bias_act) has read, checked
+// and allocated, launched on torch's current stream of `device`.
 //
 // Why a path beside the dispatcher: at 2^20 elements an H100 runs the kernel in
 // under 4 us, and a call through torch.ops (the schema parse of the Python
@@ -15,13 +15,16 @@
 namespace fusedops {
 namespace fast {
 
-// The dtype codes of package/fusedops/_fast.py.
+// The dtype codes: the order of CUDA_DTYPES in package/fusedops/_fast.py.
 enum DType : int { kFloat = 0, kDouble = 1, kHalf = 2, kBFloat16 = 3 };
 
 // nullptr on success, else a message valid until this thread's next call.
 using Error = const char*;
 
 Error round_ste(const void* in, void* out, int64_t n, int dtype, int device) noexcept;
+
+// "cuLaunchKernel" or "cudaLaunchKernel": how the elementwise kernels are launched (launch.cuh).
+const char* launch_api() noexcept;
 
 // x and out contiguous with n elements; b (nullptr for none) contiguous with
 // ch_size elements, b[(i / ch_stride) % ch_size] added to element i (a

@@ -41,6 +41,14 @@ fast::Error fast::round_ste(const void* in, void* out, int64_t n, int dtype, int
   });
 }
 
+const char* fast::launch_api() noexcept {
+  try {
+    return cuda::launch_detail::driver().launch != nullptr ? "cuLaunchKernel" : "cudaLaunchKernel";
+  } catch (...) {
+    return "cudaLaunchKernel";
+  }
+}
+
 }  // namespace fusedops
 
 STABLE_TORCH_LIBRARY_IMPL(fusedops, CUDA, m) {

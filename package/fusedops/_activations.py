@@ -8,8 +8,6 @@ from typing import Any
 
 import torch
 
-from ._common import CUDA_DTYPE_CODES
-
 
 def _linear(x: torch.Tensor, **_: Any) -> torch.Tensor:
     return x
@@ -97,28 +95,3 @@ def kernel_alpha(act: str, alpha: float | None) -> float:
     if act == "lrelu":
         return float(activation_funcs[act].def_alpha if alpha is None else alpha)
     return 1.0 if act == "elu" else 0.0
-
-
-#: (dtype, act, alpha, gain, clamp) -> the launcher's (dtype code, activation code, alpha, gain, clamp), for
-#: arguments that passed fast_coeffs' checks (at most FAST_COEFFS_MAX of them: a loop over many gains must not grow
-#: it without bound). The eager fast path of bias_act reads it instead of checking these arguments on every call.
-FAST_COEFFS: dict[tuple[Any, ...], tuple[int, int, float, float, float]] = {}
-FAST_COEFFS_MAX = 256
-_NUMBER = (int, float)
-
-
-def fast_coeffs(dtype: Any, act: Any, alpha: Any, gain: Any, clamp: Any) -> tuple[int, int, float, float, float] | None:
-    """The launcher's codes and coefficients, or None where the general path must check these arguments (and raise)."""
-    code = CUDA_DTYPE_CODES.get(dtype)
-    if code is None or type(act) is not str or act not in activation_funcs:
-        return None
-    if (alpha is not None and type(alpha) not in _NUMBER) or (gain is not None and type(gain) not in _NUMBER):
-        return None
-    if clamp is not None and (type(clamp) not in _NUMBER or not clamp >= 0):
-        return None
-    spec = activation_funcs[act]
-    coeffs = (code, spec.code, kernel_alpha(act, alpha), float(spec.def_gain if gain is None else gain),
-              -1.0 if clamp is None else float(clamp))
-    if len(FAST_COEFFS) < FAST_COEFFS_MAX:
-        FAST_COEFFS[dtype, act, alpha, gain, clamp] = coeffs
-    return coeffs

@@ -15,8 +15,9 @@ from typing import Any
 
 import torch
 
-from ._activations import FAST_COEFFS, IMPLS, Activation, activation_funcs, fast_coeffs, kernel_alpha
-from ._common import FLOATING, fast_launchers, has_kernel, like_kernel_output, plain_eager
+from . import _fast
+from ._activations import IMPLS, Activation, activation_funcs, kernel_alpha
+from ._common import FLOATING, has_kernel, like_kernel_output
 
 
 def _reduce_dims(x: torch.Tensor, dim: int) -> list[int]:
@@ -47,9 +48,8 @@ _grad_db = torch.ops.fusedops.bias_act_grad_db.default
 _below_autograd = torch._C._AutoDispatchBelowAutograd
 _functorch_active = torch._C._are_functorch_transforms_active
 _is_compiling = torch.compiler.is_compiling
-_grad_enabled = torch.is_grad_enabled
-_launchers = fast_launchers()
-_Tensor = torch.Tensor
+_launchers = _fast.launchers()
+_dynamo_tracing = _fast.dynamo_tracing
 
 
 def _setup_forward(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
@@ -228,34 +228,14 @@ def bias_act(
         A tensor like ``x`` (same layout for dense inputs). Differentiable twice
         with respect to ``x`` and ``b`` (``impl="ref"``: to any order).
     """
-    # A plain eager call on contiguous CUDA tensors without autograd goes straight to the kernel
-    # (csrc/cuda/fast_launch.h). At 2^20 elements the host's time is the call's time, so this path checks little and
-    # cheaply: the kernel's codes come from a cache keyed by the arguments that set them. Every other call, and every
-    # argument it does not take, goes on to the general path below, which checks everything (and raises).
-    if _launchers is not None and type(x) is _Tensor and x.is_cuda and impl == "cuda" and x.is_contiguous():
-        dtype = x.dtype
-        try:
-            codes = FAST_COEFFS[dtype, act, alpha, gain, clamp]
-        except (KeyError, TypeError):  # not seen yet, or an unhashable argument
-            codes = fast_coeffs(dtype, act, alpha, gain, clamp)
-        if codes is not None and plain_eager():
-            device = x.get_device()
-            if b is None:
-                if not (x.requires_grad and _grad_enabled()):
-                    out = torch.empty_like(x)
-                    _launchers.bias_act(x.data_ptr(), None, out.data_ptr(), x.shape, 0, None, *codes, device)
-                    return out
-            # get_device() is -1 on the CPU: equal to x's index only for a tensor on x's GPU. The launcher checks
-            # that b is 1-D, and dim and b's length against x's shape, and launches nothing where they do not fit
-            # (the general path then says why).
-            elif (
-                type(b) is _Tensor and type(dim) is int and b.is_contiguous() and b.get_device() == device
-                and b.dtype is dtype and not ((x.requires_grad or b.requires_grad) and _grad_enabled())
-            ):
-                out = torch.empty_like(x)
-                if _launchers.bias_act(x.data_ptr(), b.data_ptr(), out.data_ptr(), x.shape, dim, b.shape, *codes,
-                                       device):
-                    return out
+    # A plain eager call on contiguous CUDA tensors without autograd goes straight to the kernel: one C call reads
+    # the tensors, checks the arguments it takes, allocates and launches (csrc/cuda/fast_launch.cpp; at 2^20 elements
+    # the host's time is the call's time). It returns None for every other call, and for every argument it does not
+    # take, which then goes on to the general path below: that one checks everything (and raises).
+    if _launchers is not None and not _dynamo_tracing():
+        y = _launchers.bias_act(x, b, dim, act, alpha, gain, clamp, impl)
+        if y is not None:
+            return y
     if impl not in IMPLS:
         raise ValueError(f"fusedops.bias_act: impl must be 'cuda' or 'ref', got {impl!r}")
     dim, spec, alpha_, gain_, clamp_ = _resolve(x, b, dim, act, alpha, gain, clamp)

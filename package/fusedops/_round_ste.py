@@ -6,15 +6,8 @@ from typing import Any
 
 import torch
 
-from ._common import (
-    CUDA_DTYPE_CODES,
-    FLOATING,
-    check_tensor,
-    fast_launchers,
-    has_kernel,
-    like_kernel_output,
-    plain_eager,
-)
+from . import _fast
+from ._common import FLOATING, check_tensor, has_kernel, like_kernel_output
 
 
 @torch.library.register_fake("fusedops::round_ste")
@@ -50,7 +43,8 @@ class _RoundSTEFunction(torch.autograd.Function):
 
 
 _apply = super(torch.autograd.Function, _RoundSTEFunction).apply  # Function.apply's C entry point
-_launchers = fast_launchers()
+_launchers = _fast.launchers()
+_dynamo_tracing = _fast.dynamo_tracing
 
 
 def round_ste(x: torch.Tensor) -> torch.Tensor:
@@ -67,17 +61,13 @@ def round_ste(x: torch.Tensor) -> torch.Tensor:
     Returns:
         A tensor like ``x`` holding the rounded values.
     """
-    # A contiguous CUDA tensor without autograd, in plain eager code: straight to the kernel (csrc/cuda/fast_launch.h;
-    # at 2^20 elements the call through torch.ops cost the host more than the kernel takes).
-    if (
-        _launchers is not None and type(x) is torch.Tensor and x.is_cuda and x.is_contiguous()
-        and not (x.requires_grad and _grad_enabled()) and plain_eager()
-    ):
-        code = CUDA_DTYPE_CODES.get(x.dtype)
-        if code is not None:
-            out = torch.empty_like(x)
-            _launchers.round_ste(x.data_ptr(), out.data_ptr(), x.numel(), code, x.get_device())
-            return out
+    # A contiguous CUDA tensor without autograd, in plain eager code: straight to the kernel, all in one C call that
+    # returns None for any other call (csrc/cuda/fast_launch.cpp; at 2^20 elements the call through torch.ops cost the
+    # host more than the kernel takes).
+    if _launchers is not None and not _dynamo_tracing():
+        y = _launchers.round_ste(x)
+        if y is not None:
+            return y
     # The common eager call without autograd, checked in one expression: at small sizes the call is bound by the
     # host, and this saves a fifth of the Python time of the general path below.
     if (

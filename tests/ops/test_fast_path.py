@@ -1,19 +1,25 @@
 """The eager fast path of round_ste and bias_act on CUDA (csrc/cuda/fast_launch.h).
 
 A contiguous CUDA call without autograd, in plain eager code, launches the
-kernel without the dispatcher. These tests hold it to the registered op's
-results, show when it is taken and when the op is (autograd, torch.compile,
-modes, the profiler), and that it runs on torch's current stream and inside CUDA
-graphs. The counting launcher below wraps the real one: every launch still runs.
+kernel without the dispatcher: fusedops._C_cuda's round_ste and bias_act read
+the tensors, allocate and launch, or return None for a call they do not take.
+These tests hold it to the registered op's results, show when it is taken and
+when the op is (autograd, torch.compile, modes, the profiler, arguments it does
+not take), and that it runs on torch's current stream and inside CUDA graphs.
+The counting wrapper below calls the real module: every launch still runs.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import fusedops
@@ -26,22 +32,23 @@ ACTS = list(fusedops.activation_funcs)
 
 
 class CountingLaunchers:
-    """Wraps fusedops._C_cuda: records the fast path's launches (bias_act's launcher launches nothing and returns False
-    for shapes that do not fit) and runs them."""
+    """Wraps fusedops._C_cuda: records the calls the fast path took (those that returned a tensor, not None)."""
 
     def __init__(self, real: Any) -> None:
         self.real = real
         self.calls: list[str] = []
 
-    def round_ste(self, *args: Any) -> Any:
-        self.calls.append("round_ste")
-        return self.real.round_ste(*args)
+    def round_ste(self, x: Any) -> Any:
+        y = self.real.round_ste(x)
+        if y is not None:
+            self.calls.append("round_ste")
+        return y
 
     def bias_act(self, *args: Any) -> Any:
-        launched = self.real.bias_act(*args)
-        if launched:
+        y = self.real.bias_act(*args)
+        if y is not None:
             self.calls.append("bias_act")
-        return launched
+        return y
 
 
 @pytest.fixture
@@ -152,7 +159,17 @@ class Recorder(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def test_modes_profiler_and_compile_see_the_op(launches: list[str]) -> None:
+class FunctionRecorder(TorchFunctionMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.names.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def test_modes_profiler_tracer_and_transforms_see_the_op(launches: list[str]) -> None:
     x = torch.randn(4096, device="cuda")
     b = torch.randn(256, device="cuda")
     with Recorder() as rec:
@@ -164,6 +181,11 @@ def test_modes_profiler_and_compile_see_the_op(launches: list[str]) -> None:
     assert any(e.name == "fusedops::round_ste" for e in prof.events())
     compiled = torch.compile(lambda t: fusedops.round_ste(t) + 1, fullgraph=True)
     torch.testing.assert_close(compiled(x), torch.round(x) + 1)
+    traced = torch.jit.trace(lambda t: fusedops.round_ste(t), (x,), check_trace=False)
+    assert "fusedops::round_ste" in str(traced.graph)
+    with FunctionRecorder() as functions:
+        fusedops.bias_act(x.view(-1, 256), b, act="lrelu")
+    assert "fusedops.bias_act.default" in functions.names
     assert launches == []
 
 
@@ -206,26 +228,77 @@ def test_fast_path_is_captured_in_cuda_graphs(launches: list[str]) -> None:
     torch.testing.assert_close(z, fusedops.reference.bias_act(x.view(-1, 256), b, act="lrelu", clamp=4.0))
 
 
-def test_the_launchers_reject_bad_calls_with_python_exceptions() -> None:
+def test_the_module_answers_calls_it_does_not_take_with_none() -> None:
     if not fusedops.cuda_kernels_available():
         pytest.skip(fusedops.build_info()["cuda_kernels_reason"])
-    launchers = _round_ste._launchers
-    x = torch.randn(16, device="cuda")
-    with pytest.raises(TypeError, match="takes 5 arguments"):
-        launchers.round_ste(x.data_ptr())
-    with pytest.raises(RuntimeError, match="unknown dtype code 9"):
-        launchers.round_ste(x.data_ptr(), x.data_ptr(), 16, 9, 0)
-    with pytest.raises(RuntimeError, match="unknown activation code 42"):
-        launchers.bias_act(x.data_ptr(), None, x.data_ptr(), (16,), 0, None, 0, 42, 0.0, 1.0, -1.0, 0)
-    with pytest.raises(TypeError, match="must be tuples"):
-        launchers.bias_act(x.data_ptr(), None, x.data_ptr(), 16, 0, None, 0, 0, 0.0, 1.0, -1.0, 0)
-    # A dim or bias length that does not fit x's shape: nothing launched, False (the Python side takes the op).
-    p, linear = x.data_ptr(), (0, 0, 0.0, 1.0, -1.0, 0)
-    assert launchers.bias_act(p, p, p, (4, 4), 2, (4,), *linear) is False
-    assert launchers.bias_act(p, p, p, (4, 4), 1, (3,), *linear) is False
-    assert launchers.bias_act(p, p, p, (4, 4), -1, (4,), *linear) is True
+    fast = _round_ste._launchers
+    x = torch.randn(4, 4, device="cuda")
+    b = torch.randn(4, device="cuda")
+
+    def bias_act(x: Any, b: Any, dim: Any = 1, act: Any = "linear", alpha: Any = None, gain: Any = None,
+                 clamp: Any = None, impl: Any = "cuda") -> Any:
+        return fast.bias_act(x, b, dim, act, alpha, gain, clamp, impl)
+
+    with pytest.raises(TypeError, match="takes 8 arguments"):
+        fast.bias_act(x)
     with pytest.raises(TypeError):
-        launchers.round_ste("x", x.data_ptr(), 16, 0, 0)
+        fast.round_ste()
+    assert fast.round_ste("x") is None
+    assert fast.round_ste(x.cpu()) is None
+    assert fast.round_ste(x.int()) is None
+    assert fast.round_ste(x.t()) is None
+    # A sparse tensor's is_contiguous() raises: the fast path does not take it, and the error is not kept.
+    assert fast.round_ste(x.to_sparse()) is None
+    assert bias_act(x, b, act="nope") is None
+    assert bias_act(x, b, impl="ref") is None
+    assert bias_act(x, b, clamp=-1.0) is None
+    assert bias_act(x, b, clamp=float("nan")) is None
+    assert bias_act(x, b, alpha=True) is None       # a bool, or a subclass: the general path converts those
+    assert bias_act(x, b, gain=2**2000) is None      # beyond a double: the general path raises
+    assert bias_act(x, b, dim=2) is None
+    assert bias_act(x, b, dim=1.0) is None
+    assert bias_act(x, torch.randn(3, device="cuda")) is None
+    assert bias_act(x, b.view(1, 4)) is None
+    assert bias_act(x, b.double()) is None
+    assert bias_act(x, b.cpu()) is None
+    assert bias_act(x, torch.randn(8, device="cuda")[::2]) is None
+    with torch.enable_grad():
+        assert bias_act(x, b.clone().requires_grad_()) is None
+    # What it takes: a negative dim, int or float coefficients, a parameter as the bias (inference).
+    y = bias_act(x, b, dim=-1, act="lrelu", alpha=0.5, gain=2, clamp=1)
+    torch.testing.assert_close(y, fusedops.reference.bias_act(x, b, dim=-1, act="lrelu", alpha=0.5, gain=2, clamp=1))
+    with torch.no_grad():
+        p = torch.nn.Parameter(b.clone())
+        torch.testing.assert_close(bias_act(x, p, act="swish"), fusedops.reference.bias_act(x, b, act="swish"))
+    # configure() holds for the process: a second call changes nothing.
+    fast.configure((), None, None, (), (), ())
+    assert fast.round_ste(x) is not None
+
+
+_LAUNCH_CHECK = """
+import torch, fusedops
+x = torch.randn(1 << 20, device="cuda") * 10
+b = torch.randn(256, device="cuda")
+xr = x.view(-1, 256)
+assert torch.equal(fusedops.round_ste(x), torch.round(x))
+assert torch.equal(fusedops.round_ste(x[1:]), torch.round(x[1:]))  # the unaligned kernel
+torch.testing.assert_close(fusedops.bias_act(xr, b, act="lrelu", clamp=4.0),
+                           fusedops.reference.bias_act(xr, b, act="lrelu", clamp=4.0))
+xg = xr.clone().requires_grad_()
+fusedops.bias_act(xg, b, act="swish").sum().backward()  # the op's path launches the same way
+torch.testing.assert_close(xg.grad, torch.func.grad(lambda t: fusedops.reference.bias_act(t, b, act="swish").sum())(xr))
+print(fusedops._state.launchers.launch_api())
+"""
+
+
+@pytest.mark.parametrize(("switch", "api"), [("0", "cuLaunchKernel"), ("1", "cudaLaunchKernel")])
+def test_driver_and_runtime_launches_give_the_same_results(switch: str, api: str) -> None:
+    if not fusedops.cuda_kernels_available():
+        pytest.skip(fusedops.build_info()["cuda_kernels_reason"])
+    env = {**os.environ, "FUSEDOPS_RUNTIME_LAUNCH": switch}
+    done = subprocess.run([sys.executable, "-c", _LAUNCH_CHECK], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == api
 
 
 @pytest.mark.multigpu
@@ -237,8 +310,15 @@ def test_fast_path_launches_on_the_inputs_device(launches: list[str]) -> None:
     with torch.cuda.device(0):
         y = fusedops.round_ste(x)
         z = fusedops.bias_act(x.view(-1, 256), b, act="swish")
+        # The op's path (autograd) on GPU 1 too: each device launches its own copy of a kernel.
+        xg = x.view(-1, 256).clone().requires_grad_()
+        fusedops.bias_act(xg, b, act="lrelu").sum().backward()
+        t0 = torch.randn(1 << 16, device="cuda:0") * 10
+        torch.testing.assert_close(fusedops.round_ste(t0), torch.round(t0), rtol=0, atol=0)  # the same kernel, GPU 0
     assert torch.cuda.current_device() == 0
-    assert launches == ["round_ste", "bias_act"]
+    assert launches == ["round_ste", "bias_act", "round_ste"]
+    assert xg.grad is not None
+    torch.testing.assert_close(xg.grad, torch.where(x.view(-1, 256) + b > 0, 1.0, 0.2) * 2**0.5)
     assert y.device == x.device and z.device == x.device
     torch.testing.assert_close(y, torch.round(x), rtol=0, atol=0)
     torch.testing.assert_close(z, fusedops.reference.bias_act(x.view(-1, 256), b, act="swish"))
