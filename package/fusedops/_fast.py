@@ -9,12 +9,12 @@ traces, the op modules test ``is_dynamo_compiling`` before calling in), and the 
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import torch
 
 from ._activations import activation_funcs, kernel_alpha
+from ._common import _package
 
 #: The dtype codes of csrc/cuda/fast_launch.h, in order.
 CUDA_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
@@ -43,7 +43,7 @@ def activation_table() -> tuple[tuple[str, int, bool, float, float], ...]:
 
 def launchers() -> Any:
     """fusedops._C_cuda, configured, when the CUDA kernels loaded; else None (read once by each op module)."""
-    module = sys.modules[__name__.rpartition(".")[0]]._state.launchers
+    module = _package._state.launchers
     if module is not None:
         module.configure((torch.Tensor, torch.nn.Parameter), torch.empty_like, torch.is_grad_enabled, NOT_PLAIN,
                          CUDA_DTYPES, activation_table())
