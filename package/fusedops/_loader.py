@@ -23,7 +23,7 @@ class LoadState:
     cuda_kernels: bool
     reason: str
     build_info: dict[str, Any]
-    #: fusedops._C_cuda as a Python module: the eager fast path's launchers (csrc/cuda/fast_launch.h), or None
+    #: fusedops._C_cuda as a Python module: the eager fast path (csrc/cuda/fast_launch.cpp), or None
     launchers: Any = None
 
 
