@@ -21,7 +21,8 @@ import nox
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
-from ci import cli, errors, matrix, options, toolenv  # noqa: E402  (stdlib + packaging only)
+from ci import cli, errors, toolenv  # noqa: E402  (stdlib + packaging only)
+from ci.universe import matrix  # noqa: E402
 
 REQUIREMENTS = ROOT / "ci" / "requirements"
 
@@ -146,9 +147,9 @@ def toolkit(session: nox.Session) -> None:
 
 def _release_wheel(session: nox.Session, python: str) -> Path:
     """Build the farm checkout's release wheel unless the wheelhouse has it; returns its path."""
-    from ci import project, targets
+    from ci.universe import project, targets
 
-    target = targets.default_target(project.load(ROOT), prefer_python=options.current_python())
+    target = targets.default_target(project.load(ROOT), prefer_python=targets.current_python())
     folder = Path(os.environ.get("FARM_WHEELHOUSE") or ROOT / "wheelhouse") / target.id
     wheels = sorted(folder.glob("*.whl"))
     if not wheels:
@@ -192,9 +193,9 @@ COMPAT_TORCH = ["2.13.0+cpu", "2.11.0", "2.13.0", "2.15.0"]
 @nox.parametrize("torch", COMPAT_TORCH)
 def compat(session: nox.Session, torch: str) -> None:
     """The one stable-ABI wheel next to another torch: the CPU op tests."""
-    from ci import project, targets
+    from ci.universe import project, targets
 
-    target = targets.default_target(project.load(ROOT), prefer_python=options.current_python())
+    target = targets.default_target(project.load(ROOT), prefer_python=targets.current_python())
     wheels = sorted((Path(os.environ.get("FARM_WHEELHOUSE") or ROOT / "wheelhouse") / target.id).glob("*.whl"))
     if not wheels:
         _fail(errors.UsageError("no built wheel of the release target", ROOT / "wheelhouse",
@@ -209,11 +210,13 @@ def compat(session: nox.Session, torch: str) -> None:
 
 @nox.session(name="compat-floor")
 def compat_floor(session: nox.Session) -> None:
-    """The stable-ABI wheel at the torch floor its binary sets (its Requires-Dist, ci/describe.py): pip installs it
+    """The stable-ABI wheel at the torch floor its binary sets (its Requires-Dist, ci/audit/describe.py): pip
+    installs it
     with that torch release from PyPI and the smoke test passes; with the release below, pip refuses it."""
-    from ci import describe, project, targets
+    from ci.audit import describe
+    from ci.universe import project, targets
 
-    target = targets.default_target(project.load(ROOT), prefer_python=options.current_python())
+    target = targets.default_target(project.load(ROOT), prefer_python=targets.current_python())
     wheels = sorted((Path(os.environ.get("FARM_WHEELHOUSE") or ROOT / "wheelhouse") / target.id).glob("*.whl"))
     if not wheels:
         _fail(errors.UsageError("no built wheel of the release target", ROOT / "wheelhouse", "run nox -s build first"))
@@ -233,7 +236,7 @@ def compat_floor(session: nox.Session) -> None:
 
 @nox.session(name="torch-archs", venv_backend="none")
 def torch_archs(session: nox.Session) -> None:
-    """Read the CUDA architectures of every torch release's own wheels from PyPI; compare with ci/matrix.py."""
+    """Read the CUDA architectures of every torch release's own wheels from PyPI; compare with ci/universe/matrix.py."""
     _run_farm(session, farm_python(), "torch-archs", *session.posargs)
 
 
@@ -266,7 +269,7 @@ def bench(session: nox.Session) -> None:
     _run_farm(session, farm_python(), "run", "bench", "--", *session.posargs)
 
 
-# --- container builds (docker/, ci/images.py, ci/wheels.py) -----------------------------------
+# --- container builds (docker/, ci/linux/images.py, ci/linux/container.py) -----------------------------------
 
 
 @nox.session(name="base-image", venv_backend="none")
@@ -345,7 +348,7 @@ def jit(session: nox.Session) -> None:
     _farm(session, "jit")
 
 
-# --- release and workflows (ci/release.py, ci/workflows.py) ----------------------------------
+# --- release and workflows (ci/commands/release.py, ci/gha/workflows.py) ----------------------------------
 
 
 @nox.session(venv_backend="none")
@@ -373,7 +376,7 @@ def reproduce(session: nox.Session) -> None:
     _farm(session, "reproduce")
 
 
-# --- GPU test lanes (ci/gpu.py) ----------------------------------------------------------------
+# --- GPU test lanes (ci/testing/gpu_lanes.py) ----------------------------------------------------------------
 
 
 @nox.session(name="test-gpu", venv_backend="none")

@@ -20,17 +20,18 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from ci import cli, errors, matrix, options, proc, project, targets
-from ci.image_commands import cmd_base_image, cmd_images, cmd_shell
-from ci.selection import select
+from ci import cli, errors, options, proc, settings, toolenv
+from ci.linux.image_commands import cmd_base_image, cmd_images, cmd_shell
+from ci.universe import matrix, project, targets
+from ci.universe.selection import select
 
 console = Console() if sys.stdout.isatty() else Console(width=200)
 
 
 def _outputs(args: argparse.Namespace, config: project.ProjectConfig):  # type: ignore[no-untyped-def]
-    from ci import publish
+    from ci.build import tail
 
-    return publish.Outputs.resolve(config.root, getattr(args, "wheelhouse", None), getattr(args, "build_dir", None),
+    return tail.Outputs.resolve(config.root, getattr(args, "wheelhouse", None), getattr(args, "build_dir", None),
                                    config.normalized_name)
 
 
@@ -44,7 +45,7 @@ def _targets_of_oses(args: argparse.Namespace, config: project.ProjectConfig) ->
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    from ci import routes
+    from ci.linux import routes
 
     config = options.load_project(args)
     chosen = _targets_of_oses(args, config)
@@ -56,7 +57,8 @@ def cmd_matrix(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from ci import build, report
+    from ci.build import report
+    from ci.linux import host as build
 
     chosen = options.resolve(args)
     if args.all:
@@ -72,7 +74,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_develop(args: argparse.Namespace) -> int:
-    from ci import develop
+    from ci.linux import develop
 
     (target,) = options.resolve(args)
     if args.cpu:
@@ -90,7 +92,7 @@ def cmd_develop(args: argparse.Namespace) -> int:
 
 def _torch_label(python: Path) -> str:
     """``torch X.Y.Z`` of the environment of ``python`` (its folder is two levels up), read from its files."""
-    from ci import envs
+    from ci.toolchain import envs
 
     try:
         return f"torch {envs.torch_metadata(envs.PythonEnv(python.parent.parent))['version']}"
@@ -99,7 +101,9 @@ def _torch_label(python: Path) -> str:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from ci import audit, symbols, toolkit, wheelmeta
+    from ci import wheelmeta
+    from ci.audit import symbols, wheel_audit
+    from ci.toolchain import toolkit
 
     wheel = Path(args.wheel)
     with wheelmeta.open_wheel(wheel):
@@ -116,20 +120,21 @@ def cmd_audit(args: argparse.Namespace) -> int:
         if not python.is_file():
             raise errors.UsageError("--torch-env is neither a Python interpreter nor an environment folder",
                                     args.torch_env, "pass the environment's folder or its bin/python")
-        search = symbols.environment_search(python, toolkit.cache_root() / "symbols")
+        search = symbols.environment_search(python, toolenv.cache_root() / "symbols")
         torch_label = _torch_label(python)
-    result = audit.audit_wheel(wheel, target, cuobjdump, search=search, cuda=not args.cpu, torch_label=torch_label)
+    result = wheel_audit.audit_wheel(wheel, target, cuobjdump, search=search, cuda=not args.cpu,
+            torch_label=torch_label)
     for check in result.checks:
         mark = ("[yellow]WARN[/]" if check.warn else "[green]ok[/]") if check.ok else "[red]FAIL[/]"
         console.print(f"{mark} {check.name}: {check.detail}", markup=True, highlight=False, soft_wrap=True)
     if args.json:
         print(json.dumps([dataclasses.asdict(c) for c in result.checks], indent=2))
-    audit.raise_for_failures(result)
+    wheel_audit.raise_for_failures(result)
     return 0
 
 
 def cmd_toolkit(args: argparse.Namespace) -> int:
-    from ci import toolkit
+    from ci.toolchain import toolkit
 
     cell = matrix.resolve(args.cuda)
     if sys.platform == "win32":
@@ -157,7 +162,9 @@ def cmd_toolkit(args: argparse.Namespace) -> int:
 
 
 def _container_build(args: argparse.Namespace, chosen: tuple[targets.Target, ...]) -> int:
-    from ci import images, report, wheels
+    from ci.build import report
+    from ci.linux import container as wheels
+    from ci.linux import images
 
     outputs = _outputs(args, chosen[0].project)
     for target in chosen:
@@ -182,14 +189,15 @@ def cmd_build_cuda(args: argparse.Namespace) -> int:
     if str(args.cuda or "").strip().isdigit():
         # A major (build-cuda-12) asks for that major's release cell: here, its stand-in where the release cell's
         # toolkit cannot be reached. A named cell (12.8) is built as asked, or refused with one line.
-        from ci import buildall
+        from ci.linux import buildall
 
         chosen = buildall.local_equivalents(chosen, console)
     return _container_build(args, chosen)
 
 
 def cmd_build_all(args: argparse.Namespace) -> int:
-    from ci import buildall, coverage
+    from ci.linux import buildall
+    from ci.release import coverage
 
     config = options.load_project(args)
     sel = options.selection(args)
@@ -207,7 +215,7 @@ def cmd_build_all(args: argparse.Namespace) -> int:
 
 
 def cmd_coverage(args: argparse.Namespace) -> int:
-    from ci import coverage
+    from ci.release import coverage
 
     config = options.load_project(args)
     chosen = _targets_of_oses(args, config)
@@ -220,22 +228,24 @@ def cmd_coverage(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from ci import doctor
+    from ci.doctor import diagnose
 
-    return doctor.run(args)
+    return diagnose.run(args)
 
 
 def cmd_test_gpu(args: argparse.Namespace) -> int:
     import contextlib
     import tempfile
 
-    from ci import gpu, publish, testing, wheelmeta
+    from ci import wheelmeta
+    from ci.build import tail
+    from ci.testing import gpu_lanes, wheel_tests
 
     (target,) = options.resolve(args)[:1]
-    lanes = gpu.parse_lanes(args.lanes)
+    lanes = gpu_lanes.parse_lanes(args.lanes)
     outputs = _outputs(args, target.project)
-    out = options.path_option(args.out, "FARM_TEST_RESULTS", target.project.root / "test-results")
-    wheel = Path(args.wheel) if args.wheel else (None if args.inplace else publish.find_wheel(outputs, target))
+    out = settings.path_option(args.out, "FARM_TEST_RESULTS", target.project.root / "test-results")
+    wheel = Path(args.wheel) if args.wheel else (None if args.inplace else tail.find_wheel(outputs, target))
     for given in (wheel, Path(args.ptx_wheel) if args.ptx_wheel else None):
         if given is not None:
             with wheelmeta.open_wheel(given):
@@ -246,44 +256,46 @@ def cmd_test_gpu(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="farm-gpu-")))
 
-        def subject_for(path: Path | None, name: str) -> gpu.Subject:
+        def subject_for(path: Path | None, name: str) -> gpu_lanes.Subject:
             if path is None:  # the in-place build, with this interpreter's torch
-                return gpu.Subject(Path(sys.executable), gpu.inplace_paths(target.project.root),
+                return gpu_lanes.Subject(Path(sys.executable), gpu_lanes.inplace_paths(target.project.root),
                                    f"in-place build in {target.project.root}")
             if args.system:
-                site = gpu.install_wheel(path, tmp / name)
-                return gpu.Subject(Path(sys.executable), (str(site),), f"{path} on {sys.executable}", path)
-            env = stack.enter_context(testing.clean_env(target, path, "test", "bench"))
-            return gpu.Subject(env.python, (), f"{path} in a clean environment", path)
+                site = gpu_lanes.install_wheel(path, tmp / name)
+                return gpu_lanes.Subject(Path(sys.executable), (str(site),), f"{path} on {sys.executable}", path)
+            env = stack.enter_context(wheel_tests.clean_env(target, path, "test", "bench"))
+            return gpu_lanes.Subject(env.python, (), f"{path} in a clean environment", path)
 
         subject = subject_for(wheel, "site")
         ptx = subject_for(Path(args.ptx_wheel), "ptx-site") if args.ptx_wheel else None
-        return gpu.run_gpu_lanes(target, subject, ptx=ptx, lanes=lanes, quick=args.quick, out=out)
+        return gpu_lanes.run_gpu_lanes(target, subject, ptx=ptx, lanes=lanes, quick=args.quick, out=out)
 
 
 def cmd_test(args: argparse.Namespace) -> int:
-    from ci import publish, testing
+    from ci.build import tail
+    from ci.testing import wheel_tests
 
     (target,) = options.resolve(args)[:1]
     outputs = _outputs(args, target.project)
-    wheel = Path(args.wheel) if args.wheel else publish.find_wheel(outputs, target)
+    wheel = Path(args.wheel) if args.wheel else tail.find_wheel(outputs, target)
     if wheel is None:
         raise errors.UsageError(f"no built wheel of {target.id}", outputs.target_dir(target),
                                 "build it first (nox -s build) or pass --wheel PATH")
-    return testing.run_cpu_tests(target, wheel)
+    return wheel_tests.run_cpu_tests(target, wheel)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ci import publish, testing
+    from ci.build import tail
+    from ci.testing import wheel_tests
 
     (target,) = options.resolve(args)[:1]
-    testing.configured(target, args.name)
+    wheel_tests.configured(target, args.name)
     outputs = _outputs(args, target.project)
-    wheel = Path(args.wheel) if args.wheel else publish.find_wheel(outputs, target)
+    wheel = Path(args.wheel) if args.wheel else tail.find_wheel(outputs, target)
     if wheel is None:
         raise errors.UsageError(f"no built wheel of {target.id}", outputs.target_dir(target),
                                 "build it first (nox -s build) or pass --wheel PATH")
-    return testing.run_command(target, wheel, args.name, list(args.extra))
+    return wheel_tests.run_command(target, wheel, args.name, list(args.extra))
 
 
 def cmd_build_win(args: argparse.Namespace) -> int:
@@ -299,19 +311,19 @@ def cmd_jit(args: argparse.Namespace) -> int:
 
 
 def cmd_release(args: argparse.Namespace) -> int:
-    from ci import release
+    from ci.commands import release
 
     return release.cmd_release(args)
 
 
 def cmd_workflows(args: argparse.Namespace) -> int:
-    from ci import workflows
+    from ci.gha import workflows
 
     return workflows.cmd_workflows(args)
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from ci import reproduce
+    from ci.linux import reproduce
 
     (target,) = options.resolve(args)[:1]
     container = args.container or target.cell.toolkit.kind != "pypi"
@@ -320,27 +332,27 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_builds(args: argparse.Namespace) -> int:
-    from ci import buildbench
+    from ci.linux import buildbench
 
     config = options.load_project(args)
     kinds = args.kind or ["host", "13", "12"]
     for kind in kinds:
         if kind not in ("host", "aarch64"):
             matrix.get_cell(kind)
-    out = options.path_option(args.out, "FARM_BENCH_RESULTS", config.root / "bench-results")
+    out = settings.path_option(args.out, "FARM_BENCH_RESULTS", config.root / "bench-results")
     buildbench.bench(config, kinds, args.touch, out, console)
     return 0
 
 
 def cmd_torch_archs(args: argparse.Namespace) -> int:
-    from ci import torch_archs
+    from ci.universe import torch_archs
 
     torch_archs.check(matrix.TORCH_RELEASES, console)
     return 0
 
 
 def cmd_lock(args: argparse.Namespace) -> int:
-    from ci import lockcheck, pins
+    from ci.universe import lockcheck, pins
 
     for path in pins.write_locks(proc.which("uv")):
         console.print(f"locked {path.relative_to(pins.REQUIREMENTS.parent.parent)} "

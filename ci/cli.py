@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ci import matrix, options, project
+from ci import options
 from ci.errors import UsageError
+from ci.universe import matrix, project
 
 DEFAULT_CUDA_HELP = "CUDA toolkit: version (13.0), cell name (cu130) or major (13 = its release cell)"
 
@@ -124,11 +125,11 @@ def build_parser(prog: str | None = None) -> Parser:
     cv.add_argument("--os", choices=("linux", "windows", "all"), default="all")
     cv.add_argument("--json", action="store_true")
 
-    from ci import doctor
+    from ci.doctor import diagnose
 
     dr = sub.add_parser("doctor", help="which wheel of an index fits this machine (torch, CUDA, driver, GPUs, glibc, "
                         "Python), and why each other one does not")
-    doctor.add_arguments(dr)
+    diagnose.add_arguments(dr)
 
     sh = sub.add_parser("shell", help="a shell (or one command) in a cell's builder image")
     _project_args(sh)
@@ -174,7 +175,8 @@ def build_parser(prog: str | None = None) -> Parser:
                         "finds the compiler and the farm's CUDA toolkit (vcvars64 on Windows)")
     windows_cli.add_jit_arguments(jt)
 
-    from ci import release, workflows
+    from ci.commands import release
+    from ci.gha import workflows
 
     rl = sub.add_parser("release", help="build, audit and test every Linux target; per-variant indexes, "
                         "SHA256SUMS and a manifest")
@@ -201,7 +203,7 @@ def build_parser(prog: str | None = None) -> Parser:
     bb.add_argument("--out", help="results folder (default: <project>/bench-results)")
 
     sub.add_parser("torch-archs", help="read the CUDA architectures of every torch release's own wheels from PyPI "
-                   "and compare them with ci/matrix.py")
+                   "and compare them with ci/universe/matrix.py")
     sub.add_parser("lock", help="compile every ci/requirements/*.in into a hash-pinned .txt (needs uv)")
 
     bi = sub.add_parser("base-image", help="bootstrap a Debian base image (no registry needed)")

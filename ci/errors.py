@@ -127,4 +127,5 @@ def env_path(name: str, *, must_exist: bool = True, kind: str = "folder",
 
 
 class MatrixError(UsageError):
-    """A request that the universe cannot satisfy (``ci/matrix.py``, ``ci/archs.py``); the message says what to do."""
+    """A request that the universe cannot satisfy (``ci/universe/matrix.py``, ``ci/universe/archs.py``); the message
+    says what to do."""

@@ -15,7 +15,8 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from ci import cli, errors, project, toolenv
+from ci import cli, errors, toolenv
+from ci.universe import project
 
 PROG = "cuda-ext-farm"
 

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
-from ci import matrix, project, targets
 from ci.errors import UsageError
-from ci.selection import Selection, select
+from ci.universe import project, shapes, targets
+from ci.universe.selection import Selection, select
 
 
 def load_project(args: argparse.Namespace) -> project.ProjectConfig:
@@ -66,7 +65,7 @@ def resolve(args: argparse.Namespace, *, os_name: str = "linux") -> tuple[target
         sel = selection_from_wheel(wheel, sel.arch_list)
     if sel.empty and args.subcommand in ("build", "develop", "test-gpu", "test", "audit", "run", "reproduce") \
             and not getattr(args, "all", False):
-        default = targets.default_target(config, os_name, prefer_python=current_python())
+        default = targets.default_target(config, os_name, prefer_python=targets.current_python())
         if sel.arch_list:
             default = targets.with_arch_list(default, sel.arch_list)
         return (default,)
@@ -74,8 +73,8 @@ def resolve(args: argparse.Namespace, *, os_name: str = "linux") -> tuple[target
         sel = Selection(cuda="13", arch_list=sel.arch_list)
     chosen = select(config, sel, os_name)
     if args.subcommand in ("build", "develop") and not getattr(args, "all", False) and len(chosen) > 1:
-        current = [t for t in chosen if t.python == current_python()]
-        newest = max(chosen, key=lambda t: (matrix.version_key(t.torch), matrix.version_key(t.python)))
+        current = [t for t in chosen if t.python == targets.current_python()]
+        newest = max(chosen, key=lambda t: (shapes.version_key(t.torch), shapes.version_key(t.python)))
         chosen = (current[0] if current else newest,)
     return chosen
 
@@ -91,10 +90,6 @@ def check_toolkit_libraries(chosen: tuple[targets.Target, ...]) -> None:
                              f"the libraries the farm can add are {', '.join(sorted(known)) or 'none'}")
 
 
-def current_python() -> str:
-    return f"{sys.version_info.major}.{sys.version_info.minor}"
-
-
 LANES = ("default", "sanitizer", "ptx-jit", "multi-gpu", "bench")
 
 
@@ -105,9 +100,3 @@ def parse_lanes(value: str) -> list[str]:
         raise UsageError("unknown GPU test lane", ", ".join(unknown) or "none given",
                          f"choose from {', '.join(LANES)}")
     return lanes
-
-
-def path_option(value: str | None, variable: str, default: Path) -> Path:
-    """The one cascade for folders: option, else environment variable, else default."""
-    chosen = value or os.environ.get(variable, "").strip() or None
-    return Path(chosen).expanduser().resolve() if chosen else default

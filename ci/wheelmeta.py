@@ -267,3 +267,9 @@ def sha256_file(path: Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def version_parts(name: str) -> tuple[str, str]:
+    """The public and local parts of a wheel file name's version (``1.0``, ``pt2.11.cu130``)."""
+    version = parse_name(Path(name)).version
+    return version.public, version.local or ""

@@ -1,12 +1,12 @@
 #!/bin/sh
-# Find the cell's host compiler where the base image keeps it and record the paths for ci/wheels.py.
+# Find the cell's host compiler where the base image keeps it and record the paths for ci/linux/container.py.
 #
 #   detect-toolchain.sh gcc-<major> [ENV_FILE]      (default ENV_FILE: /etc/farm/toolchain.env)
 #
 # Bases differ: Debian installs gcc-12 as /usr/bin/gcc-12 (with ccache's /usr/lib/ccache/g++-12), manylinux
 # (AlmaLinux) keeps it under /opt/rh/gcc-toolset-12/root/usr/bin/ with no versioned name on PATH and ccache's
 # links (if any) for unversioned names only. Guessing `gcc-12` from the cell broke the manylinux build, so the
-# image looks once, at build time, and writes what it found (KEY=value lines, read by ci/images.py):
+# image looks once, at build time, and writes what it found (KEY=value lines, read by ci/linux/images.py):
 #
 #   FARM_CC           the C compiler (also nvcc's -ccbin through torch)
 #   FARM_CXX          the C++ compiler the build calls: a ccache front for FARM_CXX_REAL

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from ci import audit, project, targets
-from ci.selection import Selection, select
+from ci.audit import checks, naming, wheel_audit
+from ci.universe import project, targets
+from ci.universe.selection import Selection, select
 
 ROOT = Path(__file__).resolve().parent.parent
 PLATFORM = "manylinux_2_28_x86_64"
@@ -36,8 +37,8 @@ def template(tmp_path: Path, requires_python: str | None = ">=3.9") -> targets.T
     return target
 
 
-def wheel_tag(target: targets.Target, interpreter_abi: str) -> audit.Check:
-    (check,) = [c for c in audit.check_tags(Path(f"tmpl-0.1.0-{interpreter_abi}-{PLATFORM}.whl"), target)[1]
+def wheel_tag(target: targets.Target, interpreter_abi: str) -> checks.Check:
+    (check,) = [c for c in naming.check_tags(Path(f"tmpl-0.1.0-{interpreter_abi}-{PLATFORM}.whl"), target)[1]
                 if c.name == "wheel-tag"]
     return check
 
@@ -127,7 +128,7 @@ def test_auditing_a_cp39_abi3_wheel_built_with_312(tmp_path: Path) -> None:
         zf.writestr("tmpl/__init__.py", "")
         zf.writestr("tmpl-0.1.0.dist-info/METADATA", f"Metadata-Version: 2.1\nName: tmpl\nVersion: 0.1.0\n"
                     f"Requires-Python: >=3.9\nRequires-Dist: {target.torch_pin}\n")
-    result = audit.audit_wheel(wheel, target, None, abi3audit=False)
+    result = wheel_audit.audit_wheel(wheel, target, None, abi3audit=False)
     by_name = {c.name: c for c in result.checks}
     assert by_name["wheel-tag"].ok and "abi3 floor cp39" in by_name["wheel-tag"].detail
     assert by_name["metadata"].ok, by_name["metadata"].detail

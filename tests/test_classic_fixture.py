@@ -15,8 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from ci import envs, project, targets, wheelmeta
-from ci.selection import Selection, select
+from ci import wheelmeta
+from ci.toolchain import envs
+from ci.universe import project, targets
+from ci.universe.selection import Selection, select
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -75,7 +77,7 @@ def test_one_wheel_per_torch_release_pinned_to_it(classic_wheels: dict[str, Path
 
 
 def test_the_audit_proved_linking_and_symbols(classic_wheels: dict[str, Path]) -> None:
-    from ci import report
+    from ci.build import report
 
     for wheel in classic_wheels.values():
         rep = report.read_report(wheel.parent)

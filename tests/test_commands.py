@@ -13,8 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from ci import build, develop, errors, fsutil, matrix, proc, project, publish, targets, toolkit, wheelmeta
-from ci.selection import Selection, select
+from ci import errors, fsutil, proc, toolenv, wheelmeta
+from ci.build import project_source, tail
+from ci.linux import develop, host
+from ci.toolchain import compiler_cache, toolkit
+from ci.universe import matrix, project, targets
+from ci.universe.selection import Selection, select
 
 ROOT = Path(__file__).resolve().parent.parent
 CLASSIC = ROOT / "tests" / "fixtures" / "classic_ext"
@@ -42,8 +46,8 @@ def test_pip_target_install_is_hash_pinned_binary_only(tmp_path: Path) -> None:
 
 
 def test_cache_root_honours_overrides(tmp_path: Path) -> None:
-    assert toolkit.cache_root({"FARM_CACHE_DIR": str(tmp_path)}) == tmp_path
-    assert toolkit.cache_root({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "cuda-ext-farm"
+    assert toolenv.cache_root({"FARM_CACHE_DIR": str(tmp_path)}) == tmp_path
+    assert toolenv.cache_root({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "cuda-ext-farm"
 
 
 def test_farm_cuda_home_is_validated_where_it_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -56,29 +60,29 @@ def test_farm_cuda_home_is_validated_where_it_is_read(tmp_path: Path, monkeypatc
 
 
 def test_repair_excludes_torch_and_cuda_runtime(tmp_path: Path) -> None:
-    cmd = build.repair_command(tmp_path / "x.whl", tmp_path, 13)
+    cmd = host.repair_command(tmp_path / "x.whl", tmp_path, 13)
     excluded = {cmd[i + 1] for i, arg in enumerate(cmd) if arg == "--exclude"}
     assert {"libc10.so", "libc10_cuda.so", "libtorch_cuda.so", "libcudart.so.13"} <= excluded
-    cpu = build.repair_command(tmp_path / "x.whl", tmp_path, None)
+    cpu = host.repair_command(tmp_path / "x.whl", tmp_path, None)
     assert "libcudart.so.13" not in cpu
 
 
 def test_compiler_env_carries_the_project_build_env(tmp_path: Path) -> None:
     target = select(project.load(ROOT), Selection(cuda="13.0", arch_list="9.0+PTX"))[0]
     tk = toolkit.InstalledToolkit(root=tmp_path, cuda_home=tmp_path / "cu13", nvcc_version="13.0.88")
-    env = build.compiler_env(target, tk, max_jobs=3)
+    env = host.compiler_env(target, tk, max_jobs=3)
     assert env["TORCH_CUDA_ARCH_LIST"] == "9.0+PTX"
     assert env["CUDA_HOME"] == str(tmp_path / "cu13")
     assert env["MAX_JOBS"] == "3" and env["FUSEDOPS_CUDA"] == "1" and env["FUSEDOPS_NVCC_VERSION"] == "13.0.88"
-    cpu = build.compiler_env(target, None, cpu=True, max_jobs=1)
+    cpu = host.compiler_env(target, None, cpu=True, max_jobs=1)
     assert cpu == {"FUSEDOPS_CUDA": "0", "MAX_JOBS": "1"}
     classic = targets.targets_for(project.load(CLASSIC))[0]
-    assert build.compiler_env(classic, tk)["FORCE_CUDA"] == "1"
+    assert host.compiler_env(classic, tk)["FORCE_CUDA"] == "1"
 
 
 def test_launcher_wraps_both_compilers(tmp_path: Path) -> None:
     tk = toolkit.InstalledToolkit(root=tmp_path, cuda_home=tmp_path / "cu13", nvcc_version="13.0.88")
-    env = develop.launcher_env("/usr/bin/ccache", tk, tmp_path / "wrap", tmp_path)
+    env = compiler_cache.launcher_env("/usr/bin/ccache", tk, tmp_path / "wrap", tmp_path)
     assert env["PYTORCH_NVCC"] == f"/usr/bin/ccache {tmp_path / 'cu13' / 'bin' / 'nvcc'}"
     wrapper = Path(env["CXX"])
     assert wrapper.name == "g++" and "/usr/bin/ccache" in wrapper.read_text()
@@ -246,10 +250,10 @@ def test_lock_serialises_and_says_what_it_waits_for(tmp_path: Path, capsys: pyte
 def test_outputs_cascade_option_then_variable_then_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("FARM_WHEELHOUSE", raising=False)
     monkeypatch.delenv("FARM_BUILD_DIR", raising=False)
-    assert publish.Outputs.resolve(tmp_path).wheelhouse == tmp_path / "wheelhouse"
+    assert tail.Outputs.resolve(tmp_path).wheelhouse == tmp_path / "wheelhouse"
     monkeypatch.setenv("FARM_WHEELHOUSE", str(tmp_path / "env"))
-    assert publish.Outputs.resolve(tmp_path).wheelhouse == tmp_path / "env"
-    assert publish.Outputs.resolve(tmp_path, wheelhouse=str(tmp_path / "opt")).wheelhouse == tmp_path / "opt"
+    assert tail.Outputs.resolve(tmp_path).wheelhouse == tmp_path / "env"
+    assert tail.Outputs.resolve(tmp_path, wheelhouse=str(tmp_path / "opt")).wheelhouse == tmp_path / "opt"
 
 
 def test_stale_staging_of_dead_processes_is_found(tmp_path: Path) -> None:
@@ -266,11 +270,11 @@ def test_sources_are_synced_incrementally_without_build_outputs(tmp_path: Path) 
     (src / "build" / "farm").mkdir(parents=True)
     (src / "build" / "farm" / "junk.o").write_text("x")
     dest = tmp_path / "copy"
-    assert build.sync_source(src, dest, (src / "build" / "farm",)) == 2
+    assert project_source.sync_source(src, dest, (src / "build" / "farm",)) == 2
     assert not (dest / "build").exists()
-    assert build.sync_source(src, dest) == 0
+    assert project_source.sync_source(src, dest) == 0
     (src / "csrc" / "a.cpp").unlink()
-    build.sync_source(src, dest)
+    project_source.sync_source(src, dest)
     assert not (dest / "csrc" / "a.cpp").exists()
 
 

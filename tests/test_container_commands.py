@@ -8,8 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from ci import images, matrix, project, publish, shell, targets, wheels
-from ci.selection import Selection, select
+from ci import errors
+from ci.build import tail
+from ci.linux import container as wheels
+from ci.linux import debian, images, shell
+from ci.universe import matrix, project, targets
+from ci.universe.selection import Selection, select
 
 CELL = matrix.get_cell("13.0")
 BASE = f"{images.BASE_REPO}:bookworm"
@@ -107,7 +111,7 @@ def test_build_args_pin_the_toolkit_and_compiler() -> None:
 
 def job_for(target: targets.Target, tmp_path: Path) -> wheels.ContainerBuild:
     spec = images.spec_for(target.cell, BASE)
-    outputs = publish.Outputs(wheelhouse=tmp_path / "wh", build_root=tmp_path / "build")
+    outputs = tail.Outputs(wheelhouse=tmp_path / "wh", build_root=tmp_path / "build")
     return wheels.ContainerBuild(target=target, spec=spec, image=spec.tag, outputs=outputs, job="job1")
 
 
@@ -225,14 +229,14 @@ def test_host_debian_mirror_is_read_from_apt_sources(tmp_path: Path) -> None:
     (tmp_path / "sources.list.d").mkdir()
     (tmp_path / "sources.list.d" / "debian.sources").write_text(
         "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm\nComponents: main\n")
-    assert images.host_debian_mirror(tmp_path) == "http://mirror.example/debian"
+    assert debian.host_debian_mirror(tmp_path) == "http://mirror.example/debian"
     (tmp_path / "sources.list.d" / "debian.sources").unlink()
     (tmp_path / "sources.list").write_text("deb [arch=amd64] http://other.example/debian bookworm main\n")
-    assert images.host_debian_mirror(tmp_path) == "http://other.example/debian"
+    assert debian.host_debian_mirror(tmp_path) == "http://other.example/debian"
 
 
 def test_host_compiler_outside_the_cuda_range_is_refused() -> None:
-    with pytest.raises(matrix.MatrixError, match=r"outside CUDA 12.4's supported range gcc-6 to gcc-13 \(gcc-14\)"):
+    with pytest.raises(errors.MatrixError, match=r"outside CUDA 12.4's supported range gcc-6 to gcc-13 \(gcc-14\)"):
         matrix.validate(dataclasses.replace(matrix.get_cell("12.4"), host_compiler="gcc-14"))
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from ci import images, matrix
+from ci.linux import images
+from ci.universe import matrix
 
 ROOT = Path(__file__).resolve().parent.parent
 CLASSIC = ROOT / "tests" / "fixtures" / "classic_ext"

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ci import coverage, index, project, targets
+from ci.release import coverage, index
+from ci.universe import project, targets
 
 ROOT = Path(__file__).resolve().parent.parent
 CLASSIC = ROOT / "tests" / "fixtures" / "classic_ext"

@@ -1,4 +1,4 @@
-"""linux_aarch64 targets: which exist, how they are selected, what the cross build is given (ci/cross.py).
+"""linux_aarch64 targets: which exist, how they are selected, what the cross build is given (ci/linux/cross.py).
 
 The cross build and the qemu import of a real project run in tests/test_cross_build.py (extended: they
 install torch's aarch64 build, GBs); here the target model, the refusals and the pieces that need no torch.
@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from ci import cross, matrix, project, routes, targets
 from ci.errors import MissingRequirement, UsageError
-from ci.selection import Selection, select
+from ci.linux import cross, routes
+from ci.universe import matrix, project, targets
+from ci.universe.selection import Selection, select
 
 ROOT = Path(__file__).resolve().parent.parent
 CLASSIC = ROOT / "tests" / "fixtures" / "classic_ext"
@@ -134,7 +135,7 @@ def test_cross_glibc_is_read_from_the_sysroot() -> None:
 @pytest.mark.skipif(shutil.which("aarch64-linux-gnu-gcc") is None or shutil.which("gcc") is None,
                     reason="needs gcc and the aarch64 cross gcc")
 def test_the_audit_names_a_library_built_for_another_machine(tmp_path: Path) -> None:
-    from ci import audit
+    from ci.audit import wheel_audit
 
     source = tmp_path / "op.c"
     source.write_text("int op(int x) { return x + 1; }\n")
@@ -142,11 +143,11 @@ def test_the_audit_names_a_library_built_for_another_machine(tmp_path: Path) -> 
     for arch, cc in (("x86_64", "gcc"), ("aarch64", "aarch64-linux-gnu-gcc")):
         built[arch] = tmp_path / f"op-{arch}.so"
         subprocess.run([cc, "-shared", "-fPIC", "-o", str(built[arch]), str(source)], check=True)
-    ok = audit.check_machine([built["aarch64"]], tmp_path, "aarch64")
+    ok = wheel_audit.check_machine([built["aarch64"]], tmp_path, "aarch64")
     assert ok.ok and "EM_AARCH64" in ok.detail
-    bad = audit.check_machine([built["aarch64"], built["x86_64"]], tmp_path, "aarch64")
+    bad = wheel_audit.check_machine([built["aarch64"], built["x86_64"]], tmp_path, "aarch64")
     assert not bad.ok and "op-x86_64.so (EM_X86_64)" in bad.detail
-    assert audit.check_machine([built["x86_64"]], tmp_path, "x86_64").ok
+    assert wheel_audit.check_machine([built["x86_64"]], tmp_path, "x86_64").ok
 
 
 def test_a_stand_in_is_selectable_by_its_id_and_replaces_its_release_cell() -> None:
@@ -163,8 +164,8 @@ def test_a_stand_in_is_selectable_by_its_id_and_replaces_its_release_cell() -> N
 def test_the_dry_run_says_why_it_imports_an_aarch64_wheel_under_qemu() -> None:
     import platform
 
-    from ci import release_checks
-    from ci.release_manifest import ReleaseFile
+    from ci.release import install_checks
+    from ci.release.manifest import ReleaseFile
 
     if platform.machine() != "x86_64":
         pytest.skip("an x86_64 machine's view")
@@ -173,16 +174,16 @@ def test_the_dry_run_says_why_it_imports_an_aarch64_wheel_under_qemu() -> None:
         return ReleaseFile(name="w.whl", sha256="", size=1, kind="wheel", pypi=False, pypi_reason="", os="linux",
                            python="3.10", tags=(tag,))
 
-    reason = release_checks.host_can_run(wheel("cp310-abi3-manylinux_2_31_aarch64"), "3.11")
+    reason = install_checks.host_can_run(wheel("cp310-abi3-manylinux_2_31_aarch64"), "3.11")
     assert reason is not None and "aarch64 wheel" in reason and "import-qemu" in reason
-    assert release_checks.host_can_run(wheel("cp310-abi3-manylinux_2_31_x86_64"), "3.11") is None
+    assert install_checks.host_can_run(wheel("cp310-abi3-manylinux_2_31_x86_64"), "3.11") is None
 
 
 def test_a_debian_toolkit_cell_keeps_its_base_glibc_and_others_get_the_sysroot() -> None:
-    from ci import wheels
+    from ci.linux import container
 
     debian, pypi = matrix.get_cell("12.4"), matrix.get_cell("13.0")
-    assert not wheels.uses_sysroot(debian) and wheels.uses_sysroot(pypi)
+    assert not container.uses_sysroot(debian) and container.uses_sysroot(pypi)
     assert routes.container_glibc(debian).startswith(routes.DEBIAN_GLIBC["trixie"])
     config = project.load(ROOT)
     release12 = next(t for t in targets.platform_targets(config, "linux") if t.cell.name == "cu128")

@@ -1,4 +1,5 @@
-"""A linux_aarch64 wheel built on this x86_64 machine and imported under qemu-user (ci/cross.py, ci/qemu.py).
+"""A linux_aarch64 wheel built on this x86_64 machine and imported under qemu-user (ci/linux/cross.py,
+ci/linux/qemu.py).
 
 Real parts throughout: the cell's x86_64 nvcc with Debian's aarch64 cross g++, PyPI's aarch64 CUDA runtime and
 torch 2.11 (GBs, installed once into the farm's cache), auditwheel's aarch64 repair, the audit (symbols resolved
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ci import qemu
+from ci.linux import qemu
 
 ROOT = Path(__file__).resolve().parent.parent
 CLASSIC = ROOT / "tests" / "fixtures" / "classic_ext"

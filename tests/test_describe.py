@@ -1,4 +1,4 @@
-"""What a wheel says about itself (ci/describe.py): the torch floor read from real binaries, the requirement the
+"""What a wheel says about itself (ci/audit/describe.py): the torch floor read from real binaries, the requirement the
 farm writes, the audit's torch-range / coverage-file / sass-torch checks, and the architecture defaults that follow
 torch's own builds."""
 
@@ -15,7 +15,11 @@ from pathlib import Path
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from ci import archs, audit, describe, matrix, project, routes, targets, toolkit, wheelmeta
+from ci import errors, wheelmeta
+from ci.audit import describe, wheel_audit
+from ci.linux import routes
+from ci.toolchain import toolkit
+from ci.universe import archs, matrix, project, targets
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "windows"))
@@ -172,7 +176,7 @@ def test_a_projects_own_and_extra_architectures(tmp_path: Path) -> None:
     assert routes.archs_source(extra) == "torch 2.11's + the project's 8.9"
     own = targets.default_target(config('cuda-archs = "9.0"'))
     assert own.cell.arch_list == "9.0+PTX" and routes.archs_source(own) == "the project's cuda-archs"
-    with pytest.raises(matrix.MatrixError, match=r"5\.2"):
+    with pytest.raises(errors.MatrixError, match=r"5\.2"):
         targets.default_target(config('extra-cuda-archs = "5.2"'))
 
 
@@ -201,9 +205,9 @@ def test_the_release_wheel_says_what_its_binary_needs(built_wheel: Path, tmp_pat
     described = describe.describe_wheel(unbounded, target, toolkit.ensure_cuobjdump())
     assert described.requirement == "torch>=2.10" and "an unbounded torch" in described.note
     assert json.loads(described.document)["sass"] == doc["sass"]
-    # A hand-edited wider range fails the audit, naming the release it would let in.
+    # A hand-edited wider range fails the wheel_audit, naming the release it would let in.
     wider = wheelmeta.rewrite(built_wheel, tmp_path / "wider", torch_pin="torch>=2.9")
-    result = audit.audit_wheel(wider, target, toolkit.ensure_cuobjdump(), abi3audit=False)
+    result = wheel_audit.audit_wheel(wider, target, toolkit.ensure_cuobjdump(), abi3audit=False)
     failed = {c.name: c.detail for c in result.failures()}
     assert set(failed) == {"torch-range", "coverage-file"}, failed
     assert "admits torch 2.9.1" in failed["torch-range"]
@@ -211,7 +215,7 @@ def test_the_release_wheel_says_what_its_binary_needs(built_wheel: Path, tmp_pat
     claimed = json.dumps({**doc, "sass": [*doc["sass"], "12.1"]}).encode()  # type: ignore[list-item]
     forged = wheelmeta.rewrite(built_wheel, tmp_path / "forged", torch_pin="torch>=2.10",
                                dist_info_files={describe.FILE: claimed})
-    result = audit.audit_wheel(forged, target, toolkit.ensure_cuobjdump(), abi3audit=False)
+    result = wheel_audit.audit_wheel(forged, target, toolkit.ensure_cuobjdump(), abi3audit=False)
     assert [c.name for c in result.failures()] == ["coverage-file"]
 
 
@@ -238,7 +242,7 @@ def test_pip_refuses_the_wheel_below_its_floor(built_wheel: Path) -> None:
 @pytest.mark.slow
 def test_the_recorded_architectures_are_torchs_own() -> None:
     """One release read from PyPI by range requests (about 10 MB of a 900 MB wheel); `nox -s torch-archs` reads all."""
-    from ci import torch_archs
+    from ci.universe import torch_archs
 
     read = torch_archs.read_archs("2.11.0", "aarch64")
     assert read.sass == matrix.get_torch("2.11").archs_for("aarch64") == ("8.0", "9.0", "10.0", "11.0", "12.0")

@@ -18,8 +18,14 @@ from typing import Any
 
 import pytest
 
-from ci import dispatch, gha, install_lines, project, release_assembly, release_manifest, release_plan, targets
 from ci.errors import UsageError
+from ci.gha import jobs as gha
+from ci.gha import steps as gha_steps
+from ci.release import assembly, dispatch, install_lines
+from ci.release import manifest as release_manifest
+from ci.release import plan as release_plan
+from ci.universe import project, targets
+from ci.universe.selection import PLAN_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 CLASSIC = ROOT / "tests" / "fixtures" / "classic_ext"
@@ -37,12 +43,12 @@ def config() -> project.ProjectConfig:
 
 @pytest.fixture(scope="module")
 def documents(config: project.ProjectConfig) -> dict[str, dict[str, Any]]:
-    return gha.render(gha.context(config, gha.FarmSource()))
+    return gha.render(gha_steps.context(config, gha_steps.FarmSource()))
 
 
 @pytest.fixture(scope="module")
 def classic_documents() -> dict[str, dict[str, Any]]:
-    return gha.render(gha.context(project.load(CLASSIC), gha.FarmSource("owner/farm", FARM_REF)))
+    return gha.render(gha_steps.context(project.load(CLASSIC), gha_steps.FarmSource("owner/farm", FARM_REF)))
 
 
 # --- the workflow ------------------------------------------------------------------------------------------
@@ -60,7 +66,7 @@ def test_the_dispatch_workflow_takes_ids_and_filters_and_runs_the_release_jobs(
     assert list(jobs) == ["plan", "wheels", "gpu-tests", "assemble", "publish-github", "publish-index"]
     plan = next(s for s in jobs["plan"]["steps"] if s.get("id") == "plan")
     # Every input reaches the farm through the environment; no script expands an expression.
-    assert plan["env"] == {v: f"${{{{ inputs.{k} }}}}" for k, v in dispatch.PLAN_ENV.items()}
+    assert plan["env"] == {v: f"${{{{ inputs.{k} }}}}" for k, v in PLAN_ENV.items()}
     for key, job in jobs.items():
         for step in job.get("steps", []):
             assert "${{" not in step.get("run", ""), f"{key}: {step['name']}"
@@ -72,12 +78,12 @@ def test_the_dispatch_workflow_takes_ids_and_filters_and_runs_the_release_jobs(
     assert jobs["gpu-tests"]["uses"].value == "./.github/workflows/gpu-tests.yml"
     assert jobs["gpu-tests"]["with"] == {"targets": selection}
     assert documents["release.yml"]["jobs"]["wheels"]["with"] == {"cache": False}  # the release builds them all
-    ctx = gha.context(config, gha.FarmSource())
+    ctx = gha_steps.context(config, gha_steps.FarmSource())
     wheels = documents["wheels.yml"]["jobs"]
     assert documents["wheels.yml"]["on"]["workflow_call"]["inputs"]["targets"]["default"] == ""
     for target in (*ctx.linux, *ctx.windows):
         for prefix in ("build", "import"):
-            condition = wheels[gha.job_key(prefix, target.id)]["if"]
+            condition = wheels[gha_steps.job_key(prefix, target.id)]["if"]
             assert condition == f"${{{{ !inputs.targets || contains(fromJSON(inputs.targets), '{target.id}') }}}}"
     assemble = jobs["assemble"]
     assert assemble["needs"] == ["plan", "wheels", "gpu-tests"]
@@ -107,7 +113,7 @@ def test_another_project_gets_the_same_dispatch(classic_documents: dict[str, dic
     assert "Check out the farm" in names
     assert classic_documents["wheels.yml"]["on"]["workflow_call"]["inputs"]["targets"]["type"] == "string"
     target_id = "classic_ext-torch2.11-cu130-cp311-linux_x86_64"
-    job = classic_documents["wheels.yml"]["jobs"][gha.job_key("build", target_id)]
+    job = classic_documents["wheels.yml"]["jobs"][gha_steps.job_key("build", target_id)]
     assert f"contains(fromJSON(inputs.targets), '{target_id}')" in job["if"]
 
 
@@ -256,7 +262,7 @@ def published_release(tmp_path: Path, config: project.ProjectConfig, ids: list[s
         fake_built(tmp_path / "release-artifacts", by_id[target_id], version_of(by_id[target_id], config))
     built = release_plan.find_built(tmp_path / "release-artifacts", {i: by_id[i] for i in ids})
     manifest = release_plan.plan(config, built, None, tag="v0.1.0", commit="abc")
-    release_assembly.write_release(tmp_path / "published-release", manifest, {b.wheel.name: b.wheel for b in built})
+    assembly.write_release(tmp_path / "published-release", manifest, {b.wheel.name: b.wheel for b in built})
     downloaded = tmp_path / "published"
     downloaded.mkdir()
     for name in (release_manifest.MANIFEST, release_manifest.SUMS):

@@ -19,7 +19,9 @@ import pytest
 from packaging import tags as pkg_tags
 from packaging.utils import parse_wheel_filename
 
-from ci import doctor, doctor_rules, doctor_wheels, index
+from ci.doctor import diagnose, rules
+from ci.doctor import wheels as doctor_wheels
+from ci.release import index
 
 ROOT = Path(__file__).resolve().parent.parent
 ENVS = ROOT / "tests" / "fixtures" / "doctor"
@@ -98,7 +100,7 @@ EXPECT: dict[str, tuple[str | None, dict[str, str]]] = {
     "v100_older_than_sass": (None, {STABLE128: "no code for GPU 0 (Tesla V100-SXM2-32GB, compute capability 7.0): "
                                                "SASS 7.5 8.0 8.6 8.9 9.0 10.0 12.0, PTX 12.0",
                                     PTX: "no code for GPU 0"}),
-    # Printed by ci/doctor_probe.py on an H200 (torch 2.11.0, CUDA 13.0, CPython 3.12): sys_tags() recorded.
+    # Printed by ci/doctor/probe.py on an H200 (torch 2.11.0, CUDA 13.0, CPython 3.12): sys_tags() recorded.
     # The same probe on the H100 this session (python -m ci.doctor on an index of fusedops' real wheels chose the
     # x86_64 cu130 one for its sm_90 SASS).
     "h100_live_cu130": (STABLE13, {PT211: "built for CPython 3.11 (cp311-cp311), this is CPython 3.12 (cp312)",
@@ -134,7 +136,7 @@ def make_wheel(folder: Path, file: str, requirement: str, farm: dict[str, Any] |
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A release folder as ci/release_assembly.py lays it out: assets/ and index/<variant>/demo-ext/index.html."""
+    """A release folder as ci/release/assembly.py lays it out: assets/ and index/<variant>/demo-ext/index.html."""
     out = tmp_path_factory.mktemp("release")
     variants: dict[str, dict[str, list[index.IndexFile]]] = {}
     for file, (variant, requirement, farm) in WHEELS.items():
@@ -146,8 +148,8 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def report(folder: Path, env: str) -> doctor.Report:
-    return doctor.doctor(folder, doctor.load_env(ENVS / f"{env}.json"))
+def report(folder: Path, env: str) -> diagnose.Report:
+    return diagnose.doctor(folder, diagnose.load_env(ENVS / f"{env}.json"))
 
 
 def test_there_are_ten_or_more_recorded_environments_and_each_is_expected() -> None:
@@ -205,16 +207,16 @@ def test_a_wheel_without_the_farm_file_or_behind_a_url_is_judged_by_its_name_and
 
 def test_gpu_code_rules() -> None:
     def arch(text: str) -> tuple[int, int, str]:
-        found = doctor_rules._arch(text)
+        found = rules._arch(text)
         assert found is not None
         return found
 
-    assert doctor_rules._sass_runs(arch("8.0"), (8, 6)) and not doctor_rules._sass_runs(arch("8.6"), (8, 0))
-    assert not doctor_rules._sass_runs(arch("9.0"), (10, 0))  # SASS never crosses a major
-    assert doctor_rules._sass_runs(arch("9.0a"), (9, 0)) and not doctor_rules._sass_runs(arch("9.0a"), (9, 1))
-    assert doctor_rules._sass_runs(arch("10.0f"), (10, 3)) and not doctor_rules._sass_runs(arch("10.3f"), (10, 0))
-    assert doctor_rules._ptx_runs(arch("8.0"), (12, 0)) and not doctor_rules._ptx_runs(arch("12.0"), (11, 0))
-    assert not doctor_rules._ptx_runs(arch("9.0a"), (10, 0))  # arch-specific PTX JITs for its own GPU only
+    assert rules._sass_runs(arch("8.0"), (8, 6)) and not rules._sass_runs(arch("8.6"), (8, 0))
+    assert not rules._sass_runs(arch("9.0"), (10, 0))  # SASS never crosses a major
+    assert rules._sass_runs(arch("9.0a"), (9, 0)) and not rules._sass_runs(arch("9.0a"), (9, 1))
+    assert rules._sass_runs(arch("10.0f"), (10, 3)) and not rules._sass_runs(arch("10.3f"), (10, 0))
+    assert rules._ptx_runs(arch("8.0"), (12, 0)) and not rules._ptx_runs(arch("12.0"), (11, 0))
+    assert not rules._ptx_runs(arch("9.0a"), (10, 0))  # arch-specific PTX JITs for its own GPU only
     assert arch("sm_100a") == (10, 0, "a") and arch("120") == (12, 0, "")
 
 
@@ -223,7 +225,7 @@ def test_derived_tags_are_what_packaging_gives_this_interpreter() -> None:
         pytest.skip("a glibc Linux machine")
     raw = {"python": {"version": platform.python_version(), "implementation": sys.implementation.name},
            "platform": {"os": "linux", "machine": platform.machine(), "glibc": platform.libc_ver()[1]}}
-    derived = doctor_rules.Machine.from_json(raw, "test").tags
+    derived = rules.Machine.from_json(raw, "test").tags
     assert set(derived) == set(pkg_tags.sys_tags())
 
 
@@ -282,7 +284,7 @@ def test_probe_prints_json_for_this_interpreter() -> None:
     data = json.loads(done.stdout)
     assert data["python"]["version"] == platform.python_version()
     assert data["tags"][0] == str(next(iter(pkg_tags.sys_tags())))
-    machine = doctor_rules.Machine.from_json(data, "probe")
+    machine = rules.Machine.from_json(data, "probe")
     assert machine.tags[0] == next(iter(pkg_tags.sys_tags()))
 
 

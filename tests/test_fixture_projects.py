@@ -28,8 +28,11 @@ from pathlib import Path
 
 import pytest
 
-from ci import envs, project, report, wheelmeta
-from ci.selection import Selection, select
+from ci import wheelmeta
+from ci.build import report
+from ci.toolchain import envs
+from ci.universe import project
+from ci.universe.selection import Selection, select
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"

@@ -1,4 +1,4 @@
-"""The glibc floor check (ci/glibc_floor.py): real shared objects built with this machine's compilers.
+"""The glibc floor check (ci/audit/glibc_floor.py): real shared objects built with this machine's compilers.
 
 This machine's glibc and libstdc++ (Debian bookworm: glibc 2.36, gcc 12) are newer than the release's floor
 (manylinux_2_28: glibc 2.28, GLIBCXX_3.4.24), so a library that calls ``arc4random`` (GLIBC_2.36) or
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ci import audit, errors, glibc_floor
+from ci import errors
+from ci.audit import glibc_floor, wheel_audit
 
 NEW_C = "#include <stdlib.h>\nunsigned int fresh(void) { return arc4random(); }\n"
 OLD_C = "#include <string.h>\nsize_t old(const char *s) { return strlen(s); }\n"
@@ -146,11 +147,11 @@ def test_the_wheel_tag_floor_is_its_lowest_manylinux_tag() -> None:
 
 def test_audit_wheel_fails_a_wheel_over_the_floor_it_is_given(built: dict[str, Path], tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path, {"fusedops/_C.abi3.so": built["new"]})
-    result = audit.audit_wheel(wheel, None, None, abi3audit=False, glibc_floor="manylinux_2_28")
+    result = wheel_audit.audit_wheel(wheel, None, None, abi3audit=False, glibc_floor="manylinux_2_28")
     by_name = {c.name: c for c in result.checks}
     assert not by_name["glibc-floor"].ok and "arc4random in fusedops/_C.abi3.so" in by_name["glibc-floor"].detail
     with pytest.raises(errors.AuditFailed) as info:
-        audit.raise_for_failures(result)
+        wheel_audit.raise_for_failures(result)
     assert "glibc-floor: needs GLIBC_2.36 (arc4random" in info.value.details
 
 
@@ -158,16 +159,17 @@ def test_audit_wheel_reads_the_floor_from_the_environment(built: dict[str, Path]
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     wheel = make_wheel(tmp_path, {"fusedops/_C.abi3.so": built["new"]})
     monkeypatch.delenv(glibc_floor.ENV, raising=False)
-    unset = audit.audit_wheel(wheel, None, None, abi3audit=False)
+    unset = wheel_audit.audit_wheel(wheel, None, None, abi3audit=False)
     assert "glibc-floor" not in {c.name for c in unset.checks}
     monkeypatch.setenv(glibc_floor.ENV, "manylinux_2_28")
-    (check,) = [c for c in audit.audit_wheel(wheel, None, None, abi3audit=False).checks if c.name == "glibc-floor"]
+    (check,) = [c for c in wheel_audit.audit_wheel(wheel, None, None,
+            abi3audit=False).checks if c.name == "glibc-floor"]
     assert not check.ok and "GLIBC_2.36" in check.detail
-    ok = audit.audit_wheel(wheel, None, None, abi3audit=False, glibc_floor="manylinux_2_36")
+    ok = wheel_audit.audit_wheel(wheel, None, None, abi3audit=False, glibc_floor="manylinux_2_36")
     assert {c.name: c for c in ok.checks}["glibc-floor"].ok
     monkeypatch.setenv(glibc_floor.ENV, "manylinux_2_x")
     with pytest.raises(errors.UsageError, match=r"FARM_GLIBC_FLOOR is not a manylinux policy"):
-        audit.audit_wheel(wheel, None, None, abi3audit=False)
+        wheel_audit.audit_wheel(wheel, None, None, abi3audit=False)
 
 
 # --- AArch64 -----------------------------------------------------------------------------------

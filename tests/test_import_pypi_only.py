@@ -5,7 +5,7 @@ A fresh machine's dry run stopped at the CUDA 12 cell's CPU-only import test: ``
 extra index and no constraint (``PIP_CONFIG_FILE=os.devnull``, no ``PIP_*`` index variables; only the CA bundle pip
 is configured with stays, which is not an index) and a cache of its own, and every cell's import steps run through
 the dry run's own code: ``rehearsal.import_tests`` runs the generated workflow's commands (``gha.import_commands``) as
-``python -m ci release --import-test``, which picks the torch (``release_checks.cpu_import_torch``), installs it into a
+``python -m ci release --import-test``, which picks the torch (``install_checks.cpu_import_torch``), installs it into a
 farm environment and imports a real fusedops wheel.
 
 The wheel is the cell's own from the wheelhouse (``wheelhouse/<target-id>/``) where it is there; otherwise the wheel
@@ -30,7 +30,9 @@ from pathlib import Path
 import pytest
 from packaging.utils import parse_wheel_filename
 
-from ci import lockcheck, matrix, project, rehearsal, release_checks, release_manifest, targets
+from ci.release import install_checks, rehearsal
+from ci.release import manifest as release_manifest
+from ci.universe import lockcheck, matrix, project, targets
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -67,7 +69,7 @@ def pypi_only(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 def _target(cell: str) -> targets.Target:
     """The project's Linux x86_64 target of ``cell``; for a local stand-in (cu124), its release cell's target built
-    there (a stand-in is in no default target list: ci/targets.py stand_in)."""
+    there (a stand-in is in no default target list: ci/universe/targets.py stand_in)."""
     config = project.load(ROOT)
     listed = targets.targets_for(config, "linux")
     stand_ins = [s for s in (targets.stand_in(t) for t in listed) if s is not None]
@@ -88,7 +90,7 @@ def _wheel(target: targets.Target, request: pytest.FixtureRequest) -> tuple[Path
 def test_pip_sees_pypi_alone(pypi_only: Path) -> None:
     """The machine's own CPU torch (a find-links folder) and indexes are out of sight: no torch X+cpu at all."""
     for python in sorted({_target(cell.name).python for cell in matrix.CELLS}):
-        offered = release_checks.offered_torch(python, None)
+        offered = install_checks.offered_torch(python, None)
         assert not [v for v in offered if "+" in v], offered
         assert {cell.torch for cell in matrix.CELLS} <= set(offered), offered
 

@@ -19,9 +19,11 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from ci import envs, install_lines, release_assembly, release_plan, wheelmeta
+from ci import wheelmeta
 from ci.errors import UsageError
-from ci.release_manifest import Manifest, ReleaseFile, index_name
+from ci.release import assembly, install_lines, plan
+from ci.release.manifest import Manifest, ReleaseFile, index_name
+from ci.toolchain import envs
 
 PROJECT = "farm-probe-classic"
 DIST = "farm_probe_classic"
@@ -64,7 +66,7 @@ def release(out: Path, builds: list[tuple[str, str, str]], *, per_torch: bool) -
             variant=variant, cuda=cuda, torch=torch, python="3.11", tags=(TAG,), requires_python=">=3.10",
             index=index_name("classic", variant, torch) if per_torch else variant, abi="classic"))
     manifest = Manifest(PROJECT, VERSION, f"v{VERSION}", None, "cu130", tuple(sorted(files, key=lambda f: f.name)))
-    release_assembly.write_release(out, manifest, sources)
+    assembly.write_release(out, manifest, sources)
     return manifest
 
 
@@ -81,9 +83,9 @@ def test_pep440_sorts_the_old_label_by_string_and_the_new_one_by_number() -> Non
 def test_the_plan_refuses_labels_that_sort_against_their_torch(tmp_path: Path) -> None:
     old = release(tmp_path / "old", [("2.9.1", "cu124", "12.4"), ("2.10.0", "cu124", "12.4")], per_torch=False)
     with pytest.raises(UsageError, match=r"\+pt29cu124 \(torch 2.9.1\) sorts above \+pt210cu124"):
-        release_plan.check_label_order(old.files)
+        plan.check_label_order(old.files)
     new = release(tmp_path / "new", [("2.9.1", "cu124", "12.4"), ("2.10.0", "cu124", "12.4")], per_torch=True)
-    release_plan.check_label_order(new.files)
+    plan.check_label_order(new.files)
     assert sorted(new.variants()) == ["torch2.10-cu124", "torch2.9-cu124"]
 
 

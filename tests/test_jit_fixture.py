@@ -26,7 +26,10 @@ from pathlib import Path
 
 import pytest
 
-from ci import audit, envs, matrix, project, toolkit
+from ci import toolenv
+from ci.audit import describe
+from ci.toolchain import envs, toolkit
+from ci.universe import matrix, project
 from windows import jit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -132,7 +135,7 @@ def test_load_compiled_the_cuda_source_with_the_farms_nvcc(jit_run: JitRun) -> N
     ninja = (jit_run.extensions / "jit_round_C" / "build.ninja").read_text()
     lines = dict(line.split(" = ", 1) for line in ninja.splitlines() if " = " in line and not line.startswith(" "))
     assert Path(lines["nvcc"]) == farm_nvcc, lines["nvcc"]
-    assert Path(lines["nvcc"]).is_relative_to(toolkit.cache_root() / "tools")
+    assert Path(lines["nvcc"]).is_relative_to(toolenv.cache_root() / "tools")
     # The toolkit's runtime is the one linked, and the user's torch the one compiled against.
     assert f"-L{farm_nvcc.parent.parent / 'lib64'} -lcudart" in lines["ldflags"]
     assert "-gencode=arch=compute_90,code=sm_90" in lines["cuda_cflags"].split()
@@ -141,7 +144,7 @@ def test_load_compiled_the_cuda_source_with_the_farms_nvcc(jit_run: JitRun) -> N
     cuobjdump = toolkit.ensure_cuobjdump()
     elf = subprocess.run([cuobjdump, "--list-elf", library], capture_output=True, text=True, check=True).stdout
     ptx = subprocess.run([cuobjdump, "--list-ptx", library], capture_output=True, text=True).stdout
-    assert audit.parse_cuobjdump(elf, ptx) == (("sm_90",), ()), elf + ptx
+    assert describe.parse_cuobjdump(elf, ptx) == (("sm_90",), ()), elf + ptx
 
 
 @pytest.mark.slow

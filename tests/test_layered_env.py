@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ci import envs
+from ci.toolchain import envs
 
 
 def _tiny_wheel(folder: Path) -> Path:

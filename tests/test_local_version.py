@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from ci import audit, project, targets, wheelmeta
-from ci.selection import Selection, select
+from ci import wheelmeta
+from ci.audit import naming
+from ci.universe import project, targets
+from ci.universe.selection import Selection, select
 
 ROOT = Path(__file__).resolve().parent.parent
 SCM = ROOT / "tests" / "fixtures" / "two_modules_scm"
@@ -101,7 +103,7 @@ def test_the_metadata_check_accepts_the_merged_version(target: targets.Target, t
     for version in ("1.4.0+pt2.11.cu130", "1.4.1.dev1+pt2.11.cu130.g1a2b3c4",
                     "1.4.1.dev1+pt2.11.cu130.g1a2b3c4.d20260102"):
         wheel = make_wheel(tmp_path / version, version, requires=("torch==2.11.*",))
-        check = audit.check_metadata(wheel, target)
+        check = naming.check_metadata(wheel, target)
         assert check.ok, check.detail
 
 
@@ -114,10 +116,10 @@ def test_the_metadata_check_accepts_the_merged_version(target: targets.Target, t
 ])
 def test_the_metadata_check_refuses_a_wrong_label(target: targets.Target, tmp_path: Path, version: str) -> None:
     wheel = make_wheel(tmp_path, version, requires=("torch==2.11.*",))
-    check = audit.check_metadata(wheel, target)
+    check = naming.check_metadata(wheel, target)
     assert not check.ok and "expected +pt2.11.cu130" in check.detail, check.detail
 
 
 def test_the_metadata_check_still_wants_the_torch_pin(target: targets.Target, tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path, "1.4.1.dev1+pt2.11.cu130.g1a2b3c4", requires=("torch",))
-    assert not audit.check_metadata(wheel, target).ok
+    assert not naming.check_metadata(wheel, target).ok

@@ -1,4 +1,4 @@
-"""Every hash-pinned lock installs from wheels on every CPython and platform it serves (ci/lockcheck.py).
+"""Every hash-pinned lock installs from wheels on every CPython and platform it serves (ci/universe/lockcheck.py).
 
 The first tests are offline: the tag, Requires-Python, hash and marker decisions on a few file names. The last
 one asks the index pip uses (PyPI on CI) about every pin of every lock, one page per project for the session.
@@ -15,7 +15,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from ci import lockcheck, pins
+from ci.universe import lockcheck, pins
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = "a" * 64

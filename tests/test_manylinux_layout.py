@@ -5,7 +5,7 @@ links for unversioned names only, another toolset's ``g++`` first on PATH) and l
 /opt/_internal. A small image FROM the bootstrapped Debian base reproduces those quirks, runs the real
 docker/detect-toolchain.sh and docker/own-python.sh as docker/Dockerfile runs them, and the build user then does
 what cibuildwheel does there: writes the torch volume's .pth into site-packages and compiles with the CC/CXX
-that ci/wheels.py hands cibuildwheel. Before these scripts, the image ran ``chown -R build /opt/python/<tag>``
+that ci/linux/container.py hands cibuildwheel. Before these scripts, the image ran ``chown -R build /opt/python/<tag>``
 (the link only) and the farm assumed ``gcc-12``: every test below failed.
 """
 
@@ -20,7 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from ci import image_contents, images, project, publish, targets, wheels
+from ci.build import tail
+from ci.linux import container as wheels
+from ci.linux import image_contents, images
+from ci.universe import project, targets
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = f"{images.BASE_REPO}:bookworm"
@@ -137,7 +140,7 @@ def test_the_build_user_writes_site_packages_behind_the_link(image: str) -> None
 def test_cibuildwheel_gets_the_recorded_compilers_and_they_compile(image: str, tmp_path: Path) -> None:
     target = targets.default_target(project.load(ROOT))
     spec = images.spec_for(target.cell, BASE)
-    outputs = publish.Outputs(wheelhouse=tmp_path / "wh", build_root=tmp_path / "build")
+    outputs = tail.Outputs(wheelhouse=tmp_path / "wh", build_root=tmp_path / "build")
     job = wheels.ContainerBuild(target=target, spec=spec, image=image, outputs=outputs, job="layout",
                                 toolchain=image_contents.image_toolchain(image))
     env = wheels.cibuildwheel_env(job, "3.11", "volume", None)["CIBW_ENVIRONMENT"]

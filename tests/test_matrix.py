@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from ci import cli, matrix, options, project, targets
-from ci.selection import Selection, select
+from ci import cli, errors, options
+from ci.universe import archs, matrix, project, shapes, targets
+from ci.universe.selection import Selection, select
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,15 +22,15 @@ def test_release_cell_is_found_by_version_name_and_major() -> None:
 
 
 def test_unknown_cuda_version_names_the_known_ones() -> None:
-    with pytest.raises(matrix.MatrixError, match=r"unknown CUDA version \(11.8\): pick one of 13\.0"):
+    with pytest.raises(errors.MatrixError, match=r"unknown CUDA version \(11.8\): pick one of 13\.0"):
         matrix.get_cell("11.8")
 
 
 def test_cuda_torch_major_mismatch_is_refused() -> None:
     bad = dataclasses.replace(matrix.get_cell("13.0"), torch="2.10.0")
-    with pytest.raises(matrix.MatrixError, match=r"CUDA 13.0 cannot be paired with torch 2.10.0.*CUDA 12.8"):
+    with pytest.raises(errors.MatrixError, match=r"CUDA 13.0 cannot be paired with torch 2.10.0.*CUDA 12.8"):
         matrix.validate(bad)
-    assert "\n" not in matrix.MatrixError("a", "b", "c").line()
+    assert "\n" not in errors.MatrixError("a", "b", "c").line()
 
 
 def test_every_cell_is_valid_and_pinned() -> None:
@@ -60,8 +61,8 @@ def test_arch_list_override_from_argument_and_environment() -> None:
 
 @pytest.mark.parametrize("value", ["", "sm_90", "9"])
 def test_bad_arch_list_is_refused(value: str) -> None:
-    with pytest.raises(matrix.MatrixError):
-        matrix.parse_arch_list(value)
+    with pytest.raises(errors.MatrixError):
+        archs.parse_arch_list(value)
 
 
 def test_torch_requirement_excludes_the_cpu_build() -> None:
@@ -77,7 +78,7 @@ def test_cells_serialise_for_the_json_matrix() -> None:
 def test_torch_cuda_table_knows_every_cell_torch() -> None:
     for cell in matrix.CELLS:
         assert matrix.torch_cuda_version(cell.torch).split(".")[0] == str(cell.cuda_major)
-    with pytest.raises(matrix.MatrixError, match=r"unknown torch release \(1.0.0\)"):
+    with pytest.raises(errors.MatrixError, match=r"unknown torch release \(1.0.0\)"):
         matrix.torch_cuda_version("1.0.0")
 
 
@@ -86,7 +87,7 @@ def test_torch_releases_are_looked_up_by_minor_or_patch() -> None:
     assert matrix.get_torch("2.12.0").version == "2.12.0"
     assert matrix.get_torch("2.11.0+cu130").version == "2.11.0"
     versions = [r.version for r in matrix.TORCH_RELEASES]
-    assert versions == sorted(versions, key=matrix.version_key)
+    assert versions == sorted(versions, key=shapes.version_key)
 
 
 # --- a torch release selects the cells of its own CUDA major (issue 19) ---------------------------------
@@ -125,5 +126,5 @@ def test_torch_without_a_cell_of_its_cuda_major_names_the_torch_and_the_cells(tm
 
 
 def test_an_explicit_cuda_of_another_major_is_still_refused() -> None:
-    with pytest.raises(matrix.MatrixError, match=r"CUDA 12.4 cannot be paired with torch 2.11.0"):
+    with pytest.raises(errors.MatrixError, match=r"CUDA 12.4 cannot be paired with torch 2.11.0"):
         select(project.load(ROOT), Selection(torch="2.11", cuda="12.4"))

@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from ci import images, pins
+from ci.linux import images
+from ci.universe import pins
 
 
 def test_every_generated_lock_pins_exactly_its_matrix_requirements() -> None:
@@ -15,7 +16,7 @@ def test_every_generated_lock_pins_exactly_its_matrix_requirements() -> None:
         assert lock.is_file(), f"{lock} is missing: run nox -s lock"
         source = (pins.REQUIREMENTS / f"{name}.in").read_text()
         assert [line for line in source.splitlines() if line and not line.startswith("#")] == requirements, \
-            f"{name}.in differs from ci/matrix.py: run nox -s lock"
+            f"{name}.in differs from ci/universe/matrix.py: run nox -s lock"
         locked = pins.pinned_in(lock)
         wanted = {re.sub(r"[-_.]+", "-", r.split("==")[0]).lower(): r.split("==")[1] for r in requirements}
         assert locked == wanted, f"{lock.name} pins {locked}, the matrix {wanted}: run nox -s lock"
@@ -42,7 +43,7 @@ def test_hand_written_requirements_are_in_their_lock(name: str) -> None:
 
 
 def test_images_are_keyed_by_their_locks(tmp_path: object) -> None:
-    from ci import matrix
+    from ci.universe import matrix
 
     spec = images.spec_for(matrix.get_cell("13.0"), f"{images.BASE_REPO}:bookworm")
     files = spec.context_files()

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from ci import matrix, project, targets
 from ci.errors import UsageError
-from ci.selection import Selection, select
+from ci.universe import matrix, project, targets
+from ci.universe.selection import Selection, select
 
 ROOT = Path(__file__).resolve().parent.parent
 CLASSIC = ROOT / "tests" / "fixtures" / "classic_ext"

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from ci import gha, project, rehearsal, release_checks, release_manifest, targets
 from ci.errors import CommandFailed, UsageError
-from ci.selection import Selection, select
+from ci.release import import_steps, install_checks, rehearsal
+from ci.release import manifest as release_manifest
+from ci.universe import project, targets
+from ci.universe.selection import Selection, select
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -20,7 +22,7 @@ def test_the_dry_run_runs_the_workflows_own_import_commands_on_the_targets_pytho
     config = project.load(ROOT)
     target = select(config, Selection(cuda="12.4"))[0]  # the local stand-in of cu128
     wheel = tmp_path / "x.whl"
-    commands = dict(gha.import_commands(target))
+    commands = dict(import_steps.import_commands(target))
     assert len(commands) == 2  # fusedops declares cpu-libraries: a CPU and a CUDA import test
     for command in commands.values():
         local = rehearsal.local_command(command, wheel=wheel, cpu_torch="2.13.0")
@@ -83,7 +85,7 @@ def test_the_cpu_import_takes_the_first_torch_pip_can_get(
         needed: str, stable: bool, cpu_torch: str | None, offered: tuple[str, ...], source: str, requirement: str,
         record: str) -> None:
     index_url = "https://download.pytorch.org/whl/cpu" if offered is PYTORCH_CPU else None
-    choice = release_checks.choose_cpu_torch(needed, stable=stable, cpu_torch=cpu_torch, offered=offered,
+    choice = install_checks.choose_cpu_torch(needed, stable=stable, cpu_torch=cpu_torch, offered=offered,
                                              index_url=index_url)
     assert (choice.source, choice.requirement, choice.record) == (source, requirement, record)
     assert choice.hide_gpu == (source == "cuda-no-gpu")
@@ -99,7 +101,7 @@ def test_no_torch_the_index_lacks_is_ever_chosen() -> None:
             for cpu_torch in (None, "2.10.0", "2.11.0", "2.13.0"):
                 for offered in menus:
                     try:
-                        choice = release_checks.choose_cpu_torch(needed, stable=stable, cpu_torch=cpu_torch,
+                        choice = install_checks.choose_cpu_torch(needed, stable=stable, cpu_torch=cpu_torch,
                                                                  offered=offered)
                     except UsageError as exc:
                         assert Version(needed) not in {Version(v) for v in offered}, exc.line()
@@ -113,15 +115,15 @@ def test_no_torch_the_index_lacks_is_ever_chosen() -> None:
 
 def test_no_torch_at_all_is_one_line_not_pips_no_matching_distribution() -> None:
     with pytest.raises(UsageError, match=r"pip can get no torch 2\.10\.0 for the CPU-only import test") as caught:
-        release_checks.choose_cpu_torch("2.10.0", stable=True, cpu_torch="2.13.0", offered=("2.11.0+cpu", "2.9.1"))
+        install_checks.choose_cpu_torch("2.10.0", stable=True, cpu_torch="2.13.0", offered=("2.11.0+cpu", "2.9.1"))
     assert "--cpu-torch VERSION" in caught.value.line() and "download.pytorch.org/whl/cpu" in caught.value.line()
 
 
 def test_pip_index_versions_output_is_read() -> None:
     text = ("torch (2.15.0)\nAvailable versions: 2.15.0, 2.13.0+cpu, 2.10.0\n  INSTALLED: 2.13.0+cpu\n"
             "  LATEST:    2.15.0\n")
-    assert release_checks.parse_index_versions(text) == ("2.15.0", "2.13.0+cpu", "2.10.0")
-    assert release_checks.parse_index_versions("ERROR: No matching distribution found for torch\n") == ()
+    assert install_checks.parse_index_versions(text) == ("2.15.0", "2.13.0+cpu", "2.10.0")
+    assert install_checks.parse_index_versions("ERROR: No matching distribution found for torch\n") == ()
 
 
 def _cu124_wheel(out: Path) -> tuple[targets.Target, release_manifest.Manifest]:
@@ -147,7 +149,7 @@ def test_the_dry_run_records_the_torch_of_its_cpu_import(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cpu_torch: str | None, cpu_python: str | None,
         expected: str, test_python: str) -> None:
     target, manifest = _cu124_wheel(tmp_path)
-    monkeypatch.setattr(release_checks, "offered_torch",
+    monkeypatch.setattr(install_checks, "offered_torch",
                         lambda python, index_url: HERE if python == "3.11" else PYPI)
     from ci import proc
 
@@ -175,7 +177,8 @@ class _Ran:
 
 
 def test_the_cpu_import_of_a_cuda_build_sees_no_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ci import envs, proc
+    from ci import proc
+    from ci.toolchain import envs
 
     target, manifest = _cu124_wheel(tmp_path)
     made: list[tuple[str, str | None]] = []
@@ -184,14 +187,14 @@ def test_the_cpu_import_of_a_cuda_build_sees_no_gpu(tmp_path: Path, monkeypatch:
         made.append((python, requirement))
         return envs.PythonEnv(tmp_path / "base")
 
-    monkeypatch.setattr(release_checks, "offered_torch", lambda python, index_url: PYPI)
+    monkeypatch.setattr(install_checks, "offered_torch", lambda python, index_url: PYPI)
     monkeypatch.setattr(envs, "build_env", build_env)
     monkeypatch.setattr(envs, "ensure_env", lambda *a, **kw: pytest.fail("a +cpu environment was made"))
     monkeypatch.setattr(envs, "test_env", lambda base, folder: envs.PythonEnv(folder))
     ran = _Ran("False")
     monkeypatch.setattr(proc, "run", ran)
     wheel = tmp_path / "assets" / manifest.files[0].name
-    result = release_checks.import_test(target, "cpu", wheel=wheel, python="3.10", index_url=None, cpu_torch=None)
+    result = install_checks.import_test(target, "cpu", wheel=wheel, python="3.10", index_url=None, cpu_torch=None)
     assert result == "ok: smoke under torch 2.10.0+cu128 (PyPI's CUDA 12.8 build, no GPU)"
     # The CUDA import test's own environment: PyPI's CUDA build of the cell's torch, one download for both tests.
     assert made == [("3.10", target.torch_requirement)]
@@ -202,4 +205,4 @@ def test_the_cpu_import_of_a_cuda_build_sees_no_gpu(tmp_path: Path, monkeypatch:
 
     monkeypatch.setattr(proc, "run", _Ran("True"))
     with pytest.raises(CommandFailed, match="sees a GPU"):
-        release_checks.import_test(target, "cpu", wheel=wheel, python="3.10", index_url=None, cpu_torch=None)
+        install_checks.import_test(target, "cpu", wheel=wheel, python="3.10", index_url=None, cpu_torch=None)

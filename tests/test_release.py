@@ -17,8 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from ci import index, project, release_assembly, release_checks, release_manifest, release_plan, targets
 from ci.errors import CommandFailed, UsageError
+from ci.release import assembly, index, install_checks
+from ci.release import manifest as release_manifest
+from ci.release import plan as release_plan
+from ci.universe import project, targets
 
 ROOT = Path(__file__).resolve().parent.parent
 VERSION = "0.1.0"
@@ -177,14 +180,14 @@ def release_folder(tmp_path: Path, config: project.ProjectConfig) -> tuple[Path,
     sdist = fake_sdist(tmp_path / "sd", config.name, VERSION)
     manifest = release_plan.plan(config, items, sdist, tag="v0.1.0", commit=None)
     out = tmp_path / "release"
-    release_assembly.write_release(out, manifest, {i.wheel.name: i.wheel for i in items} | {sdist.name: sdist})
+    assembly.write_release(out, manifest, {i.wheel.name: i.wheel for i in items} | {sdist.name: sdist})
     return out, manifest
 
 
 def test_the_release_folder_holds_assets_pypi_indexes_and_sums(tmp_path: Path,
                                                                fusedops: project.ProjectConfig) -> None:
     out, manifest = release_folder(tmp_path, fusedops)
-    assert release_assembly.verify_release(out) == manifest
+    assert assembly.verify_release(out) == manifest
     sums = release_manifest.parse_sums((out / "assets" / "SHA256SUMS").read_text())
     assert set(sums) == {f.name for f in manifest.files} | {"release-manifest.json"}
     for name, digest in sums.items():
@@ -202,25 +205,25 @@ def test_the_release_folder_holds_assets_pypi_indexes_and_sums(tmp_path: Path,
     # Tampering shows.
     (out / "assets" / "fusedops-0.1.0.tar.gz").write_bytes(b"changed")
     with pytest.raises(UsageError, match="does not match SHA256SUMS"):
-        release_assembly.verify_release(out)
+        assembly.verify_release(out)
 
 
 def test_an_earlier_release_folder_is_replaced_but_no_other_folder(tmp_path: Path,
                                                                   fusedops: project.ProjectConfig) -> None:
     out, _ = release_folder(tmp_path, fusedops)
-    release_assembly.prepare_out(out)
+    assembly.prepare_out(out)
     assert list(out.iterdir()) == []
     other = tmp_path / "precious"
     other.mkdir()
     (other / "thesis.tex").write_text("x")
     with pytest.raises(UsageError, match="not an earlier release folder"):
-        release_assembly.prepare_out(other)
+        assembly.prepare_out(other)
     assert (other / "thesis.tex").is_file()
 
 
 def test_pip_installs_each_wheel_from_its_variant_index(tmp_path: Path, fusedops: project.ProjectConfig) -> None:
     out, manifest = release_folder(tmp_path, fusedops)
-    results = release_checks.check_index_install(out, manifest)
+    results = install_checks.check_index_install(out, manifest)
     assert set(results) == {f.name for f in manifest.wheels}
     assert all(r.startswith("ok: pip install --index-url") for r in results.values())
 
@@ -232,12 +235,12 @@ def test_pip_refuses_an_index_whose_file_changed(tmp_path: Path, fusedops: proje
     (out / "assets" / wheel.name).unlink()
     (tmp_path / "other" / wheel.name).rename(out / "assets" / wheel.name)
     with pytest.raises(CommandFailed, match="from the cu128 index failed"):
-        release_checks.check_index_install(out, dataclasses.replace(manifest, files=(wheel,)))
+        install_checks.check_index_install(out, dataclasses.replace(manifest, files=(wheel,)))
 
 
 def test_extra_index_url_picks_the_variant_over_pypi(tmp_path: Path, fusedops: project.ProjectConfig) -> None:
     out, manifest = release_folder(tmp_path, fusedops)
-    results = release_checks.check_extra_index(out, manifest)
+    results = install_checks.check_extra_index(out, manifest)
     cu128 = "fusedops-0.1.0+cu128-cp310-abi3-manylinux_2_28_x86_64.whl"
     assert results[cu128] == f"ok: --extra-index-url cu128 picks {cu128}"
     pypi_wheel = "fusedops-0.1.0-cp310-abi3-manylinux_2_28_x86_64.whl"
@@ -256,7 +259,7 @@ def test_extra_index_check_fails_when_pypi_would_win(tmp_path: Path, fusedops: p
     os.link(old, out / "assets" / old.name)
     index.write_site(out / "index", release_manifest.local_index(manifest))
     with pytest.raises(CommandFailed, match="picks another file"):
-        release_checks.check_extra_index(out, manifest)
+        install_checks.check_extra_index(out, manifest)
 
 
 def test_the_site_links_every_release_download(tmp_path: Path, fusedops: project.ProjectConfig) -> None:
@@ -294,7 +297,7 @@ def test_assemble_writes_a_release_folder_from_workflow_artifacts(tmp_path: Path
     result = run_ci("release", "--assemble", str(tmp_path / "artifacts"), "--sdist-dir", str(tmp_path / "sdist"),
                     "--out", str(out), "--tag", "v0.1.0", "--no-audit")
     assert result.returncode == 0, result.stdout
-    manifest = release_assembly.verify_release(out)
+    manifest = assembly.verify_release(out)
     assert manifest.tag == "v0.1.0" and len(manifest.wheels) == 11  # 4 x86_64, 3 aarch64, 4 Windows
     assert all(dict(f.checks)["index-install"].startswith("ok") for f in manifest.wheels)
     assert all(dict(f.checks)["extra-index"].startswith("ok") for f in manifest.wheels)

@@ -18,7 +18,7 @@ from typing import ClassVar
 
 import pytest
 
-from ci import toolkit
+from ci.toolchain import toolkit
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "fixtures" / "tiny_ext"

@@ -3,7 +3,7 @@ CUDA) and pure-Python code, its version from git tags (setuptools-scm), built by
 
 The fixture is copied into pytest's tmp_path and made a git repository tagged ``v1.4.0``. The farm copies
 what git lists into its work folder (no ``.git`` there), so it asks setuptools-scm in the project's folder and
-passes the version on (ci/build.py scm_version_env); it then merges its local label with the project's own
+passes the version on (ci/linux/host.py scm_version_env); it then merges its local label with the project's own
 local part (ci/wheelmeta.py merge_local): ``1.4.0+pt2.11.cu130`` on the tag, ``1.4.1.dev1+pt2.11.cu130.g<hash>``
 one commit later.
 
@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from ci import report, wheelmeta
+from ci import wheelmeta
+from ci.build import report
 from tests.test_fixture_projects import Built, farm
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""The sdist (ci/sdist.py): written without the CUDA torch, complete (every header its sources include, every
+"""The sdist (ci/release/sdist.py): written without the CUDA torch, complete (every header its sources include, every
 source next to them), and proven by a wheel built from it alone.
 
 Fixture: ``tests/fixtures/sdist_header``, a classic extension whose .cpp and .cu share a header, whose setup.py
@@ -19,8 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from ci import project, sdist, targets, testing
 from ci.errors import UsageError
+from ci.release import sdist
+from ci.testing import wheel_tests
+from ci.universe import project, targets
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "sdist_header"
@@ -154,7 +156,7 @@ def test_wheel_from_sdist_imports(tmp_path: Path) -> None:
     target = targets.with_arch_list(targets.default_target(config), sdist.proof_arch_list(config))
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    with testing.clean_env(target, wheel) as env:
+    with wheel_tests.clean_env(target, wheel) as env:
         code = ("import torch, sdist_header; "
                 "assert sdist_header.__file__.find('site-packages') > 0, sdist_header.__file__; "
                 "print(sdist_header.scaled_add(torch.ones(3), torch.ones(3), 2.0).tolist())")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ci import audit, symbols
+from ci.audit import symbols, wheel_audit
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 
@@ -67,7 +67,7 @@ def test_missing_link_is_unresolved_and_the_provider_is_named(libs: Path) -> Non
     result = symbols.unresolved(libs / "libuser_missing.so", search(libs))
     assert result.unresolved == ("_ZN3c104cuda20getCurrentCUDAStreamEa",)
     assert result.provided_by == {"_ZN3c104cuda20getCurrentCUDAStreamEa": "libc10_cuda.so"}
-    check = audit.check_symbols("pkg/_C.so", result, None)
+    check = wheel_audit.check_symbols("pkg/_C.so", result, None)
     assert not check.ok and "defined in libc10_cuda.so, which the library does not link" in check.detail
 
 
@@ -75,7 +75,7 @@ def test_transitive_resolution_passes_but_the_c10_cuda_rule_fails(libs: Path) ->
     result = symbols.unresolved(libs / "libuser_transitive.so", search(libs))
     assert result.unresolved == ()  # the loader finds it through libmiddle's dependency...
     info = symbols.read_elf(libs / "libuser_transitive.so")
-    checks = audit.check_cuda_namespaces("pkg/_C.so", info.needed, [n for n, _ in info.undefined])
+    checks = wheel_audit.check_cuda_namespaces("pkg/_C.so", info.needed, [n for n, _ in info.undefined])
     # ...but a library that uses c10::cuda must name libc10_cuda.so itself (Windows would not link at all).
     assert [c.ok for c in checks] == [False]
     assert "libc10_cuda.so is not in NEEDED" in checks[0].detail
@@ -84,7 +84,7 @@ def test_transitive_resolution_passes_but_the_c10_cuda_rule_fails(libs: Path) ->
 def test_symbol_of_another_release_is_defined_nowhere(libs: Path) -> None:
     result = symbols.unresolved(libs / "libuser_gone.so", search(libs))
     assert result.unresolved == ("_ZN3c104cuda20removedInThisReleaseEi",) and result.provided_by == {}
-    check = audit.check_symbols("pkg/_C.so", result, None)
+    check = wheel_audit.check_symbols("pkg/_C.so", result, None)
     assert "defined nowhere" in check.detail and "another torch release" in check.detail
 
 
@@ -95,7 +95,7 @@ def test_missing_needed_library_is_reported(libs: Path, tmp_path: Path) -> None:
     result = symbols.unresolved(lonely / "libuser_ok.so", symbols.search_for([], Path("/usr/bin/python3"), None,
                                                                               [lonely]))
     assert result.missing_libraries == ("libc10_cuda.so",)
-    assert not audit.check_symbols("x.so", result, None).ok
+    assert not wheel_audit.check_symbols("x.so", result, None).ok
 
 
 def test_not_elf_is_one_clear_error(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The bullseye sysroot (ci/sysroot.py): real compiles with the wrapper compilers, no mocks.
+"""The bullseye sysroot (ci/linux/sysroot.py): real compiles with the wrapper compilers, no mocks.
 
 The sysroot is made once in the farm's cache (about 10 s: apt-get download of nine bullseye packages) and reused
 afterwards; every test here then takes about a second. A machine without apt-get/dpkg-deb, Debian's keyring or
@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from ci import errors, glibc_floor, symbols, sysroot
+from ci import errors
+from ci.audit import glibc_floor, symbols
+from ci.linux import sysroot
 
 LIB = """#include <memory>
 #include <mutex>

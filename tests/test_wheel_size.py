@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ci import project, wheel_size
+from ci.audit import wheel_size
+from ci.universe import project
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from ci import matrix, pins, proc
-from ci import toolkit as linux_toolkit
+from ci import proc
 from ci.__main__ import main
 from ci.errors import CommandFailed, MissingRequirement, UsageError
+from ci.toolchain import toolkit as linux_toolkit
+from ci.universe import matrix, pins, shapes
 from windows import toolkit
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "windows_toolkit"
@@ -153,7 +154,7 @@ INSTALLER_FILES = ("bin/nvcc.exe", "nvvm/bin/cicc.exe", "lib/x64/cudart.lib", "i
                    "include/crt/host_config.h", "include/cublas_v2.h", "include/cusparse.h", "include/cusolverDn.h")
 
 
-def installer_cell(tmp_path: Path, content: bytes = b"MZ not really NVIDIA's installer") -> matrix.Cell:
+def installer_cell(tmp_path: Path, content: bytes = b"MZ not really NVIDIA's installer") -> shapes.Cell:
     """The 12.4 cell with its installer served from a local file (urllib reads file: URLs like https: ones)."""
     served = tmp_path / "served" / "cuda_12.4.1_windows_network.exe"
     served.parent.mkdir(parents=True, exist_ok=True)
@@ -237,11 +238,11 @@ def test_the_toolkit_command_runs_the_windows_code_on_windows(monkeypatch: pytes
     calls: list[tuple[str, bool]] = []
     home = Path("C:/farm/tools/cuda-win-13.0-0123456789ab/nvidia/cu13")
 
-    def ensure(cell: matrix.Cell, *, install: bool = False) -> toolkit.WindowsToolkit:
+    def ensure(cell: shapes.Cell, *, install: bool = False) -> toolkit.WindowsToolkit:
         calls.append((cell.cuda, install))
         return toolkit.WindowsToolkit(home, "13.0.88", "pypi")
 
-    def linux(cell: matrix.Cell) -> linux_toolkit.InstalledToolkit:
+    def linux(cell: shapes.Cell) -> linux_toolkit.InstalledToolkit:
         raise AssertionError("the Linux toolkit code ran on Windows")
 
     monkeypatch.setattr(toolkit, "ensure", ensure)

@@ -16,9 +16,12 @@ from typing import Any
 
 import pytest
 
-from ci import actions, gha, gha_windows, matrix, project, targets, workflows, yamlout
 from ci.errors import CommandFailed, UsageError
-from ci.yamlout import Commented
+from ci.gha import actions, windows_jobs, workflows, yamlout
+from ci.gha import jobs as gha
+from ci.gha import steps as gha_steps
+from ci.gha.yamlout import Commented
+from ci.universe import matrix, pins, project, shapes, targets
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDER = ROOT / ".github" / "workflows"
@@ -41,7 +44,7 @@ def config() -> project.ProjectConfig:
 
 @pytest.fixture(scope="module")
 def documents(config: project.ProjectConfig) -> dict[str, dict[str, Any]]:
-    return gha.render(gha.context(config, gha.FarmSource()))
+    return gha.render(gha_steps.context(config, gha_steps.FarmSource()))
 
 
 @pytest.fixture(scope="module")
@@ -84,15 +87,15 @@ def test_every_target_of_the_matrix_is_a_job_named_by_its_id(committed: dict[str
 
 
 @pytest.fixture
-def extra_cell(monkeypatch: pytest.MonkeyPatch) -> Iterator[matrix.Cell]:
-    """A CUDA 13.9 cell added to the matrix (what a maintainer does in ci/matrix.py)."""
+def extra_cell(monkeypatch: pytest.MonkeyPatch) -> Iterator[shapes.Cell]:
+    """A CUDA 13.9 cell added to the matrix (what a maintainer does in ci/universe/matrix.py)."""
     cell = dataclasses.replace(matrix.get_cell("13.2"), cuda="13.9")
     monkeypatch.setattr(matrix, "CELLS", (*matrix.CELLS, cell))
     monkeypatch.setattr(matrix, "MAX_GCC", {**matrix.MAX_GCC, "13.9": 15})
     yield cell
 
 
-def test_a_cell_added_to_the_matrix_is_drift(config: project.ProjectConfig, extra_cell: matrix.Cell) -> None:
+def test_a_cell_added_to_the_matrix_is_drift(config: project.ProjectConfig, extra_cell: shapes.Cell) -> None:
     differences = workflows.drift(FOLDER, workflows.render(config))
     assert set(differences) == {"ci.yml", "images.yml", "wheels.yml", "gpu-tests.yml"}
     assert "+  build-fusedops-stable-cu139-cp310abi3-linux_x86_64:" in differences["wheels.yml"]
@@ -291,43 +294,43 @@ def test_windows_jobs_pin_the_msvc_toolset_the_cell_accepts(documents: dict[str,
                                                             config: project.ProjectConfig) -> None:
     jobs = documents["wheels.yml"]["jobs"]
     for target in targets.targets_for(config, "windows"):
-        job = jobs[gha.job_key("build", target.id)]
+        job = jobs[gha_steps.job_key("build", target.id)]
         assert target.cell.windows is not None
         toolset = target.cell.windows.toolset
         step = next(s for s in job["steps"] if s["name"].startswith("MSVC toolset"))
-        component, runner = gha_windows.MSVC_COMPONENTS[toolset]
+        component, runner = windows_jobs.MSVC_COMPONENTS[toolset]
         assert component in step["run"] and step["timeout-minutes"] == 30 and job["runs-on"] == runner
         install = next(s for s in job["steps"] if s["name"].startswith(f"CUDA {target.cell.cuda} toolkit"))
         assert install["timeout-minutes"] == 30
         cache = next(s for s in job["steps"] if "actions/cache@" in str(s.get("uses", "")))
-        assert cache["with"]["key"] == gha.toolkit_cache_key(target.cell)
+        assert cache["with"]["key"] == windows_jobs.toolkit_cache_key(target.cell)
         # The cached folder is the one the toolkit step fills and build-win reads, under the job's FARM_CACHE_DIR.
         from windows import toolkit as windows_toolkit
 
-        assert job["env"]["FARM_CACHE_DIR"] == gha.WINDOWS_CACHE
-        assert cache["with"]["path"] == str(windows_toolkit.cached_folder(target.cell, gha.WINDOWS_CACHE))
+        assert job["env"]["FARM_CACHE_DIR"] == windows_jobs.WINDOWS_CACHE
+        assert cache["with"]["path"] == str(windows_toolkit.cached_folder(target.cell, windows_jobs.WINDOWS_CACHE))
         assert any(f"build-win --target {target.id}" in s.get("run", "") for s in job["steps"])
     cell = dataclasses.replace(matrix.get_cell("13.0"), windows=dataclasses.replace(
         matrix.get_cell("13.0").windows, toolset="14.99"))  # type: ignore[type-var]
     with pytest.raises(UsageError, match="MSVC_COMPONENTS"):
-        gha_windows.windows_runner(cell)
+        windows_jobs.windows_runner(cell)
 
 
 def test_import_tests_use_a_cpu_torch_only_when_the_project_promises_it(documents: dict[str, dict[str, Any]],
                                                                          tmp_path: Path) -> None:
-    job = documents["wheels.yml"]["jobs"][gha.job_key("import", "fusedops-stable-cu128-cp310abi3-linux_x86_64")]
+    job = documents["wheels.yml"]["jobs"][gha_steps.job_key("import", "fusedops-stable-cu128-cp310abi3-linux_x86_64")]
     runs = [s["run"] for s in job["steps"] if "run" in s]
     assert any("--torch-kind cpu --torch-index https://download.pytorch.org/whl/cpu" in r for r in runs)
     # torch 2.10 on PyPI is a CUDA 12.8 build: the cu128 wheel is tested with it.
     assert any("--torch-kind cuda --torch-index https://download.pytorch.org/whl/cu128" in r for r in runs)
     # aarch64: PyPI's torch 2.11 is a CUDA build; the runner has no GPU, so the CPU-only import is of that build.
-    job = documents["wheels.yml"]["jobs"][gha.job_key("import", "fusedops-stable-cu130-cp310abi3-linux_aarch64")]
+    job = documents["wheels.yml"]["jobs"][gha_steps.job_key("import", "fusedops-stable-cu130-cp310abi3-linux_aarch64")]
     assert job["runs-on"] == "ubuntu-24.04-arm"
     runs = [s["run"] for s in job["steps"] if "run" in s]
     assert any("--torch-kind cpu --torch-index https://pypi.org/simple" in r for r in runs)
     assert any("--torch-kind cuda --torch-index https://pypi.org/simple" in r for r in runs)
-    classic = gha.render(gha.context(project.load(CLASSIC), gha.FarmSource("owner/farm", FARM_REF)))
-    job = classic["wheels.yml"]["jobs"][gha.job_key("import", "classic_ext-torch2.11-cu130-cp311-linux_x86_64")]
+    classic = gha.render(gha_steps.context(project.load(CLASSIC), gha_steps.FarmSource("owner/farm", FARM_REF)))
+    job = classic["wheels.yml"]["jobs"][gha_steps.job_key("import", "classic_ext-torch2.11-cu130-cp311-linux_x86_64")]
     runs = [s["run"] for s in job["steps"] if "run" in s]
     assert not any("--torch-kind cpu" in r for r in runs) and any("--torch-kind cuda" in r for r in runs)
 
@@ -337,14 +340,14 @@ def test_the_farms_tools_run_on_the_farms_python_and_tests_on_the_targets(
     """The farm's lock serves the farm's Python; the target's CPython is set up apart and handed to the farm by
     path (setup-python's output: Windows has no python3.10 on PATH)."""
     jobs = documents["wheels.yml"]["jobs"]
-    ctx = gha.context(config, gha.FarmSource())
+    ctx = gha_steps.context(config, gha_steps.FarmSource())
     for target in (*ctx.linux, *ctx.windows):
-        steps = jobs[gha.job_key("import", target.id)]["steps"]
+        steps = jobs[gha_steps.job_key("import", target.id)]["steps"]
         names = [str(s["name"]) for s in steps]
         pythons = [s for s in steps if "setup-python" in str(s.get("uses", ""))]
-        assert [p["with"]["python-version"] for p in pythons] == [target.python, gha.FARM_PYTHON]
+        assert [p["with"]["python-version"] for p in pythons] == [target.python, pins.FARM_PYTHON]
         assert pythons[0]["id"] == "target-python"
-        assert names.index(f"Python {gha.FARM_PYTHON} (the farm's)") < next(
+        assert names.index(f"Python {pins.FARM_PYTHON} (the farm's)") < next(
             i for i, n in enumerate(names) if n.startswith("The farm's tools"))
         runs = [s for s in steps if "--import-test" in s.get("run", "")]
         variable = f"FARM_PYTHON_{target.python.replace('.', '_')}"
@@ -356,7 +359,7 @@ def test_a_push_touching_any_input_of_an_image_rebuilds_it(documents: dict[str, 
                                                             config: project.ProjectConfig) -> None:
     import fnmatch
 
-    from ci import images
+    from ci.linux import images
 
     paths = documents["images.yml"]["on"]["push"]["paths"]
     for cell in {t.cell.name: t.cell for t in targets.targets_for(config, "linux")}.values():
@@ -473,7 +476,7 @@ def test_shell_scripts_pass_shellcheck(documents: dict[str, dict[str, Any]]) -> 
 
 
 def test_images_keep_their_content_tag_in_the_repository_registry() -> None:
-    from ci import images
+    from ci.linux import images
 
     cell = matrix.get_cell("13.0")
     local = images.spec_for(cell).tag
@@ -496,7 +499,7 @@ def test_the_cuda_12_release_cell_builds_on_manylinux_with_nvidias_repository(
     for name, doc in documents.items():
         text = json.dumps(doc, default=str)
         assert "cu124" not in text and "FARM_BASE_IMAGE" not in text and "base-image --suite" not in text, name
-    job = documents["wheels.yml"]["jobs"][gha.job_key("build", "fusedops-stable-cu128-cp310abi3-linux_x86_64")]
+    job = documents["wheels.yml"]["jobs"][gha_steps.job_key("build", "fusedops-stable-cu128-cp310abi3-linux_x86_64")]
     names = [str(s.get("name")) for s in job["steps"]]
     assert job["runs-on"] == "ubuntu-24.04"
     assert any("build it on quay.io/pypa/manylinux_2_28_x86_64" in n for n in names)
@@ -517,11 +520,11 @@ def test_aarch64_wheels_build_natively_on_the_arm64_runner_in_the_manylinux_aarc
     assert {t.cell.name for t in arm} == {"cu130", "cu132", "cu135"}
     wheels = documents["wheels.yml"]["jobs"]
     for target in arm:
-        job = wheels[gha.job_key("build", target.id)]
+        job = wheels[gha_steps.job_key("build", target.id)]
         assert job["runs-on"] == "ubuntu-24.04-arm"
         names = [str(s.get("name")) for s in job["steps"]]
         assert any("build it on quay.io/pypa/manylinux_2_28_aarch64" in n for n in names)
-        assert wheels[gha.job_key("import", target.id)]["runs-on"] == "ubuntu-24.04-arm"
+        assert wheels[gha_steps.job_key("import", target.id)]["runs-on"] == "ubuntu-24.04-arm"
         image = documents["images.yml"]["jobs"][f"image-{target.cell.name}-aarch64"]
         assert image["runs-on"] == "ubuntu-24.04-arm"
         assert any(f"--push-image {target.cell.name}" in s.get("run", "") for s in image["steps"])
@@ -707,6 +710,6 @@ def test_every_job_that_pulls_or_builds_an_image_makes_room_first(documents: dic
             assert room and room[0] < pulls[0], f"{name} {key}"
             script = job["steps"][room[0]]["run"]
             cell = names[pulls[0]].split()[2].rstrip(":")
-            need = gha.DISK_NEEDED_GIB[matrix.get_cell(cell).toolkit.kind]
+            need = gha_steps.DISK_NEEDED_GIB[matrix.get_cell(cell).toolkit.kind]
             assert "exit 1" in script and f'-lt {need} ]' in script
     assert seen >= 4

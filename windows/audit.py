@@ -1,6 +1,6 @@
 """Wheel audit (Windows): what each ``.pyd``/``.dll`` imports, whether the user's torch provides it, what it holds.
 
-The checks mirror ``ci/audit.py``'s and go into the same :class:`ci.audit.AuditResult`;
+The checks mirror ``ci/audit/wheel_audit.py``'s and go into the same :class:`ci.audit.wheel_audit.AuditResult`;
 a build publishes its wheel only when all pass.
 
 * ``wheel-tag``: ``cpXY-abi3`` for abi3 targets, ``cpXY-cpXY`` for per-Python
@@ -35,20 +35,14 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from ci import describe, matrix, wheel_size, wheelmeta
-from ci.audit import (
-    AuditResult,
-    Check,
-    LibraryInfo,
-    _matches,
-    check_archs,
-    check_metadata,
-    check_wheel_tag,
-    expected_prefix,
-    no_cuda_code_advice,
-)
-from ci.project import DEFAULT_MAX_WHEEL_SIZE
-from ci.targets import Target
+from ci import wheelmeta
+from ci.audit import describe, wheel_size
+from ci.audit.checks import AuditResult, Check, LibraryInfo
+from ci.audit.naming import check_metadata, check_wheel_tag, expected_prefix
+from ci.audit.wheel_audit import _matches, check_archs, no_cuda_code_advice
+from ci.universe import matrix
+from ci.universe.project import DEFAULT_MAX_WHEEL_SIZE
+from ci.universe.targets import Target
 from windows import dlls, pe
 
 

@@ -10,7 +10,7 @@
 3. the vcvars64 environment of the chosen toolset (``windows/vcvars.py``, cached);
 4. the CUDA build of the target's torch for the build's CPython (``windows/torchenv.py``);
 5. cibuildwheel builds the wheel from a copy of the project's sources;
-6. ``ci.publish.publish`` with delvewheel as the repair step (``windows/repair.py``)
+6. ``ci.build.tail.publish`` with delvewheel as the repair step (``windows/repair.py``)
    and the PE audit (``windows/audit.py``) plus an import test of the final
    wheel in a fresh venv that sees only the target's torch, as the audit step.
 """
@@ -23,10 +23,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from ci import build as host_build
-from ci import commands, envs, fsutil, proc, publish, report
-from ci.audit import AuditResult, Check
-from ci.targets import Target
+from ci import fsutil, proc
+from ci.audit.checks import AuditResult, Check
+from ci.build import project_source, report
+from ci.build import tail as publish
+from ci.toolchain import envs
+from ci.universe import project_commands
+from ci.universe.targets import Target
 from windows import audit, cibw, environment, hostconfig, msvc, repair, toolkit, torchenv, vcvars
 from windows.vswhere import Discovery, InstalledToolset
 
@@ -50,13 +53,14 @@ def smoke_check(target: Target, wheel: Path, torch_site: Path, python: str) -> C
         (venv.site_packages() / "_farm_torch.pth").write_text(f"{torch_site}\n", encoding="utf-8")
         proc.run([venv.python, "-m", "pip", "install", "--no-deps", "--quiet", wheel], env=envs.pip_env(),
                  what="installing the wheel into the test venv failed")
-        cmd = commands.expand(target.project.commands.smoke, python=venv.python, project_root=target.project.root,
+        cmd = project_commands.expand(target.project.commands.smoke, python=venv.python,
+                project_root=target.project.root,
                               out=tmp, wheel=wheel)
         path = ";".join([str(venv.bin_dir), os.environ.get("PATH", "")])
         # In the empty temporary folder: the project's source cannot shadow the wheel.
         result = proc.run(cmd, env={"PATH": path, "PYTHONPATH": ""}, cwd=Path(tmp), capture=True, check=False)
         if result.returncode == 0:
-            result = proc.run(commands.origin_check(venv.python, target.project.import_name),
+            result = proc.run(project_commands.origin_check(venv.python, target.project.import_name),
                               env={"PATH": path, "PYTHONPATH": ""}, cwd=Path(tmp), capture=True, check=False)
     text = (result.stdout + result.stderr).strip()
     last = text.splitlines()[-1] if text else f"exit status {result.returncode}"
@@ -86,7 +90,7 @@ def build_target(target: Target, outputs: publish.Outputs, found: Discovery,
         torch_dlls = audit.TorchDlls.scan(site)
         with publish.staging(outputs, target) as stage:
             source = stage / "source"
-            host_build.sync_source(target.project.root, source, (outputs.build_root, outputs.wheelhouse))
+            project_source.sync_source(target.project.root, source, (outputs.build_root, outputs.wheelhouse))
             variables = cibw.build_variables(target, tk.cuda_home, tk.nvcc_version, options.max_jobs,
                                              os.cpu_count() or 1)
             env = environment.compose(os.environ, vc, tk.cuda_home)

@@ -22,10 +22,10 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path, PurePath, PureWindowsPath
 
-from ci import build as host_build
-from ci import matrix, project
+from ci.build import project_source
 from ci.errors import UsageError
-from ci.targets import Target
+from ci.universe import matrix, project, shapes
+from ci.universe.targets import Target
 
 #: What the build venv installs besides the project's own [build-system] requires (torch comes from the .pth).
 BUILD_TOOLS = ("setuptools>=77", "wheel", "ninja")
@@ -38,11 +38,11 @@ def build_python(target: Target) -> str:
     if not target.abi3:
         return target.python
     pythons = [p for p in matrix.get_torch(target.torch).pythons
-               if matrix.version_key(p) >= matrix.version_key(target.python)]
+               if shapes.version_key(p) >= shapes.version_key(target.python)]
     if not pythons:
         raise UsageError(f"torch {target.torch} has no wheel for CPython {target.python} or newer", target.id,
                          "pick another torch (--torch)")
-    return min(pythons, key=matrix.version_key)
+    return min(pythons, key=shapes.version_key)
 
 
 def build_identifier(python: str) -> str:
@@ -77,7 +77,7 @@ def bash_single_quote(value: str) -> str:
 
 def build_variables(target: Target, cuda_home: PurePath, nvcc_version: str, max_jobs: int | None,
                     cpu_count: int) -> dict[str, str]:
-    values = host_build.build_values(target, nvcc_version)
+    values = project_source.build_values(target, nvcc_version)
     return {
         "CUDA_HOME": str(cuda_home),
         "CUDA_PATH": str(cuda_home),

@@ -46,11 +46,12 @@ def check_host() -> None:
 
 def cmd_build_win(args: argparse.Namespace) -> int:
     check_host()
-    from ci import options, proc, publish, report
+    from ci import options, proc
+    from ci.build import report, tail
     from windows import build, vswhere
 
     chosen = options.resolve(args, os_name="windows")
-    outputs = publish.Outputs.resolve(chosen[0].project.root, args.wheelhouse, args.build_dir,
+    outputs = tail.Outputs.resolve(chosen[0].project.root, args.wheelhouse, args.build_dir,
                                       chosen[0].project.normalized_name)
     build_options = build.Options(toolset=args.toolset, dll_paths=tuple(Path(p).resolve() for p in args.dll_path),
                                   refresh_vcvars=args.refresh_vcvars, max_jobs=args.max_jobs, smoke=not args.no_smoke)

@@ -7,7 +7,7 @@ comment on its ``#endif`` is stale in CUDA 13 (it still says 1910 while the
 check says 1920). CUDA 12.x also has an ``#elif`` range that only warns
 ("support ... has been deprecated").
 
-The ranges found in NVIDIA's wheels are in ``ci/matrix.py`` (``WindowsFacts.msc_ver``);
+The ranges found in NVIDIA's wheels are in ``ci/universe/matrix.py`` (``WindowsFacts.msc_ver``);
 a build checks the installed toolkit against its cell, so the matrix cannot
 drift from the headers unnoticed.
 """
@@ -18,8 +18,8 @@ import dataclasses
 import re
 from pathlib import Path
 
-from ci import matrix
 from ci.errors import UsageError
+from ci.universe import shapes
 
 _WIN32_BLOCK = re.compile(r"#\s*if\s+defined\s*\(\s*_WIN32\s*\)(?P<body>.*?)#\s*endif\s*/\*\s*_WIN32\s*\*/", re.S)
 _RANGE = re.compile(r"#\s*if\s+_MSC_VER\s*<\s*(?P<low>\d+)\s*\|\|\s*_MSC_VER\s*>=\s*(?P<high>\d+)")
@@ -68,13 +68,13 @@ def read(cuda_home: Path) -> HostConfig:
                          "reinstall the toolkit (the nvidia-cuda-crt wheel, or the installer's nvcc package)") from None
 
 
-def check_cell(cell: matrix.Cell, found: HostConfig) -> None:
+def check_cell(cell: shapes.Cell, found: HostConfig) -> None:
     """Refuse a toolkit whose header disagrees with the cell's recorded range."""
     if cell.windows is None or cell.windows.msc_ver == found.msc_ver:
         return
     low, high = found.msc_ver
     raise UsageError(
-        f"CUDA {cell.cuda}'s host_config.h accepts _MSC_VER {low}-{high - 1}, but ci/matrix.py records "
+        f"CUDA {cell.cuda}'s host_config.h accepts _MSC_VER {low}-{high - 1}, but ci/universe/matrix.py records "
         f"{cell.windows.msc_ver[0]}-{cell.windows.msc_ver[1] - 1}", cell.name,
-        f"set WindowsFacts(msc_ver=({low}, {high})) for the cell in ci/matrix.py (and check its toolset)",
+        f"set WindowsFacts(msc_ver=({low}, {high})) for the cell in ci/universe/matrix.py (and check its toolset)",
     )

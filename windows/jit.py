@@ -10,7 +10,7 @@ process's environment points at. The farm gives the command its own:
   and ``DISTUTILS_USE_SDK=1``; ``load()`` itself links ``c10.lib``,
   ``c10_cuda.lib``, ``torch_cuda.lib`` and ``cudart.lib`` from there;
 * on Linux, the cell's hermetic toolkit from pinned PyPI wheels
-  (``ci.toolkit.ensure_toolkit``): ``CUDA_HOME``/``CUDA_PATH`` and its ``bin`` on PATH.
+  (``ci.toolchain.toolkit.ensure_toolkit``): ``CUDA_HOME``/``CUDA_PATH`` and its ``bin`` on PATH.
 
 The command is the caller's and runs with the caller's environment: ``python`` is the first one on the
 caller's PATH (the user's own environment and torch), never the farm's tool environment; only the toolkit's
@@ -26,8 +26,9 @@ import shutil
 import sys
 from collections.abc import Mapping, Sequence
 
-from ci import matrix, proc, project
+from ci import proc
 from ci.errors import MissingRequirement, UsageError
+from ci.universe import matrix, project, shapes
 
 
 def command_of(raw: Sequence[str]) -> list[str]:
@@ -58,9 +59,9 @@ def export_lines(env: Mapping[str, str], *, windows: bool) -> list[str]:
     return [f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())]
 
 
-def linux_env(cell: matrix.Cell) -> dict[str, str]:
+def linux_env(cell: shapes.Cell) -> dict[str, str]:
     """The hermetic toolkit's environment (installed from the cell's pins on first use)."""
-    from ci import toolkit
+    from ci.toolchain import toolkit
 
     try:
         return toolkit.ensure_toolkit(cell).env()
@@ -72,7 +73,7 @@ def linux_env(cell: matrix.Cell) -> dict[str, str]:
         ) from None
 
 
-def windows_env(cell: matrix.Cell, toolset: str | None, refresh: bool) -> dict[str, str]:  # pragma: no cover
+def windows_env(cell: shapes.Cell, toolset: str | None, refresh: bool) -> dict[str, str]:  # pragma: no cover
     from windows import environment, msvc, toolkit, vcvars, vswhere
 
     found = vswhere.discover()

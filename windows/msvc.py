@@ -22,8 +22,8 @@ import dataclasses
 import re
 from collections.abc import Sequence
 
-from ci import matrix
 from ci.errors import MissingRequirement, UsageError
+from ci.universe import shapes
 from windows.vswhere import InstalledToolset, VsInstance
 
 
@@ -119,7 +119,7 @@ def refusal(cuda: str, msc_ver: tuple[int, int], toolset: Toolset) -> str | None
     return None
 
 
-def acceptable(cell: matrix.Cell, toolset: Toolset) -> bool:
+def acceptable(cell: shapes.Cell, toolset: Toolset) -> bool:
     facts = _facts(cell)
     return refusal(cell.cuda, facts.msc_ver, toolset) is None
 
@@ -139,10 +139,10 @@ class Choice:
         return str(self.toolset)
 
 
-def _facts(cell: matrix.Cell) -> matrix.WindowsFacts:
+def _facts(cell: shapes.Cell) -> shapes.WindowsFacts:
     if cell.windows is None:
         raise UsageError(f"cell {cell.name} has no Windows facts", cell.cuda,
-                         "add windows=WindowsFacts(...) to the cell in ci/matrix.py")
+                         "add windows=WindowsFacts(...) to the cell in ci/universe/matrix.py")
     return cell.windows
 
 
@@ -155,7 +155,7 @@ def _candidates(installed: Sequence[InstalledToolset]) -> list[tuple[InstalledTo
     return [(item, Toolset.parse(item.version)) for item in installed]
 
 
-def choose(cell: matrix.Cell, installed: Sequence[InstalledToolset], wanted: str | None = None,
+def choose(cell: shapes.Cell, installed: Sequence[InstalledToolset], wanted: str | None = None,
            skipped: Sequence[str] = ()) -> Choice:
     """The instance and toolset for ``cell``: ``wanted`` (``--toolset``), else the cell's pinned toolset, else the
     acceptable toolset closest to it (older first: a wheel built with a newer toolset needs a newer VC++ runtime
@@ -204,7 +204,7 @@ def install_hint(toolset: Toolset, instance_path: str | None = None) -> str:
             f"-vcvars_ver={toolset.short}")
 
 
-def _missing(cell: matrix.Cell, toolset: Toolset, candidates: Sequence[tuple[InstalledToolset, Toolset]],
+def _missing(cell: shapes.Cell, toolset: Toolset, candidates: Sequence[tuple[InstalledToolset, Toolset]],
              skipped: Sequence[str] = ()) -> MissingRequirement:
     facts = _facts(cell)
     lines = []

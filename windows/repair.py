@@ -16,7 +16,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ci import proc, publish
+from ci import proc
+from ci.build import tail
 from windows import dlls
 
 
@@ -31,13 +32,13 @@ def delvewheel_command(wheel: Path, outdir: Path, *, excludes: Sequence[str] = d
 
 
 def delvewheel_repair(add_paths: Sequence[Path] = ()) -> Callable[[Path, Path], Path]:
-    """The ``repair`` step of ``ci.publish.publish`` for Windows wheels."""
+    """The ``repair`` step of ``ci.build.tail.publish`` for Windows wheels."""
 
     def repair(wheel: Path, outdir: Path) -> Path:
         proc.run(delvewheel_command(wheel, outdir, add_paths=add_paths),
                  what="delvewheel could not repair the wheel",
                  hint="a DLL it names is imported but found nowhere: put its folder in --dll-path, or exclude it "
                       "if the user's torch provides it (windows/dlls.py)")
-        return publish.one_wheel(outdir, "delvewheel repair")
+        return tail.one_wheel(outdir, "delvewheel repair")
 
     return repair

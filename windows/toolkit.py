@@ -10,7 +10,7 @@ NVIDIA's installer except for the DLLs: ``bin\\nvcc.exe`` (with
 Linux pins (one universal lock, ``ci/requirements/toolkit-<cell>.txt``, holds
 the hashes of both platforms' wheels), installed with ``pip install --target``
 into ``<cache>\\tools\\<install_name(cell)>`` (the lock / temporary folder /
-verify / rename pattern of ``ci/toolkit.py``), never a virtual environment.
+verify / rename pattern of ``ci/toolchain/toolkit.py``), never a virtual environment.
 The cuBLAS/cuSPARSE/cuSOLVER headers that ``ATen/cuda/CUDAContext.h``
 includes come from the cell's ``library_headers`` pins, whose Windows wheels
 exist too (DLLs and headers, no import libraries); only their ``include``
@@ -42,10 +42,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
 from urllib.parse import urlparse
 
-from ci import matrix, proc
-from ci import pins as ci_pins
-from ci import toolkit as linux_toolkit
+from ci import proc, toolenv
 from ci.errors import CommandFailed, MissingRequirement, UsageError, env_path
+from ci.toolchain import toolkit as linux_toolkit
+from ci.universe import pins as ci_pins
+from ci.universe import shapes
 
 DEFAULT_INSTALL_ROOT = r"C:\Program Files\NVIDIA GPU Computing Toolkit\CUDA"
 
@@ -112,7 +113,7 @@ def path_entries(cuda_home: PurePath, layout: Layout = WINDOWS) -> list[str]:
     return [str(cuda_home.joinpath(*d.split("/"))) for d in layout.dll_dirs]
 
 
-def requirements(cell: matrix.Cell) -> tuple[str, ...]:
+def requirements(cell: shapes.Cell) -> tuple[str, ...]:
     """The pinned wheels of a PyPI cell: its Linux pins, whose lock holds the win_amd64 wheels' hashes too."""
     facts = cell.windows
     if facts is None or facts.toolkit != "pypi":
@@ -121,7 +122,7 @@ def requirements(cell: matrix.Cell) -> tuple[str, ...]:
     pins = facts.packages or cell.toolkit.packages
     loose = [p for p in pins if "==" not in p]
     if loose:
-        raise UsageError("toolkit package must be pinned with ==", loose[0], "pin it in ci/matrix.py")
+        raise UsageError("toolkit package must be pinned with ==", loose[0], "pin it in ci/universe/matrix.py")
     # What is installed is the lock of the Linux pins: Windows pins that differ would be silently ignored.
     if facts.packages and sorted(facts.packages) != sorted(cell.toolkit.packages):
         raise UsageError(f"the Windows pins of cell {cell.name} differ from its Linux pins", ", ".join(facts.packages),
@@ -129,40 +130,40 @@ def requirements(cell: matrix.Cell) -> tuple[str, ...]:
     return pins
 
 
-def required_files(cell: matrix.Cell, layout: Layout = WINDOWS) -> tuple[str, ...]:
+def required_files(cell: shapes.Cell, layout: Layout = WINDOWS) -> tuple[str, ...]:
     headers = cell.toolkit.library_headers or (cell.windows is not None and any(
         p.startswith("cublas_dev") for p in cell.windows.packages))
     return layout.core_files() + (LIBRARY_HEADER_FILES if headers else ())
 
 
-def missing_files(cuda_home: PurePath, cell: matrix.Cell, exists: Callable[[str], bool],
+def missing_files(cuda_home: PurePath, cell: shapes.Cell, exists: Callable[[str], bool],
                   layout: Layout = WINDOWS) -> list[str]:
     return [f for f in required_files(cell, layout) if not exists(str(cuda_home / f))]
 
 
-def installer_variable(cell: matrix.Cell) -> str:
+def installer_variable(cell: shapes.Cell) -> str:
     """The variable NVIDIA's installer sets to the cell's CUDA folder (``CUDA_PATH_V12_4``)."""
     major, minor = cell.cuda.split(".")[:2]
     return f"CUDA_PATH_V{major}_{minor}"
 
 
-def installer_dir(cell: matrix.Cell, env: Mapping[str, str]) -> PureWindowsPath:
+def installer_dir(cell: shapes.Cell, env: Mapping[str, str]) -> PureWindowsPath:
     """Where NVIDIA's installer put the cell's CUDA: ``CUDA_PATH_V12_4``, else its default folder."""
     major, minor = cell.cuda.split(".")[:2]
     value = env.get(installer_variable(cell), "").strip()
     return PureWindowsPath(value) if value else PureWindowsPath(DEFAULT_INSTALL_ROOT, f"v{major}.{minor}")
 
 
-def installer_command(cell: matrix.Cell, installer: str = "cuda_installer.exe") -> list[str]:
+def installer_command(cell: shapes.Cell, installer: str = "cuda_installer.exe") -> list[str]:
     """NVIDIA's installer, silent (``-s``), only the cell's sub-packages, no reboot (``-n``)."""
     facts = cell.windows
     if facts is None or facts.toolkit != "nvidia-installer" or not facts.packages:
         raise UsageError(f"cell {cell.name} lists no NVIDIA installer sub-packages", cell.cuda,
-                         "add them to its WindowsFacts.packages in ci/matrix.py")
+                         "add them to its WindowsFacts.packages in ci/universe/matrix.py")
     return [installer, "-s", *facts.packages, "-n"]
 
 
-def installer_hint(cell: matrix.Cell) -> str:
+def installer_hint(cell: shapes.Cell) -> str:
     url = cell.windows.installer if cell.windows is not None and cell.windows.installer else "NVIDIA's CUDA " \
         f"{cell.cuda} network installer"
     return (f"run `python -m ci toolkit --cuda {cell.cuda}` (as administrator: it runs NVIDIA's installer, only what "
@@ -170,7 +171,7 @@ def installer_hint(cell: matrix.Cell) -> str:
             f"or point FARM_CUDA_HOME at a CUDA {cell.cuda} toolkit")
 
 
-def _fix(cell: matrix.Cell, source: str, where: Path) -> str:
+def _fix(cell: shapes.Cell, source: str, where: Path) -> str:
     if source == "nvidia-installer":
         return installer_hint(cell)
     if source == "FARM_CUDA_HOME":
@@ -181,7 +182,7 @@ def _fix(cell: matrix.Cell, source: str, where: Path) -> str:
 # --- finding a toolkit in a folder (any host) ---------------------------------------------------------
 
 
-def find_toolkit(cuda_home: Path, cell: matrix.Cell, *, source: str, layout: Layout = WINDOWS,
+def find_toolkit(cuda_home: Path, cell: shapes.Cell, *, source: str, layout: Layout = WINDOWS,
                  remove: Path | None = None) -> FoundToolkit:
     """Check that ``cuda_home`` holds what torch's builds need (``layout``'s files; the library headers of a
     classic cell) and return where each part is; the failure is one line naming what is missing.
@@ -201,11 +202,11 @@ def find_toolkit(cuda_home: Path, cell: matrix.Cell, *, source: str, layout: Lay
                         dll_dirs=tuple(p for p in (Path(e) for e in path_entries(cuda_home, layout)) if p.is_dir()))
 
 
-def wheel_home(root: Path, cell: matrix.Cell) -> Path:
+def wheel_home(root: Path, cell: shapes.Cell) -> Path:
     """CUDA_HOME inside a ``pip install --target`` folder of the cell's wheels (``nvidia/cu13``)."""
     if not cell.toolkit.home_subdir:
         raise UsageError(f"cell {cell.name} names no folder of its toolkit wheels", cell.cuda,
-                         "set Toolkit.home_subdir in ci/matrix.py")
+                         "set Toolkit.home_subdir in ci/universe/matrix.py")
     return root.joinpath(*cell.toolkit.home_subdir.split("/"))
 
 
@@ -217,13 +218,13 @@ def wheel_version(root: Path, distribution: str) -> str | None:
     return versions[-1] if len(versions) == 1 else None
 
 
-def install_name(cell: matrix.Cell) -> str:
+def install_name(cell: shapes.Cell) -> str:
     """The cell's toolkit folder under ``<cache>/tools`` (keyed by its locks: a workflow can name what it caches)."""
     headers = (ci_pins.headers_lock(cell),) if cell.toolkit.library_headers else ()
     return linux_toolkit.install_folder_name(f"cuda-win-{cell.cuda}", ci_pins.toolkit_lock(cell), headers)
 
 
-def cached_folder(cell: matrix.Cell, farm_cache_dir: str) -> PureWindowsPath:
+def cached_folder(cell: shapes.Cell, farm_cache_dir: str) -> PureWindowsPath:
     """The one folder a Windows job restores and saves so that ``python -m ci toolkit`` and ``build-win`` find the
     cell's toolkit without installing it: the wheels' install folder under ``FARM_CACHE_DIR`` (the job sets it to
     ``farm_cache_dir``), or the folder NVIDIA's installer fills (CUDA 12; the toolkit step finds nvcc.exe there
@@ -242,14 +243,14 @@ def _nvcc_version(cuda_home: Path) -> str | None:  # pragma: no cover - runs nvc
 Probe = Callable[[Path], str | None]
 
 
-def _matching(cell: matrix.Cell, found: FoundToolkit, version: str | None, source: str) -> WindowsToolkit:
+def _matching(cell: shapes.Cell, found: FoundToolkit, version: str | None, source: str) -> WindowsToolkit:
     if version is None or not version.startswith(cell.cuda + "."):
         raise UsageError(f"the toolkit ({source}) is not CUDA {cell.cuda}", f"{found.cuda_home}: nvcc {version}",
                          installer_hint(cell) if source == "nvidia-installer" else "check the cell's pins")
     return WindowsToolkit(found.cuda_home, version, source)
 
 
-def checked(cell: matrix.Cell, cuda_home: Path, source: str, probe: Probe, layout: Layout = WINDOWS) -> WindowsToolkit:
+def checked(cell: shapes.Cell, cuda_home: Path, source: str, probe: Probe, layout: Layout = WINDOWS) -> WindowsToolkit:
     """A toolkit somebody else installed (FARM_CUDA_HOME, NVIDIA's installer): its files, then its nvcc's version."""
     found = find_toolkit(cuda_home, cell, source=source, layout=layout)
     return _matching(cell, found, probe(found.cuda_home), source)
@@ -258,7 +259,7 @@ def checked(cell: matrix.Cell, cuda_home: Path, source: str, probe: Probe, layou
 # --- CUDA 13: the pinned wheels -----------------------------------------------------------------------
 
 
-def ensure_pypi(cell: matrix.Cell, *, probe: Probe | None = _nvcc_version, layout: Layout = WINDOWS,
+def ensure_pypi(cell: shapes.Cell, *, probe: Probe | None = _nvcc_version, layout: Layout = WINDOWS,
                 pip_platform: Sequence[str] = ()) -> WindowsToolkit:
     """Install (once, into ``<cache>/tools/<install_name(cell)>``) or reuse the cell's pinned toolkit wheels.
 
@@ -291,11 +292,11 @@ def ensure_pypi(cell: matrix.Cell, *, probe: Probe | None = _nvcc_version, layou
 # --- CUDA 12: NVIDIA's installer ------------------------------------------------------------------------
 
 
-def _installer_facts(cell: matrix.Cell) -> matrix.WindowsFacts:
+def _installer_facts(cell: shapes.Cell) -> shapes.WindowsFacts:
     facts = cell.windows
     if facts is None or facts.toolkit != "nvidia-installer" or not facts.installer:
         raise UsageError(f"cell {cell.name} names no NVIDIA installer", cell.cuda,
-                         "set WindowsFacts.installer in ci/matrix.py")
+                         "set WindowsFacts.installer in ci/universe/matrix.py")
     return facts
 
 
@@ -305,7 +306,8 @@ def parse_hash(pin: str) -> tuple[str, str]:
     if algorithm not in HASH_ALGORITHMS or not re.fullmatch(r"[0-9a-f]+", digest) or \
             len(digest) != hashlib.new(algorithm).digest_size * 2:
         raise UsageError("an installer checksum must be <algorithm>:<lowercase hex>", pin or "none",
-                         f"pin one of {', '.join(HASH_ALGORITHMS)} in WindowsFacts.installer_hash (ci/matrix.py)")
+                         f"pin one of {', '.join(HASH_ALGORITHMS)} in WindowsFacts.installer_hash "
+                         "(ci/universe/matrix.py)")
     return algorithm, digest
 
 
@@ -323,7 +325,7 @@ def download(url: str, dest: Path) -> None:
         shutil.copyfileobj(response, out, 1 << 20)
 
 
-def fetch_installer(cell: matrix.Cell, folder: Path, fetch: Callable[[str, Path], None] = download) -> Path:
+def fetch_installer(cell: shapes.Cell, folder: Path, fetch: Callable[[str, Path], None] = download) -> Path:
     """NVIDIA's installer of the cell in ``folder``, downloaded once and checked against the matrix's pin before
     anything runs it (a cached copy is checked again)."""
     facts = _installer_facts(cell)
@@ -348,7 +350,7 @@ def fetch_installer(cell: matrix.Cell, folder: Path, fetch: Callable[[str, Path]
             raise CommandFailed(f"NVIDIA's CUDA {cell.cuda} installer does not match the checksum the matrix pins",
                                 f"{algorithm} {got}, pinned {expected}",
                                 "the file changed on NVIDIA's site or in transit; compare it with NVIDIA's checksums "
-                                "before changing WindowsFacts.installer_hash in ci/matrix.py")
+                                "before changing WindowsFacts.installer_hash in ci/universe/matrix.py")
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
@@ -359,7 +361,7 @@ def _run_installer(cmd: list[str]) -> int:  # pragma: no cover - runs NVIDIA's i
     return proc.run(cmd, check=False).returncode
 
 
-def ensure_installer(cell: matrix.Cell, *, env: Mapping[str, str], tools: Path, install: bool,
+def ensure_installer(cell: shapes.Cell, *, env: Mapping[str, str], tools: Path, install: bool,
                      probe: Probe = _nvcc_version, layout: Layout = WINDOWS,
                      fetch: Callable[[str, Path], None] = download,
                      run_installer: Callable[[list[str]], int] = _run_installer) -> WindowsToolkit:
@@ -383,7 +385,7 @@ def ensure_installer(cell: matrix.Cell, *, env: Mapping[str, str], tools: Path, 
 # --- the entry point of builds and of `python -m ci toolkit` -----------------------------------------------
 
 
-def ensure(cell: matrix.Cell, *, install: bool = False) -> WindowsToolkit:  # pragma: no cover - Windows host
+def ensure(cell: shapes.Cell, *, install: bool = False) -> WindowsToolkit:  # pragma: no cover - Windows host
     """The cell's toolkit on this Windows host: FARM_CUDA_HOME, the pinned wheels (installed on first use), or
     NVIDIA's installer's CUDA 12 (installed only when ``install``: ``python -m ci toolkit``; a build never changes
     the machine)."""
@@ -392,9 +394,9 @@ def ensure(cell: matrix.Cell, *, install: bool = False) -> WindowsToolkit:  # pr
         return checked(cell, Path(home), "FARM_CUDA_HOME", _nvcc_version)
     facts = cell.windows
     if facts is None:
-        raise UsageError(f"cell {cell.name} has no Windows facts", cell.cuda, "add them in ci/matrix.py")
+        raise UsageError(f"cell {cell.name} has no Windows facts", cell.cuda, "add them in ci/universe/matrix.py")
     if facts.toolkit == "nvidia-installer":
-        return ensure_installer(cell, env=os.environ, tools=linux_toolkit.cache_root() / "tools", install=install)
+        return ensure_installer(cell, env=os.environ, tools=toolenv.cache_root() / "tools", install=install)
     return ensure_pypi(cell)
 
 

@@ -21,9 +21,11 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from ci import envs, fsutil, matrix, proc, toolkit
+from ci import fsutil, proc, toolenv
 from ci.errors import UsageError
-from ci.targets import Target
+from ci.toolchain import envs
+from ci.universe import matrix
+from ci.universe.targets import Target
 
 INDEX_BASE = "https://download.pytorch.org/whl"
 _VERSION = re.compile(r"^__version__\s*(?::\s*str)?\s*=\s*['\"]([^'\"]+)['\"]", re.M)
@@ -65,7 +67,7 @@ def check_torch(version: str, cuda: str | None, target: Target) -> None:
 
 def interpreter(python: str, env: Mapping[str, str] | None = None) -> Path:
     """CPython ``python``: ``FARM_PYTHON_3_12`` (CI sets it from actions/setup-python's ``python-path``), else
-    the running one, ``py -3.12`` or ``python312`` (``ci.envs.find_interpreter``)."""
+    the running one, ``py -3.12`` or ``python312`` (``ci.toolchain.envs.find_interpreter``)."""
     return envs.find_interpreter(python, env)
 
 
@@ -77,7 +79,7 @@ def folder_for(target: Target, python: str, index: str, root: Path) -> Path:
 def ensure_torch(target: Target, python: str) -> Path:  # pragma: no cover - installs torch on a Windows host
     """The folder (a site directory) holding the CUDA build of the target's torch for CPython ``python``."""
     index = index_url(target)
-    folder = folder_for(target, python, index, toolkit.cache_root())
+    folder = folder_for(target, python, index, toolenv.cache_root())
     folder.parent.mkdir(parents=True, exist_ok=True)
     with fsutil.locked(folder.with_name(folder.name + ".lock"), f"the torch install {folder.name}"):
         for stale in fsutil.stale_staging(folder.parent):

@@ -35,7 +35,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path, PureWindowsPath
 
-from ci import fsutil, proc, toolkit
+from ci import fsutil, proc, toolenv
 from ci.errors import CommandFailed, UsageError
 from windows.vswhere import InstalledToolset
 
@@ -262,7 +262,7 @@ def load_cached(path: Path, cl_exists: Callable[[str], bool]) -> VcvarsEnv | Non
 def activate(installed: InstalledToolset, arch: str = "x64", *,
              refresh: bool = False) -> VcvarsEnv:  # pragma: no cover - runs cmd.exe on a Windows host
     """The environment of ``vcvarsall.bat ARCH -vcvars_ver=TOOLSET`` for ``installed`` (cached)."""
-    path = cache_file(toolkit.cache_root(), installed, arch)
+    path = cache_file(toolenv.cache_root(), installed, arch)
     if not refresh:
         cached = load_cached(path, os.path.isfile)
         if cached is not None:

@@ -9,7 +9,7 @@ from pathlib import Path, PureWindowsPath
 import pebuild
 import pytest
 
-from ci import project, targets
+from ci.universe import project, targets
 from windows import vswhere
 
 DATA = Path(__file__).resolve().parent / "data"

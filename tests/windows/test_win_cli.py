@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ci import cli, matrix, options
+from ci import cli, options
+from ci.universe import matrix
 
 ROOT = Path(__file__).resolve().parents[2]
 

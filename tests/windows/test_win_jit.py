@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from ci import cli, matrix, symbols, toolkit
+from ci import cli, toolenv
+from ci.audit import symbols
 from ci.errors import UsageError
+from ci.toolchain import toolkit
+from ci.universe import matrix, shapes
 from windows import jit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,7 +111,7 @@ def test_linux_jit_with_the_hermetic_toolkit() -> None:
 
 def _cuda_torch_python() -> Path | None:
     """A Python of the farm's cache with a CUDA 13 build of torch and ninja (what `nox -s build` leaves)."""
-    for env in sorted((toolkit.cache_root() / "envs").glob("build-torch2.1*-py*")):
+    for env in sorted((toolenv.cache_root() / "envs").glob("build-torch2.1*-py*")):
         python = env / "bin" / "python"
         if not (env / ".farm-complete").is_file() or not (env / "bin" / "ninja").exists():
             continue
@@ -177,7 +180,7 @@ def test_windows_jit_environment_and_command(monkeypatch: pytest.MonkeyPatch, ca
     home = PureWindowsPath(r"C:\farm\tools\cuda-win-13.0-0123456789ab\nvidia\cu13")
     seen: list[tuple[str, str | None, bool]] = []
 
-    def fake_windows_env(cell: matrix.Cell, toolset: str | None, refresh: bool) -> dict[str, str]:
+    def fake_windows_env(cell: shapes.Cell, toolset: str | None, refresh: bool) -> dict[str, str]:
         seen.append((cell.name, toolset, refresh))
         return environment.compose(os.environ, vc, home)
 

@@ -9,10 +9,11 @@ from pathlib import Path
 import pebuild
 import pytest
 
-from ci import publish
-from ci.audit import AuditResult, raise_for_failures
+from ci.audit.checks import AuditResult
+from ci.audit.wheel_audit import raise_for_failures
+from ci.build import tail
 from ci.errors import AuditFailed, CommandFailed
-from ci.targets import Target
+from ci.universe.targets import Target
 from windows import audit, dlls, pe, repair
 
 
@@ -248,18 +249,18 @@ def test_repair_and_audit_through_the_shared_publish_tail(tmp_path: Path, pe_fil
                                                           torch_site: Path,
                                                           fusedops_targets: tuple[Target, ...]) -> None:
     target = _stable_target(fusedops_targets)
-    outputs = publish.Outputs(wheelhouse=tmp_path / "wheelhouse", build_root=tmp_path / "build")
+    outputs = tail.Outputs(wheelhouse=tmp_path / "wheelhouse", build_root=tmp_path / "build")
     wheel = _fusedops_wheel(tmp_path / "built", pe_files)
     torch = audit.TorchDlls.scan(torch_site)
-    with publish.staging(outputs, target) as stage:
-        rep = publish.publish(target, wheel, stage, outputs, repair=repair.delvewheel_repair(),
+    with tail.staging(outputs, target) as stage:
+        rep = tail.publish(target, wheel, stage, outputs, repair=repair.delvewheel_repair(),
                               audit=lambda w: audit.audit_wheel(w, target, torch=torch), mode="windows",
                               nvcc="13.0.88", started=0.0)
     assert rep.mode == "windows" and rep.wheel == "fusedops-0.1.0-cp310-abi3-win_amd64.whl"
     assert (outputs.target_dir(target) / rep.wheel).is_file()
     bad = _fusedops_wheel(tmp_path / "bad", pe_files, cuda_module="no_c10_cuda")
-    with publish.staging(outputs, target) as stage, pytest.raises(AuditFailed):
-        publish.publish(target, bad, stage, outputs, repair=repair.delvewheel_repair(),
+    with tail.staging(outputs, target) as stage, pytest.raises(AuditFailed):
+        tail.publish(target, bad, stage, outputs, repair=repair.delvewheel_repair(),
                         audit=lambda w: audit.audit_wheel(w, target, torch=torch), mode="windows", nvcc=None,
                         started=0.0)
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ci import matrix
 from ci.errors import MissingRequirement, UsageError
+from ci.universe import matrix
 from windows import hostconfig, msvc, vswhere
 
 # --- host_config.h -------------------------------------------------------------------------------

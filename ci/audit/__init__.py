@@ -1,0 +1,43 @@
+"""The audit: what a built wheel links, holds and promises, checked before it is published.
+
+The Linux audit (``wheel_audit``) and the Windows audit (``windows/audit.py``) report in the same records
+(``checks``); ``naming`` holds the checks of a wheel's name and metadata, ``wheel_size`` the size budget,
+``glibc_floor`` the glibc floor, ``symbols`` the dynamic loader's view, ``describe`` what a wheel says about itself.
+
+Each check is reported separately; a build publishes its wheel only when all pass.
+
+* ``wheel-tag``: ``cpXY-cpXY`` for per-Python targets; for abi3 ones ``cpXY-abi3``
+  whose floor XY is at or below the target's (requires-python's lower bound, else
+  the build Python): an older floor serves every CPython the target does, a newer
+  one would not install on Pythons the project promises (or on the build Python);
+  and a manylinux platform tag (auditwheel repaired it);
+* ``module-suffix``: extension modules are named for that ABI (``.abi3.so``);
+* ``metadata``: a classic wheel pins torch to the release it was built against
+  and carries the target's local version (``+pt2.11.cu130``);
+* ``needed:<lib>``: NEEDED only system libraries, torch's libraries, the CUDA
+  libraries torch's wheels ship for the cell's major, or libraries bundled in
+  the wheel; ``bundled``: nothing of torch or CUDA is bundled;
+* ``cpu-only:<lib>``: the project's ``cpu-libraries`` need no CUDA library (they
+  load under a CPU-only torch);
+* ``cuda-code:<lib>``: the project's ``cuda-libraries`` hold CUDA code in a CUDA
+  build (the usual failure: a ``setup.py`` that asked ``torch.cuda.is_available()``
+  on a GPU-less builder) and link the CUDA runtime;
+* ``c10-cuda:<lib>``: a library that uses ``c10::cuda`` symbols has
+  ``libc10_cuda.so`` in NEEDED (``at::cuda``: ``libtorch_cuda.so``);
+* ``symbols:<lib>``: every undefined symbol resolves in the target's torch
+  environment as the loader would resolve it with ``RTLD_NOW`` (ci/audit/symbols.py);
+* ``rpath:<lib>``: no RPATH/RUNPATH outside ``$ORIGIN``;
+* ``elf-machine``: every library is code for the target's architecture (x86_64 or aarch64);
+* ``sass``/``ptx``: cuobjdump finds SASS for every architecture of the target (by default those of the target
+  torch's own build, ``nox -s matrix``) and PTX where one is asked for; ``sass-torch`` warns about SASS that no
+  torch of the target's build runs beside;
+* ``torch-range``: a stable wheel's ``Requires-Dist`` torch admits no release below the floor its binary's
+  stable-ABI shims need (torch-abi-audit's table; ci/audit/describe.py); a classic one carries its pin;
+* ``coverage-file``: ``<dist-info>/cuda-ext-farm.json`` agrees with the SASS/PTX found and the torch requirement;
+* ``abi3audit``: no symbol outside the limited API (abi3 wheels);
+* ``wheel-size``: the wheel is within the project's ``max-wheel-size`` (ci/audit/wheel_size.py; over it, the ten
+  largest members are named), and the report says how many bytes of CUDA code each architecture adds;
+* ``glibc-floor``: no ELF object needs a glibc/libstdc++ symbol version above the
+  context's floor (``FARM_GLIBC_FLOOR``, e.g. the release's ``manylinux_2_28``;
+  ci/audit/glibc_floor.py), nor is the wheel tagged above it; skipped without a floor.
+"""

@@ -1,0 +1,316 @@
+"""Wheel audit (Linux): what each library links, whether the loader can resolve it, what GPU code it holds.
+
+The checks it runs, and what each proves, are listed once: ``ci/audit/__init__.py``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ci import proc, wheelmeta
+from ci.audit import describe, symbols, wheel_size
+from ci.audit import glibc_floor as floors
+from ci.audit.checks import AuditResult, Check, LibraryInfo
+from ci.audit.naming import check_metadata, check_tags, expected_prefix
+from ci.errors import AuditFailed
+from ci.universe import matrix
+from ci.universe.project import DEFAULT_MAX_WHEEL_SIZE
+from ci.universe.targets import Target
+
+SYSTEM_LIBRARIES = frozenset(
+    {
+        "libc.so.6",
+        "libm.so.6",
+        "libdl.so.2",
+        "librt.so.1",
+        "libpthread.so.0",
+        "libstdc++.so.6",
+        "libgcc_s.so.1",
+        "ld-linux-x86-64.so.2",
+        "ld-linux-aarch64.so.1",
+    }
+)
+
+CUDA_PREFIXES = ("libcudart", "libcublas", "libcusparse", "libcusolver", "libcufft", "libcurand", "libnvrtc",
+                 "libcuda.", "libnvJitLink", "libcudnn", "libnccl", "libnvToolsExt")
+TORCH_PREFIXES = ("libc10", "libtorch", "libshm")
+
+
+def arch_to_sm(arch: str) -> str:
+    """``"9.0"`` -> ``"sm_90"``, ``"10.0"`` -> ``"sm_100"``, ``"9.0a"`` -> ``"sm_90a"``."""
+    major, minor = arch.split(".")
+    return f"sm_{major}{minor}"
+
+
+def _matches(path: str, patterns: Sequence[str]) -> bool:
+    name = Path(path).name
+    return any(fnmatch.fnmatch(path, p) or fnmatch.fnmatch(name, p) for p in patterns)
+
+
+def is_torch_or_cuda(soname: str) -> bool:
+    return soname.startswith(TORCH_PREFIXES + CUDA_PREFIXES)
+
+
+def check_needed(libs: Sequence[LibraryInfo], cuda_major: int | None, bundled: Sequence[str]) -> list[Check]:
+    allowed = set(SYSTEM_LIBRARIES) | set(matrix.TORCH_LIBRARIES) | set(bundled)
+    if cuda_major is not None:
+        allowed |= set(matrix.cuda_libraries(cuda_major))
+    checks = []
+    for lib in libs:
+        unexpected = [n for n in lib.needed if n not in allowed]
+        hint = ""
+        if any(n.startswith(CUDA_PREFIXES) for n in unexpected):
+            hint = f" (CUDA libraries must be those of CUDA {cuda_major}, which the user's torch ships)" \
+                if cuda_major else " (a CPU-only build must need no CUDA library)"
+        checks.append(Check(
+            f"needed:{lib.path}", not unexpected,
+            f"NEEDED {', '.join(lib.needed) or 'nothing'}"
+            + (f"; unexpected: {', '.join(unexpected)}{hint}" if unexpected else ""),
+        ))
+    return checks
+
+
+def check_bundled(bundled: Sequence[str]) -> Check:
+    bad = [b for b in bundled if is_torch_or_cuda(b)]
+    return Check("bundled", not bad,
+                 f"bundled: {', '.join(bundled) or 'nothing'}"
+                 + (f"; torch/CUDA libraries must come from the user's torch, never the wheel: {', '.join(bad)}"
+                    if bad else ""))
+
+
+def check_cpu_only(lib: LibraryInfo) -> Check:
+    cuda_needed = [n for n in lib.needed if n.startswith(CUDA_PREFIXES) or n in ("libc10_cuda.so",
+                                                                                  "libtorch_cuda.so")]
+    return Check(f"cpu-only:{lib.path}", not cuda_needed,
+                 "needs no CUDA library (loads under a CPU-only torch)" if not cuda_needed else
+                 f"needs {', '.join(cuda_needed)}: it would not load under a CPU-only torch "
+                 "(it is listed in [tool.cuda-ext-farm] cpu-libraries)")
+
+
+def no_cuda_code_advice(target: Target, found: str = "") -> str:
+    """Why a library of a CUDA build holds no CUDA code, and what to do (Linux and Windows audits)."""
+    keys = ", ".join(f"{k}={v}" for k, v in target.project.build_env.items()) or "nothing"
+    return (f"holds no CUDA code{found} although this is a CUDA build ({target.cell.name}). The usual cause: "
+            "setup.py decides on CUDA from torch.cuda.is_available(), which is False on a builder without a GPU. "
+            "Make it read an environment variable and set that in [tool.cuda-ext-farm] build-env (the farm sets "
+            f"{keys}); if this library is meant to be CPU-only, list the ones that must hold CUDA code in "
+            "[tool.cuda-ext-farm] cuda-libraries")
+
+
+def check_cuda_code(lib: LibraryInfo, target: Target) -> list[Check]:
+    if not lib.has_cuda_code:
+        return [Check(
+            f"cuda-code:{lib.path}", False, no_cuda_code_advice(target),
+        )]
+    runtime = f"libcudart.so.{target.cell.cuda_major}"
+    linked = runtime in lib.needed
+    return [
+        Check(f"cuda-code:{lib.path}", True, "holds CUDA code (a fatbinary)"),
+        Check(f"cuda-runtime:{lib.path}", linked,
+              f"links {runtime} from the user's torch" if linked else
+              f"missing NEEDED {runtime}: the CUDA runtime of the cell's major must be linked dynamically"),
+    ]
+
+
+def check_cuda_namespaces(path: str, needed: Sequence[str], undefined: Sequence[str]) -> list[Check]:
+    checks = []
+    for pattern, lib, namespace in ((symbols.C10_CUDA, "libc10_cuda.so", "c10::cuda"),
+                                    (symbols.AT_CUDA, "libtorch_cuda.so", "at::cuda")):
+        used = [s for s in undefined if pattern.match(s)]
+        if not used:
+            continue
+        ok = lib in needed
+        example = symbols.demangle(used[:1])[used[0]]
+        checks.append(Check(
+            f"{lib.split('.')[0][3:]}:{path}", ok,
+            f"uses {len(used)} {namespace} symbols and links {lib}" if ok else
+            f"uses {namespace} symbols ({example}) but {lib} is not in NEEDED: link it "
+            f"(libraries=[\"{lib[3:-3]}\"] in the Extension; torch's CUDAExtension adds it), or it fails to load "
+            "(undefined symbol) wherever torch has not loaded it first",
+        ))
+    return checks
+
+
+def check_symbols(path: str, resolution: symbols.Resolution, target: Target | None,
+                  torch_label: str | None = None) -> Check:
+    """``torch_label``: the torch whose libraries were searched (default: the target's)."""
+    if resolution.missing_libraries:
+        return Check(f"symbols:{path}", False,
+                     "NEEDED libraries not found in the target's environment: "
+                     + ", ".join(resolution.missing_libraries))
+    if not resolution.unresolved:
+        return Check(f"symbols:{path}", True,
+                     f"every undefined symbol resolves (scope: {len(resolution.closure)} libraries)")
+    readable = symbols.demangle(resolution.unresolved)
+    lines = []
+    elsewhere = [s for s in resolution.unresolved if s in resolution.provided_by]
+    nowhere = [s for s in resolution.unresolved if s not in resolution.provided_by]
+    for name in elsewhere[:5]:
+        lines.append(f"{readable[name]} is defined in {resolution.provided_by[name]}, which the library does not "
+                     "link: add it to the Extension's libraries")
+    if nowhere:
+        torch = torch_label or (f"torch {target.torch}" if target else "this torch")
+        shown = "; ".join(readable[s] for s in nowhere[:5])
+        lines.append(f"{len(nowhere)} symbols are defined nowhere in {torch}'s libraries ({shown}"
+                     f"{'; ...' if len(nowhere) > 5 else ''}): the library was built against another torch "
+                     f"release (or links a library the wheel does not ship); rebuild it against {torch}")
+    return Check(f"symbols:{path}", False, f"{len(resolution.unresolved)} unresolved symbols: " + " | ".join(lines))
+
+
+#: pyelftools' ``e_machine`` names of the architectures the farm builds.
+ELF_MACHINES = {"x86_64": "EM_X86_64", "aarch64": "EM_AARCH64"}
+
+
+def check_machine(files: Sequence[Path], root: Path, arch: str) -> Check:
+    """Every library of the wheel is code for the target's architecture (a cross build that fell back to the
+    build machine's compiler would otherwise be caught only at import on the target)."""
+    from elftools.elf.elffile import ELFFile
+
+    wanted = ELF_MACHINES.get(arch, arch)
+    wrong = []
+    for path in files:
+        with path.open("rb") as fh:
+            machine = ELFFile(fh).header["e_machine"]
+        if machine != wanted:
+            wrong.append(f"{path.relative_to(root)} ({machine})")
+    return Check("elf-machine", not wrong, f"{len(files)} libraries are {wanted}" if not wrong
+                 else f"not {wanted}: {', '.join(wrong)}; the build used a compiler for another machine")
+
+
+def check_rpaths(libs: Sequence[LibraryInfo]) -> list[Check]:
+    checks = []
+    for lib in libs:
+        bad = [r for r in lib.rpaths if not r.startswith("$ORIGIN")]
+        checks.append(Check(f"rpath:{lib.path}", not bad,
+                            "no RPATH/RUNPATH outside $ORIGIN" if not bad else
+                            f"build-machine paths in RPATH/RUNPATH: {bad}"))
+    return checks
+
+
+def check_archs(sass: Sequence[str], ptx: Sequence[str], want_sass: Sequence[str], want_ptx: str) -> list[Check]:
+    want = [arch_to_sm(a) for a in want_sass]
+    missing = [a for a in want if a not in sass]
+    extra = [a for a in sass if a not in want]
+    sass_check = Check("sass", not missing, f"SASS for {', '.join(sass) or 'nothing'}"
+                       + (f"; missing {', '.join(missing)}" if missing else "")
+                       + (f"; unexpected {', '.join(extra)}" if extra else ""))
+    if not want_ptx:  # torch's own builds carry no PTX, nor do the wheels that follow them
+        return [sass_check, Check("ptx", True, f"PTX for {', '.join(ptx) or 'nothing'} (none asked for)")]
+    ptx_want = arch_to_sm(want_ptx)
+    return [sass_check, Check("ptx", ptx_want in ptx, f"PTX for {', '.join(ptx) or 'nothing'}"
+                              + ("" if ptx_want in ptx else f"; missing {ptx_want}"))]
+
+
+def run_abi3audit(wheel: Path) -> Check:
+    result = proc.run([sys.executable, "-m", "abi3audit", "--strict", "--verbose", str(wheel)],
+                      capture=True, check=False)
+    text = (result.stdout + result.stderr).strip()
+    last = text.splitlines()[-1] if text else ""
+    return Check("abi3audit", result.returncode == 0, last or f"exit status {result.returncode}")
+
+
+def _extension_suffix_ok(path: Path, target: Target | None, python: str) -> bool:
+    if target is None or target.abi3:
+        return path.name.endswith(".abi3.so")
+    return f".cpython-{python.replace('.', '')}-" in path.name
+
+
+def audit_wheel(
+    wheel: Path,
+    target: Target | None,
+    cuobjdump: Path | None,
+    *,
+    search: symbols.LibrarySearch | None = None,
+    resolutions: Mapping[str, symbols.Resolution] | None = None,
+    cuda: bool = True,
+    abi3audit: bool = True,
+    torch_label: str | None = None,
+    glibc_floor: str | None = None,
+) -> AuditResult:
+    """Audit ``wheel`` for ``target``; ``cuda`` False audits it as a CPU-only build; ``torch_label`` names the
+    torch ``search`` looks in when it is not the target's (``--torch-env``); ``glibc_floor`` (default:
+    ``FARM_GLIBC_FLOOR``, else no ``glibc-floor`` check) the manylinux policy the wheel must stay within."""
+    floor = floors.context_floor(glibc_floor)
+    tags, checks = check_tags(wheel, target)
+    cell = target.cell if (target is not None and cuda) else None
+    python = target.python if target else matrix.PYTHON_LIMITED_API
+    with tempfile.TemporaryDirectory(prefix="farm-audit-") as tmp:
+        root = Path(tmp)
+        with wheelmeta.open_wheel(wheel) as zf:
+            zf.extractall(root)
+        so_files = sorted(p for p in root.rglob("*.so*") if p.is_file() and not p.name.endswith(".py"))
+        bundled_files = [p for p in so_files if any(part.endswith(".libs") for part in p.relative_to(root).parts)]
+        ext_files = [p for p in so_files if p not in bundled_files]
+        bundled = [p.name for p in bundled_files]
+        infos = {p: symbols.read_elf(p) for p in ext_files}
+        libs = tuple(LibraryInfo(str(p.relative_to(root)), i.needed, i.rpaths, i.has_cuda_code)
+                     for p, i in infos.items())
+        wrong_suffix = [lib.path for p, lib in zip(ext_files, libs, strict=True)
+                        if not _extension_suffix_ok(p, target, python)]
+        checks.append(Check(
+            "module-suffix", bool(libs) and not wrong_suffix,
+            f"{len(libs)} extension libraries" if libs else "no extension library in the wheel",
+        ) if not wrong_suffix else Check(
+            "module-suffix", False, f"not named for {expected_prefix(target, python)}: {', '.join(wrong_suffix)}"))
+        if target is not None:
+            checks.append(check_metadata(wheel, target))
+        checks += check_needed(libs, cell.cuda_major if cell else None, bundled)
+        checks.append(check_bundled(bundled))
+        cpu_patterns = target.project.cpu_libraries if target else ("*",)
+        cuda_patterns = target.project.cuda_libraries if target else ()
+        cuda_libs: list[Path] = []
+        for path, lib in zip(ext_files, libs, strict=True):
+            if cell is None or _matches(lib.path, cpu_patterns):
+                checks.append(check_cpu_only(lib))
+            if cell is not None and target is not None and _matches(lib.path, cuda_patterns) \
+                    and not _matches(lib.path, cpu_patterns):
+                checks += check_cuda_code(lib, target)
+                if lib.has_cuda_code:
+                    cuda_libs.append(path)
+            undefined = [name for name, _weak in infos[path].undefined]
+            checks += check_cuda_namespaces(lib.path, lib.needed, undefined)
+            if search is not None:
+                local_dirs = sorted({p.parent for p in bundled_files})
+                checks.append(check_symbols(lib.path, symbols.unresolved(path, search, local_dirs), target,
+                                            torch_label))
+            elif resolutions is not None:
+                found = resolutions.get(lib.path)
+                checks.append(check_symbols(lib.path, found, target) if found is not None else
+                              Check(f"symbols:{lib.path}", False, "no symbol resolution was computed for it"))
+        if search is None and resolutions is None:
+            checks.append(Check("symbols", True, "not checked: no torch environment given (--torch-env)"))
+        checks += check_rpaths(libs)
+        if target is not None and target.os == "linux":
+            checks.append(check_machine(ext_files + bundled_files, root, target.arch))
+        checks += floors.check_unpacked(root, wheel, floor)
+        sass: tuple[str, ...] = ()
+        ptx: tuple[str, ...] = ()
+        per_arch: tuple[tuple[str, int], ...] = ()
+        if cell is not None and cuda_libs and cuobjdump is not None:
+            sass, ptx = describe.list_archs(cuobjdump, cuda_libs)
+            checks += check_archs(sass, ptx, cell.sass_archs, cell.ptx_arch)
+            per_arch = tuple(wheel_size.arch_bytes(cuobjdump, cuda_libs).items())
+        checks += describe.audit_checks(wheel, root, ext_files + bundled_files, target, sass, ptx,
+                                        cuda=cell is not None,
+                                        archs_read=cell is None or cuobjdump is not None)
+        checks.append(wheel_size.check_size(wheel, target.project.max_wheel_size if target else DEFAULT_MAX_WHEEL_SIZE))
+        if abi3audit and (target is None or target.abi3):
+            checks.append(run_abi3audit(wheel))
+    return AuditResult(wheel=wheel, tags=tags, size_bytes=wheel.stat().st_size, libraries=libs,
+                       sass=sass, ptx=ptx, checks=tuple(checks), arch_bytes=per_arch)
+
+
+def raise_for_failures(result: AuditResult) -> None:
+    if result.ok:
+        return
+    failures = result.failures()
+    lines = [f"  - {c.name}: {c.detail}" for c in failures]
+    raise AuditFailed(
+        f"the wheel audit failed {len(failures)} check{'s' if len(failures) != 1 else ''}", result.wheel.name,
+        "fix the build as each failed check above says (a build publishes nothing until every check passes)",
+        details="wheel audit failures:\n" + "\n".join(lines),
+    )

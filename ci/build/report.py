@@ -1,0 +1,107 @@
+"""Build reports: a table on the terminal and ``report.json`` beside the wheel."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ci import fsutil
+from ci.audit.checks import AuditResult
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildReport:
+    target: str
+    project: str
+    mode: str  # "host", "container" or "windows"
+    wheel: str
+    sha256: str
+    size_bytes: int
+    tags: tuple[str, ...]
+    sass: tuple[str, ...]
+    ptx: tuple[str, ...]
+    nvcc: str | None
+    torch: str
+    python: str
+    build_seconds: float
+    checks: tuple[dict[str, Any], ...]
+    image: str | None = None
+    #: Bytes of CUDA code per architecture (SASS cubins, PTX), uncompressed, as cuobjdump extracts them.
+    arch_bytes: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    @property
+    def size_mib(self) -> float:
+        return self.size_bytes / 2**20
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2)
+
+
+def make_report(
+    target_id: str,
+    project: str,
+    audit: AuditResult,
+    *,
+    sha256: str,
+    mode: str,
+    nvcc: str | None,
+    torch: str,
+    python: str,
+    seconds: float,
+    image: str | None = None,
+) -> BuildReport:
+    return BuildReport(
+        target=target_id, project=project, mode=mode, wheel=audit.wheel.name, sha256=sha256,
+        size_bytes=audit.size_bytes, tags=audit.tags, sass=audit.sass, ptx=audit.ptx, nvcc=nvcc, torch=torch,
+        python=python, build_seconds=round(seconds, 1),
+        checks=tuple(dataclasses.asdict(c) for c in audit.checks), image=image, arch_bytes=dict(audit.arch_bytes),
+    )
+
+
+def print_report(report: BuildReport, console: Console | None = None) -> None:
+    console = console or Console()
+    table = Table(title=f"{report.target} ({report.mode} build)", show_header=False)
+    table.add_column("", style="bold")
+    table.add_column("")
+    table.add_row("wheel", report.wheel)
+    table.add_row("size", f"{report.size_mib:.2f} MiB")
+    table.add_row("sha256", report.sha256)
+    table.add_row("tag", ", ".join(report.tags))
+    table.add_row("SASS", " ".join(report.sass) or "-")
+    table.add_row("PTX", " ".join(report.ptx) or "-")
+    if report.arch_bytes:
+        total = sum(report.arch_bytes.values())
+        table.add_row("CUDA code per arch", ", ".join(
+            f"{arch} {n / 2**10:.0f} KiB ({n / total:.0%})" for arch, n in report.arch_bytes.items()))
+    table.add_row("nvcc", report.nvcc or "-")
+    table.add_row("torch (built against)", report.torch)
+    table.add_row("python (build)", report.python)
+    if report.image:
+        table.add_row("image", report.image)
+    table.add_row("build time", f"{report.build_seconds:.1f} s")
+    for check in report.checks:
+        if check["name"] == "torch-range" and check["ok"]:
+            table.add_row("torch range", str(check["detail"]))
+        elif check.get("warn"):
+            table.add_row(f"[yellow]warning[/] {check['name']}", str(check["detail"]))
+    failed = [c for c in report.checks if not c["ok"]]
+    verdict = f"[green]{len(report.checks)} checks passed[/]" if not failed else f"[red]{len(failed)} failed[/]"
+    table.add_row("audit", verdict)
+    console.print(table)
+
+
+def write_report(report: BuildReport, folder: Path) -> Path:
+    return fsutil.atomic_write_text(folder / "report.json", report.to_json() + "\n")
+
+
+def read_report(folder: Path) -> dict[str, Any] | None:
+    path = folder / "report.json"
+    if not path.is_file():
+        return None
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data

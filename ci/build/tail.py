@@ -1,0 +1,139 @@
+"""Where builds write, and the tail every build shares: staging -> repair -> final metadata -> audit ->
+atomic move -> report.
+
+Host builds, container builds and Windows builds differ in how they compile and
+repair; what happens to the wheel afterwards is this module, once. A wheel
+reaches ``<wheelhouse>/<target-id>/`` only when every audit check passed; a
+failed or interrupted build leaves nothing there (its staging folder is
+removed, and a staging folder whose process is gone is removed by the next
+build of that target).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ci import fsutil, options, proc, toolenv, wheelmeta
+
+from ci import settings
+from ci.audit import describe
+from ci.audit.checks import AuditResult
+from ci.audit.wheel_audit import raise_for_failures
+from ci.build import report
+from ci.errors import CommandFailed
+from ci.universe.targets import Target
+
+
+@dataclasses.dataclass(frozen=True)
+class Outputs:
+    """The folders a build writes to, resolved once (option, else environment variable, else the project)."""
+
+    wheelhouse: Path
+    build_root: Path
+
+    @classmethod
+    def resolve(cls, project_root: Path, wheelhouse: str | None = None, build_dir: str | None = None,
+                name: str | None = None) -> Outputs:
+        """Wheels go to the project (``<project>/wheelhouse``); builds happen in the farm's cache
+        (``<cache>/build/<project>``), not the checkout: a read-only checkout builds, and every checkout of a
+        project compiles in the same place, so its objects (and the wheel's bytes) do not depend on where
+        the checkout lives."""
+        default_build = toolenv.cache_root() / "build" / (name or project_root.name)
+        return cls(
+            wheelhouse=settings.path_option(wheelhouse, "FARM_WHEELHOUSE", project_root / "wheelhouse"),
+            build_root=settings.path_option(build_dir, "FARM_BUILD_DIR", default_build),
+        )
+
+    def check_writable(self) -> None:
+        fsutil.writable_dir(self.build_root, "build folder", "--build-dir", "FARM_BUILD_DIR")
+        fsutil.writable_dir(self.wheelhouse, "wheelhouse", "--wheelhouse", "FARM_WHEELHOUSE")
+
+    def target_dir(self, target: Target) -> Path:
+        return self.wheelhouse / target.id
+
+    def work_dir(self, target: Target) -> Path:
+        """Sources and objects of the target's builds, kept for incremental rebuilds."""
+        return self.build_root / target.id
+
+    def lock(self, target: Target) -> Path:
+        return self.build_root / "locks" / f"{target.id}.lock"
+
+    def staging_root(self) -> Path:
+        return self.build_root / "staging"
+
+
+def find_wheel(outputs: Outputs, target: Target) -> Path | None:
+    wheels = sorted(outputs.target_dir(target).glob("*.whl"), key=lambda p: p.stat().st_mtime)
+    return wheels[-1] if wheels else None
+
+
+@contextmanager
+def staging(outputs: Outputs, target: Target) -> Iterator[Path]:
+    """A staging folder for one build of ``target``, removed however the build ends."""
+    root = outputs.staging_root()
+    root.mkdir(parents=True, exist_ok=True)
+    for stale in fsutil.stale_staging(root):
+        proc.console.print(f"[yellow]removing[/] the staging folder of an interrupted build: {stale}")
+        shutil.rmtree(stale, ignore_errors=True)
+    folder = root / f"{target.id}-pid{os.getpid()}"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def one_wheel(folder: Path, what: str) -> Path:
+    found = sorted(folder.glob("*.whl"))
+    if len(found) != 1:
+        raise CommandFailed(f"{what} did not produce exactly one wheel", ", ".join(p.name for p in found) or "none",
+                            "its output is above")
+    return found[0]
+
+
+def publish(
+    target: Target,
+    built: Path,
+    stage: Path,
+    outputs: Outputs,
+    *,
+    repair: Callable[[Path, Path], Path],
+    audit: Callable[[Path], AuditResult],
+    mode: str,
+    nvcc: str | None,
+    started: float,
+    image: str | None = None,
+    epoch: str | None = None,
+    cuobjdump: Path | None = None,
+) -> report.BuildReport:
+    """Repair, describe (ci/audit/describe.py: the torch range from the binary, the coverage file), set the final
+    metadata, audit, move into the wheelhouse, write the report."""
+    repaired = repair(built, stage / "repaired")
+    described = describe.describe_wheel(repaired, target, cuobjdump)
+    proc.console.print(f"[bold]torch requirement[/] {described.note}")
+    final = wheelmeta.rewrite(repaired, stage / "final", local_version=target.local_version,
+                              torch_pin=described.requirement, epoch=int(epoch) if epoch else None,
+                              dist_info_files={describe.FILE: described.document})
+    result = audit(final)
+    raise_for_failures(result)
+    dest_dir = outputs.target_dir(target)
+    digest = wheelmeta.sha256_file(final)
+    published = fsutil.publish_file(final, dest_dir / final.name)
+    for old in dest_dir.glob("*.whl"):
+        if old.name != published.name:
+            proc.console.print(f"[yellow]replaced[/] {old.name} (an earlier build of {target.id})")
+            old.unlink()
+    result = dataclasses.replace(result, wheel=published)
+    rep = report.make_report(
+        target.id, target.project.name, result, sha256=digest, mode=mode, nvcc=nvcc, torch=target.torch,
+        python=target.python, seconds=time.monotonic() - started, image=image,
+    )
+    report.write_report(rep, dest_dir)
+    return rep

@@ -1,0 +1,2 @@
+"""The farm's commands: one module per verb.
+"""

@@ -1,0 +1,344 @@
+"""Container builds: cibuildwheel in the cell's builder image, then the shared publish tail on the host.
+
+* The target's torch lives in a Docker volume of its own (``cuda-ext-farm-torch-...``,
+  keyed by image Python and torch pin), installed once and mounted read-only
+  into every later container: the build and cibuildwheel's clean test venv both
+  see it through a ``.pth`` file instead of installing torch again.
+* cibuildwheel builds the target's wheel (one build identifier), repairs it with
+  auditwheel excluding torch's and CUDA's libraries, and runs the project's
+  smoke command in a fresh venv that holds only torch and the wheel.
+* The symbol check runs in a throw-away container with the same volume (the
+  loader's view is the image's, with the target's torch); the rest of the audit
+  and the publishing run on the host (``ci/build/tail.py``).
+* Pip and ccache caches are named volumes; containers carry a label with the
+  job, so an interrupted build removes them.
+* The compilers (``CC``, ``CXX``) are those the image found in its base at build time
+  (``docker/detect-toolchain.sh``): Debian's ``gcc-12`` and manylinux's gcc-toolset live in different places.
+* On a Debian base, they compile and link against the host-made Debian bullseye sysroot (``ci/linux/sysroot.py``),
+  mounted read-only at ``SYSROOT_MOUNT``: ``CC``/``CXX``/``LDSHARED`` are its wrappers around the image's
+  compilers, and the symbol check resolves against its libraries, so the wheel's floor is bullseye's (glibc
+  2.31), not the base's. ``FARM_SYSROOT=none`` turns it off; a manylinux base (glibc 2.28) never uses it, nor
+  a cell whose toolkit is Debian's (``uses_sysroot``: its headers need the base's glibc headers).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import shlex
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from ci import fsutil, proc, toolenv
+from ci.audit import checks as audit_records
+from ci.audit import symbols, wheel_audit
+from ci.build import project_source, report
+from ci.build import tail as publish
+from ci.errors import UsageError
+from ci.linux import host as build
+from ci.linux import image_contents, images, sysroot
+from ci.toolchain import compiler_cache, envs, toolkit
+from ci.universe import matrix, pins, project, project_commands, shapes
+from ci.universe.targets import Target
+
+PIP_CACHE_VOLUME = "cuda-ext-farm-pip-cache"
+CCACHE_VOLUME = "cuda-ext-farm-ccache"
+SYMBOLS_VOLUME = "cuda-ext-farm-symbols"
+
+
+def volume_name(name: str) -> str:
+    """A cache volume's name; FARM_VOLUME_NAMESPACE gives a separate set (cold-build timings, experiments).
+    The pip cache is shared by every namespace: downloads are not what a build's time is about."""
+    namespace = os.environ.get("FARM_VOLUME_NAMESPACE", "").strip()
+    if namespace and not namespace.replace("-", "").isalnum():
+        raise UsageError("FARM_VOLUME_NAMESPACE may hold letters, digits and -", namespace, "pick another name")
+    if not namespace or name == PIP_CACHE_VOLUME:
+        return name
+    return name.replace("cuda-ext-farm", f"cuda-ext-farm-{namespace}", 1)
+CONTAINER_HOME = "/home/build"
+CONTAINER_CA = "/run/farm/ca-bundle.crt"
+TORCH_MOUNT = "/opt/farm-torch"
+FARM_MOUNT = "/opt/farm"
+#: Where container builds on a Debian base see the host-made sysroot (read-only).
+SYSROOT_MOUNT = "/opt/farm-sysroot"
+#: Where container builds with nvcc older than 12.8 see ``ci/nvcc`` (read-only).
+NVCC_TOOLS_MOUNT = f"{FARM_MOUNT}/nvcc"
+
+
+@dataclasses.dataclass(frozen=True)
+class ContainerBuild:
+    target: Target
+    spec: images.ImageSpec
+    image: str
+    outputs: publish.Outputs
+    max_jobs: int | None = None
+    job: str = dataclasses.field(default_factory=lambda: uuid.uuid4().hex[:12])
+    #: The compilers ``image`` recorded (:func:`image_contents.image_toolchain`); ``build_in_container`` reads them.
+    toolchain: image_contents.Toolchain | None = None
+    #: The sysroot the build links against (mounted at ``SYSROOT_MOUNT``); ``build_in_container`` picks it.
+    sysroot: sysroot.Sysroot | None = None
+
+    def sysroot_lib_dirs(self) -> list[str]:
+        """The sysroot's system library folders as the container sees them."""
+        if self.sysroot is None:
+            return []
+        root = self.sysroot.root
+        return [f"{SYSROOT_MOUNT}/{d.relative_to(root).as_posix()}" for d in self.sysroot.system_lib_dirs()]
+
+    def compilers(self) -> image_contents.Toolchain:
+        """The recorded compilers; without them (a job rendered but not built) the Debian base's known layout."""
+        return self.toolchain or image_contents.planned_toolchain(self.spec)
+
+
+def uses_sysroot(cell: shapes.Cell) -> bool:
+    """Whether a container build of ``cell`` on a Debian base links against the bullseye sysroot: not with Debian's
+    own CUDA toolkit (cu124), whose ``/usr/local/cuda/include/math.h`` wrapper includes glibc 2.41's
+    ``bits/mathcalls-macros.h`` (measured: the build fails on it against bullseye's headers), so its wheels keep
+    the base's floor (trixie)."""
+    return cell.toolkit.kind != "debian"
+
+
+def nvcc_version(cell: shapes.Cell) -> str | None:
+    """The nvcc a cell's image holds: the pinned wheel's version for PyPI toolkits."""
+    for req in cell.toolkit.packages:
+        if req.startswith("nvidia-cuda-nvcc=="):
+            return req.split("==")[1]
+        if req.startswith("nvidia-cuda-toolkit="):
+            # Debian version strings read 12.4.131~12.4.1-2: the part before ~ is nvcc's.
+            return req.split("=")[1].split("~")[0]
+        if req.startswith("cuda-nvcc-"):  # NVIDIA's RPM: cuda-nvcc-12-8-12.8.93-1
+            return req.rsplit("-", 2)[1]
+    return None
+
+
+def image_python(spec: images.ImageSpec) -> str:
+    tag = dict(spec.build_args)["PYTHON_TAG"].split("-")[0]  # cp311
+    return f"{tag[2]}.{tag[3:]}"
+
+
+def build_python(target: Target, spec: images.ImageSpec) -> str:
+    """The image Python that builds ``target``: any for abi3 wheels (>= the oldest), the target's otherwise."""
+    have = image_python(spec)
+    if target.abi3:
+        if shapes.version_key(have) < shapes.version_key(target.python):
+            raise UsageError(f"the image's Python {have} is older than the target's oldest CPython", target.python,
+                             "use a base image with a newer Python")
+        return have
+    if images.is_debian_base(spec.base_image) and have != target.python:
+        raise UsageError(
+            f"the Debian base of {target.cell.name} has only Python {have}, the target needs", target.python,
+            f"build the Python {have} targets here (--python {have}) or use a manylinux base with every CPython "
+            f"(FARM_BASE_IMAGE={matrix.MANYLINUX_2_28})",
+        )
+    return target.python
+
+
+def build_identifier(python: str, arch: str = "x86_64") -> str:
+    return f"cp{python.replace('.', '')}-manylinux_{arch}"
+
+
+def torch_volume(target: Target, python: str) -> str:
+    key = hashlib.sha256(f"{python}\n{target.torch_requirement}".encode()).hexdigest()[:10]
+    return volume_name(f"cuda-ext-farm-torch-py{python}-torch{target.torch}-cu{target.cell.cuda_major}-{key}")
+
+
+def _pth_command(site: str) -> str:
+    """A one-liner that makes the current interpreter see ``site`` (the torch volume) through a .pth file."""
+    code = (f"import sysconfig, pathlib; pathlib.Path(sysconfig.get_paths()['purelib'], '_farm_torch.pth')"
+            f".write_text('{site}\\n')")
+    return f"python -c {shlex.quote(code)}"
+
+
+def ca_mount(ca_bundle: Path | None) -> tuple[list[str], dict[str, str]]:
+    if ca_bundle is None:
+        return [], {}
+    # A read-only mount for the container's lifetime: never part of an image.
+    return [f"--volume={ca_bundle}:{CONTAINER_CA}:ro"], {"PIP_CERT": CONTAINER_CA, "SSL_CERT_FILE": CONTAINER_CA}
+
+
+def ensure_torch_volume(job: ContainerBuild, python: str) -> str:
+    """Install the target's torch into its volume once (under a lock); later builds mount it read-only."""
+    target = job.target
+    volume = torch_volume(target, python)
+    docker = images.docker_cli()
+    marker = f"{TORCH_MOUNT}/.farm-complete"
+    lock = toolenv.cache_root() / "locks" / f"{volume}.lock"
+    with fsutil.locked(lock, f"the torch volume {volume}"):
+        probe = proc.run([docker, "run", "--rm", f"--volume={volume}:{TORCH_MOUNT}", job.image, "test", "-f", marker],
+                         capture=True, check=False, log=False)
+        if probe.returncode == 0:
+            proc.console.print(f"[green]reusing[/] torch {target.torch} in the volume {volume}")
+            return volume
+        mounts, ca_env = ca_mount(images.host_ca_bundle())
+        name = f"farm-torch-{job.job}"
+        cmd = [docker, "run", "--rm", "--init", f"--name={name}", f"--label=farm.job={job.job}",
+               f"--volume={volume}:{TORCH_MOUNT}", f"--volume={PIP_CACHE_VOLUME}:{CONTAINER_HOME}/.cache/pip",
+               *mounts, *[f"--env={k}={v}" for k, v in ca_env.items()], job.image, "sh", "-c",
+               f"set -e; rm -rf {TORCH_MOUNT}/site; "
+               f"/opt/python/{images.python_tag(python)}/bin/python -m pip install --quiet --target "
+               f"{TORCH_MOUNT}/site --cache-dir {CONTAINER_HOME}/.cache/pip "
+               f"{shlex.quote(target.torch_requirement)}; touch {marker}"]
+        with proc.on_interrupt(lambda: remove_containers(job.job)):
+            proc.run(cmd, what=f"installing torch {target.torch} into {volume} failed",
+                     hint="pip's message is above; check the network, an index mirror or the CA bundle")
+    return volume
+
+
+def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: Path | None) -> dict[str, str]:
+    target = job.target
+    cell = target.cell
+    excluded = (*matrix.TORCH_LIBRARIES, *matrix.cuda_libraries(cell.cuda_major))
+    excludes = " ".join(f"--exclude {lib}" for lib in excluded)
+    nvcc = nvcc_version(cell) or ""
+    values = project_source.build_values(target, nvcc or None)
+    compilers = job.compilers()
+    build_env = {
+        "TORCH_CUDA_ARCH_LIST": cell.arch_list,
+        "MAX_JOBS": str(job.max_jobs or os.cpu_count() or 2),
+        "CXX": compilers.cxx,
+        "CC": compilers.cc,
+        "PYTORCH_NVCC": "/usr/local/bin/nvcc-ccache",  # see docker/Dockerfile
+        # Deterministic objects (see ci/linux/host.py); toolkits older than 12.8 lack -frandom-seed.
+        "NVCC_APPEND_FLAGS": build.deterministic_nvcc_flags(target.id, nvcc),
+        "CCACHE_DIR": f"{CONTAINER_HOME}/.cache/ccache",
+        "CCACHE_BASEDIR": "/project",
+        "CCACHE_NOHASHDIR": "1",
+        **compiler_cache.cache_settings(),
+        **{k: project.expand(v, values) for k, v in target.project.build_env.items()},
+    }
+    # The caller's own ccache settings (CCACHE_LOGFILE, CCACHE_MAXSIZE, ...) reach the container too.
+    build_env |= {k: v for k, v in os.environ.items() if k.startswith("CCACHE_") and k not in build_env}
+    mounts, ca_env = ca_mount(ca_bundle)
+    build_env |= ca_env
+    if job.sysroot is not None:
+        mounts.append(f"--volume={job.sysroot.root}:{SYSROOT_MOUNT}:ro")
+        build_env |= job.sysroot.build_env(compilers.cc, compilers.cxx, mount=SYSROOT_MOUNT)
+    if not build.nvcc_has_random_seed(nvcc):
+        # The same anonymous-namespace names in every build without -frandom-seed: see the script.
+        mounts.append(f"--volume={project.FARM_ROOT / 'ci' / 'nvcc'}:{NVCC_TOOLS_MOUNT}:ro")
+        build_env["FARM_NVCC"] = build_env["PYTORCH_NVCC"]
+        build_env["PYTORCH_NVCC"] = f"{NVCC_TOOLS_MOUNT}/nvcc-module-anchor"
+    create_args = [f"--label=farm.job={job.job}",
+                   f"--volume={PIP_CACHE_VOLUME}:{CONTAINER_HOME}/.cache/pip",
+                   f"--volume={volume_name(CCACHE_VOLUME)}:{CONTAINER_HOME}/.cache/ccache",
+                   f"--volume={volume}:{TORCH_MOUNT}:ro", *mounts]
+    site = f"{TORCH_MOUNT}/site"
+    # The image has the hash-pinned build tools; only the project's own extra build requirements are installed.
+    in_image = set(pins.pinned_in(pins.lock_path(images.IMAGE_TOOLS_LOCK)))
+    extra = [r for r in target.project.build_requires if envs.requirement_name(r) not in in_image]
+    before_build = _pth_command(site) + (f" && pip install {' '.join(shlex.quote(r) for r in extra)}" if extra else "")
+    # The compile cache's hits and misses of this build alone, from a stats log in the build container (the
+    # cache volume's own counters are shared by every build that runs at the same time).
+    build_env["CCACHE_STATSLOG"] = CCACHE_STATS_LOG
+    before_build += f" && rm -f {CCACHE_STATS_LOG}"
+    smoke = container_command(target.project.commands.smoke)
+    return {
+        "CIBW_PLATFORM": "linux",
+        # An aarch64 target builds here only on an arm64 machine (GitHub's arm runners): natively, in its image.
+        "CIBW_ARCHS": job.target.arch,
+        "CIBW_BUILD": build_identifier(python, job.target.arch),
+        f"CIBW_MANYLINUX_{job.target.arch.upper()}_IMAGE": job.image,
+        "CIBW_CONTAINER_ENGINE": f"docker; create_args: {' '.join(create_args)}; disable_host_mount: true",
+        "CIBW_BUILD_FRONTEND": "build; args: --no-isolation",
+        # torch comes from the read-only volume: one install per torch pin, not one per build.
+        "CIBW_BEFORE_BUILD": before_build,
+        "CIBW_ENVIRONMENT": " ".join(f'{k}="{v}"' for k, v in build_env.items()),
+        "CIBW_REPAIR_WHEEL_COMMAND": f"{CCACHE_STATS} && auditwheel repair {excludes} -w {{dest_dir}} {{wheel}}",
+        # The test venv is new and empty but for the same read-only torch and the wheel.
+        "CIBW_BEFORE_TEST": _pth_command(site),
+        "CIBW_TEST_ENVIRONMENT": " ".join(f'{k}="{v}"' for k, v in ca_env.items()),
+        # cibuildwheel runs it in an empty folder (the source cannot shadow the wheel), as the farm runs every
+        # configured command; then the package must have come from the test venv.
+        "CIBW_TEST_COMMAND": f"pip check && {smoke} && "
+                             f"{project_commands.origin_check_line(target.project.import_name)}",
+        "CIBW_BUILD_VERBOSITY": "1",
+        # cibuildwheel's own abi3audit step fetches virtualenv from GitHub; the
+        # farm runs abi3audit itself in the host-side audit.
+        "CIBW_AUDIT_COMMAND": "",
+    }
+
+
+#: One line with the build's compile-cache hits and misses (read by build-all's table), counted from the
+#: stats log ccache writes a line per counter to (a "# <file>" line before each compile's counters).
+CCACHE_STATS_LOG = "/tmp/farm-ccache-stats.log"
+CCACHE_STATS = (f"(cat {CCACHE_STATS_LOG} 2>/dev/null || true) | awk '/^(direct|preprocessed)_cache_hit$/{{h++}} "
+                "/^cache_miss$/{m++} END{print \"farm-ccache-stats: hits=\" h+0 \" misses=\" m+0}'")
+
+
+def container_command(command: tuple[str, ...]) -> str:
+    """A configured command as a shell line for cibuildwheel (whose {project} placeholder matches ours)."""
+    values = {"project": "{project}", "python": "python", "out": "/tmp", "wheel": "{wheel}"}
+    return shlex.join(project.expand(part, values) for part in command)
+
+
+def cibuildwheel_command(project_dir: Path, outdir: Path) -> list[str]:
+    return [sys.executable, "-m", "cibuildwheel", "--output-dir", str(outdir), str(project_dir)]
+
+
+def remove_containers(job: str) -> None:
+    """Stop and remove every container of ``job`` (interrupts; cibuildwheel's own included)."""
+    docker = images.docker_cli()
+    found = proc.run([docker, "ps", "-aq", "--filter", f"label=farm.job={job}"], capture=True, check=False, log=False)
+    ids = found.stdout.split()
+    if ids:
+        proc.run([docker, "rm", "-f", *ids], capture=True, check=False)
+
+
+def resolve_in_container(job: ContainerBuild, torch_volume_name: str, wheel: Path,
+                         out: Path) -> dict[str, symbols.Resolution]:
+    """Run the symbol resolution of ``wheel`` inside the image, against the target's torch volume."""
+    farm = project.FARM_ROOT / "ci"
+    name = f"farm-symbols-{job.job}"
+    # The exports of torch's libraries are cached in a volume: reading libtorch_cpu's 100k symbols takes long.
+    cmd = [images.docker_cli(), "run", "--rm", "--init", f"--name={name}", f"--label=farm.job={job.job}",
+           f"--volume={torch_volume_name}:{TORCH_MOUNT}:ro", f"--volume={farm}:{FARM_MOUNT}/ci:ro",
+           f"--volume={volume_name(SYMBOLS_VOLUME)}:/opt/farm-symbols", f"--volume={wheel.parent}:/wheel:ro",
+           f"--volume={out.parent}:/out", "--env", f"PYTHONPATH={FARM_MOUNT}", "--user", "0",
+           *([f"--volume={job.sysroot.root}:{SYSROOT_MOUNT}:ro"] if job.sysroot else []), job.image,
+           "sh", "-c", 'python -m ci.audit.symbols "$0" --site "$1" --extra-lib-dir /usr/local/cuda/lib64 '
+           '--cache /opt/farm-symbols --out "$2" ' + "".join(f"--system-lib-dir {d} " for d in job.sysroot_lib_dirs())
+           + '&& chown "$3" "$2"',
+           f"/wheel/{wheel.name}", f"{TORCH_MOUNT}/site", f"/out/{out.name}", f"{os.getuid()}:{os.getgid()}"]
+    with proc.on_interrupt(lambda: remove_containers(job.job)):
+        proc.run(cmd, what="the symbol check in the builder image failed")
+    return symbols.load_resolutions(out)
+
+
+def build_in_container(job: ContainerBuild) -> report.BuildReport:
+    started = time.monotonic()
+    target = job.target
+    python = build_python(target, job.spec)
+    job.outputs.check_writable()
+    if job.toolchain is None:
+        job = dataclasses.replace(job, toolchain=image_contents.image_toolchain(job.image))
+    if job.sysroot is None and images.is_debian_base(job.spec.base_image) and uses_sysroot(target.cell):
+        job = dataclasses.replace(job, sysroot=sysroot.for_arch("x86_64"))
+    cuobjdump = toolkit.ensure_cuobjdump()
+    with fsutil.locked(job.outputs.lock(target), f"the build of {target.id}"):
+        volume = ensure_torch_volume(job, python)
+        with publish.staging(job.outputs, target) as stage:
+            env = cibuildwheel_env(job, python, volume, images.host_ca_bundle())
+            # cibuildwheel calls `docker`; give it the client the farm chose.
+            docker_dir = str(Path(images.docker_cli()).parent)
+            env["PATH"] = os.pathsep.join([docker_dir, os.environ.get("PATH", "")])
+            source = stage / "source"
+            project_source.sync_source(target.project.root, source, (job.outputs.build_root, job.outputs.wheelhouse))
+            with proc.on_interrupt(lambda: remove_containers(job.job)):
+                proc.run(cibuildwheel_command(source, stage / "out"), env=env, cwd=source,
+                         what=f"the container build of {target.id} failed",
+                         hint="the compiler's output is above; nothing was written to the wheelhouse")
+            built = publish.one_wheel(stage / "out", "cibuildwheel")
+
+            def keep(wheel: Path, outdir: Path) -> Path:
+                return wheel  # cibuildwheel already ran auditwheel repair in the image
+
+            def run_audit(wheel: Path) -> audit_records.AuditResult:
+                resolutions = resolve_in_container(job, volume, wheel, stage / "symbols.json")
+                return wheel_audit.audit_wheel(wheel, target, cuobjdump, resolutions=resolutions)
+
+            return publish.publish(target, built, stage, job.outputs, repair=keep, audit=run_audit,
+                                   mode="container", nvcc=nvcc_version(target.cell), started=started, image=job.image,
+                                   cuobjdump=cuobjdump)

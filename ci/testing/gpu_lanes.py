@@ -1,0 +1,252 @@
+"""The GPU test lanes: ``nox -s test-gpu`` / ``python -m ci test-gpu``.
+
+Tests the wheel a user would install (or the in-place build) on this machine's
+GPUs with the commands the project configures (``[tool.cuda-ext-farm.commands]``),
+in lanes:
+
+* ``default``   the ``smoke`` command, then ``gpu-test`` (defaults to ``test``)
+* ``sanitizer`` the ``sanitizer`` workload under compute-sanitizer memcheck,
+                racecheck, initcheck and synccheck
+* ``ptx-jit``   ``gpu-test`` against a wheel whose only code for this GPU is PTX
+                of an older architecture (``--ptx-wheel``): the driver JITs it
+* ``multi-gpu`` the ``multi-gpu`` command, when two or more GPUs are visible
+* ``bench``     the ``bench`` command, ``{out}`` = the results folder
+
+Each command runs in the project's folder with the wheel on ``PYTHONPATH`` and
+``FARM_LANE`` naming the lane; pytest commands write JUnit XML per lane
+(``PYTEST_ADDOPTS``). A lane whose command is not configured is shown as
+skipped, with the key that configures it. Refuses to report success without a
+GPU. Writes ``summary.json`` into the results folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ci import fsutil, options, proc
+from ci.errors import CommandFailed, MissingRequirement, UsageError
+from ci.universe import project_commands
+from ci.universe.targets import Target
+
+SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
+LANES = options.LANES
+
+console = Console() if sys.stdout.isatty() else Console(width=200)
+
+
+@dataclasses.dataclass
+class LaneResult:
+    lane: str
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    status: str = "not run"
+    detail: str = ""
+
+
+def parse_lanes(value: str) -> list[str]:
+    return options.parse_lanes(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Subject:
+    """What is under test: the interpreter (with its torch) and where the package comes from."""
+
+    python: Path
+    pythonpath: tuple[str, ...]
+    description: str
+    wheel: Path | None = None
+
+    def env(self) -> dict[str, str]:
+        return {"PYTHONPATH": os.pathsep.join(self.pythonpath), "PYTHONUNBUFFERED": "1"}
+
+
+def install_wheel(wheel: Path, target: Path) -> Path:
+    if not wheel.is_file():
+        raise UsageError("wheel file does not exist", wheel, "build it (nox -s build) or pass --wheel PATH")
+    proc.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet", "--target",
+              str(target), str(wheel)], what="installing the wheel under test failed")
+    return target
+
+
+def inplace_paths(root: Path) -> tuple[str, ...]:
+    """Where an in-place build (``setup.py build_ext --inplace``) leaves the package: src/, package/ or the root."""
+    for folder in (root / "src", root / "package"):
+        if folder.is_dir():
+            return (str(folder),)
+    return (str(root),)
+
+
+def environment_report(subject: Subject) -> dict[str, object]:
+    code = (
+        "import json, torch;"
+        "n = torch.cuda.device_count() if torch.cuda.is_available() else 0;"
+        "print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda, 'gpus': "
+        "[dict(name=torch.cuda.get_device_name(i), capability='.'.join(map(str, torch.cuda.get_device_capability(i))),"
+        " memory_gib=round(torch.cuda.get_device_properties(i).total_memory / 2**30, 1)) for i in range(n)]}))"
+    )
+    out = proc.run([subject.python, "-c", code], env=subject.env(), capture=True, check=False, log=False)
+    if out.returncode != 0:
+        raise MissingRequirement("torch does not import in the test interpreter", subject.python,
+                                 "install a CUDA build of torch into it (nox -s test-gpu does)")
+    info: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
+    smi = proc.which("nvidia-smi")
+    if smi:
+        drv = proc.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"], capture=True, check=False,
+                       log=False)
+        info["driver"] = drv.stdout.strip().splitlines()[0] if drv.returncode == 0 and drv.stdout.strip() else "?"
+    return info
+
+
+def junit_counts(path: Path) -> tuple[int, int, int]:
+    root = ET.parse(path).getroot()
+    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+    tests = sum(int(s.get("tests", 0)) for s in suites)
+    failed = sum(int(s.get("failures", 0)) + int(s.get("errors", 0)) for s in suites)
+    skipped = sum(int(s.get("skipped", 0)) for s in suites)
+    return tests - failed - skipped, failed, skipped
+
+
+def run_lane(lane: str, command: tuple[str, ...], subject: Subject, out: Path, root: Path) -> LaneResult:
+    xml = out / f"junit-{lane}.xml"
+    xml.unlink(missing_ok=True)
+    no_writes = project_commands.no_writes_env()
+    lane_env = {**subject.env(), **no_writes, "FARM_LANE": lane,
+                "PYTEST_ADDOPTS": f"{no_writes['PYTEST_ADDOPTS']} --junitxml={xml}"}
+    cmd = project_commands.expand(command, python=subject.python, project_root=root, out=out, wheel=subject.wheel or "")
+    result = LaneResult(lane)
+    with project_commands.scratch_folder() as scratch:
+        code = proc.run(cmd, env=lane_env, cwd=scratch, check=False).returncode
+    if xml.exists():
+        result.passed, result.failed, result.skipped = junit_counts(xml)
+    elif code == 0:
+        result.passed = 1
+    else:
+        result.failed = 1
+    result.status = "passed" if code == 0 else ("no tests" if code == 5 else "failed")
+    result.detail = " ".join(command)
+    return result
+
+
+def not_configured(lane: str, key: str) -> LaneResult:
+    return LaneResult(lane, status="skipped", detail=f"not configured: [tool.cuda-ext-farm.commands] {key}")
+
+
+def run_sanitizer(command: tuple[str, ...], subject: Subject, out: Path, root: Path) -> LaneResult:
+    result = LaneResult("sanitizer")
+    tool = proc.which("compute-sanitizer") or shutil.which("compute-sanitizer")
+    if tool is None:
+        result.status, result.detail = "skipped", "compute-sanitizer is not on PATH"
+        return result
+    details = []
+    for check in SANITIZER_TOOLS:
+        cmd = [tool, "--tool", check, "--error-exitcode", "1",
+               *project_commands.expand(command, python=subject.python, project_root=root, out=out,
+                       wheel=subject.wheel or "")]
+        with project_commands.scratch_folder() as scratch:
+            ran = proc.run(cmd, env={**subject.env(), "FARM_LANE": "sanitizer"}, cwd=scratch, capture=True,
+                           check=False)
+        text = ran.stdout + ran.stderr
+        fsutil.atomic_write_text(out / f"sanitizer-{check}.log", text)
+        # memcheck/initcheck/synccheck: "ERROR SUMMARY: N errors"; racecheck: "... (N errors, M warnings)".
+        m = re.search(r"ERROR SUMMARY: (\d+) error", text) or re.search(
+            r"SUMMARY: \d+ hazards? displayed \((\d+) error", text
+        )
+        errors = int(m.group(1)) if m else -1
+        ok = ran.returncode == 0 and errors == 0
+        result.passed += ok
+        result.failed += not ok
+        details.append(f"{check}: {errors if errors >= 0 else '?'} errors")
+    result.status = "passed" if result.failed == 0 else "failed"
+    result.detail = "; ".join(details)
+    return result
+
+
+def run_origin(subject: Subject, import_name: str) -> LaneResult:
+    """The package under test came from the wheel (its environment or install folder), not a source folder."""
+    result = LaneResult("origin")
+    with project_commands.scratch_folder() as scratch:
+        ran = proc.run(project_commands.origin_check(subject.python, import_name, *subject.pythonpath),
+                env=subject.env(),
+                       cwd=scratch, capture=True, check=False)
+    lines = (ran.stdout + ran.stderr).strip().splitlines()
+    result.detail = lines[-1] if lines else f"exit status {ran.returncode}"
+    result.status = "passed" if ran.returncode == 0 else "failed"
+    result.passed, result.failed = (1, 0) if ran.returncode == 0 else (0, 1)
+    return result
+
+
+def run_gpu_lanes(target: Target, subject: Subject, *, ptx: Subject | None, lanes: list[str], quick: bool,
+                  out: Path) -> int:
+    config = target.project
+    configured = config.commands
+    fsutil.writable_dir(out, "results folder", "--out", "FARM_TEST_RESULTS")
+    if quick:
+        os.environ["FARM_QUICK"] = "1"
+    info = environment_report(subject)
+    gpus = info["gpus"]
+    assert isinstance(gpus, list)
+    console.print(f"[bold]GPUs[/]: {gpus}\n[bold]driver[/]: {info.get('driver', '?')}  [bold]torch[/]: "
+                  f"{info['torch']}  [bold]CUDA[/]: {info['cuda']}\n[bold]under test[/]: {subject.description}",
+                  highlight=False)
+    if not gpus:
+        raise MissingRequirement("no CUDA GPU is visible", f"torch {info['torch']}",
+                                 "run test-gpu on a machine with a GPU; on CPU-only machines run nox -s tests")
+    results: list[LaneResult] = []
+    root = config.root
+    if "default" in lanes:
+        smoke = run_lane("smoke", configured.smoke, subject, out, root)
+        results.append(smoke)
+        if subject.wheel is not None:  # an in-place build is tested from its source folder by design
+            results.append(run_origin(subject, config.import_name))
+        if configured.gpu_test is None:
+            results.append(not_configured("default", "gpu-test"))
+        elif all(r.status == "passed" for r in results):
+            results.append(run_lane("default", configured.gpu_test, subject, out, root))
+    if "sanitizer" in lanes:
+        results.append(run_sanitizer(configured.sanitizer, subject, out, root) if configured.sanitizer
+                       else not_configured("sanitizer", "sanitizer"))
+    if "ptx-jit" in lanes:
+        if ptx is None:
+            results.append(LaneResult("ptx-jit", status="skipped",
+                                      detail="pass --ptx-wheel (build one: nox -s build -- --arch-list 8.0+PTX)"))
+        elif configured.gpu_test is None:
+            results.append(not_configured("ptx-jit", "gpu-test"))
+        else:
+            results.append(run_lane("ptx-jit", configured.gpu_test, ptx, out, root))
+    if "multi-gpu" in lanes:
+        if len(gpus) < 2:
+            results.append(LaneResult("multi-gpu", status="skipped", detail=f"{len(gpus)} GPU visible"))
+        elif configured.multi_gpu is None:
+            results.append(not_configured("multi-gpu", "multi-gpu"))
+        else:
+            results.append(run_lane("multi-gpu", configured.multi_gpu, subject, out, root))
+    if "bench" in lanes:
+        results.append(run_lane("bench", configured.bench, subject, out, root) if configured.bench
+                       else not_configured("bench", "bench"))
+    table = Table(title=f"test-gpu: {target.id} on {', '.join(str(g['name']) for g in gpus)}")
+    for col in ("lane", "passed", "failed", "skipped", "status", "detail"):
+        table.add_column(col)
+    for r in results:
+        style = "green" if r.status == "passed" else ("red" if r.status == "failed" else "yellow")
+        table.add_row(r.lane, str(r.passed), str(r.failed), str(r.skipped), f"[{style}]{r.status}[/]",
+                      escape(r.detail))
+    console.print(table)
+    fsutil.atomic_write_json(out / "summary.json", {"target": target.id, "environment": info,
+                                                    "lanes": [dataclasses.asdict(r) for r in results]})
+    failed = [r.lane for r in results if r.status == "failed"]
+    if failed:
+        raise CommandFailed(f"{len(failed)} GPU test lanes failed", ", ".join(failed),
+                            f"their output is above; JUnit XML and logs are in {out}")
+    return 0

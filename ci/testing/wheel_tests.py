@@ -1,0 +1,113 @@
+"""The project's own smoke and CPU tests against a built wheel, in a clean environment.
+
+The test environment is a new venv that sees the target's torch (from its
+build environment, through a ``.pth`` file) and the installed wheel, and
+nothing of the build. ``pip check`` runs first: a classic wheel's torch pin must
+be satisfied by the torch it is tested with.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from ci import proc, settings, wheelmeta
+from ci.errors import UsageError
+from ci.toolchain import envs
+from ci.universe import project_commands
+from ci.universe.targets import Target
+
+
+@contextlib.contextmanager
+def clean_env(target: Target, wheel: Path, *wanted: str) -> Iterator[envs.PythonEnv]:
+    """A new venv holding the wheel (and those of its extras ``wanted`` that it provides) over the target's
+    torch."""
+    base = envs.target_env(target)
+    meta = wheelmeta.read_metadata(wheel)
+    provided = {e.strip() for e in meta.get("Provides-Extra", [])}
+    extras = [e for e in wanted if e in provided]
+    with tempfile.TemporaryDirectory(prefix="farm-test-") as tmp:
+        env = envs.test_env(base, Path(tmp) / "venv")
+        requirement = f"{wheel}[{','.join(extras)}]" if extras else str(wheel)
+        proc.run([env.python, "-m", "pip", "install", "--quiet", requirement], env=envs.pip_env(),
+                 what="installing the wheel into a clean environment failed")
+        proc.run([env.python, "-m", "pip", "check"], what="the wheel's requirements are not met by the "
+                 "environment it is tested in", hint="a classic wheel must be tested with the torch it pins")
+        yield env
+
+
+def _command_line(env: envs.PythonEnv, command: tuple[str, ...], out: Path, wheel: Path, root: Path) -> list[str]:
+    return project_commands.expand(command, python=env.python, project_root=root, out=out, wheel=wheel)
+
+
+def _run(cmd: list[str], command: tuple[str, ...], name: str, root: Path, env: dict[str, str]) -> None:
+    """Run a configured command in an empty folder (the source cannot shadow the wheel)."""
+    with project_commands.scratch_folder() as scratch:
+        proc.run(cmd, env={**env, **project_commands.no_writes_env()}, cwd=scratch,
+                what=f"the project's {name} command failed",
+                 hint=f"its output is above ([tool.cuda-ext-farm.commands] {name})"
+                 + project_commands.relative_path_hint(command, root))
+
+
+def configured(target: Target, name: str) -> tuple[str, ...]:
+    command = target.project.commands.get(name)
+    if command is None:
+        raise UsageError(f"{target.project.name} configures no {name} command",
+                         f"[tool.cuda-ext-farm.commands] {name}",
+                         f"add {name} = \"...\" to that table in {target.project.source.name}")
+    return command
+
+
+def run_command(target: Target, wheel: Path, name: str, extra_args: list[str], out: Path | None = None) -> int:
+    """Run the project's ``name`` command (``bench``, ``test``, ...) with the wheel in a clean environment."""
+    config = target.project
+    command = configured(target, name)
+    with clean_env(target, wheel, "test", name) as env:
+        results = out or settings.path_option(None, "FARM_TEST_RESULTS", config.root / "test-results")
+        results.mkdir(parents=True, exist_ok=True)
+        cmd = [*_command_line(env, command, results, wheel, config.root), *extra_args]
+        run_env = {"PATH": os.pathsep.join([str(env.bin_dir), os.environ.get("PATH", "")]), "PYTHONPATH": "",
+                   "FARM_LANE": name}
+        _run(cmd, command, name, config.root, run_env)
+    return 0
+
+
+def run_emulated(target: Target, wheel: Path) -> int:
+    """A cross-built wheel: the import probe and the smoke command under qemu-user with the target's aarch64
+    torch (ci/linux/qemu.py). The CPU test command is not run emulated (torch's import alone takes ~25 s there): an
+    aarch64 machine runs it (the release workflow's import jobs)."""
+    from ci.linux import cross, qemu
+
+    config = target.project
+    torch_site = cross.ensure_torch(target.torch, cross.torch_python(target))
+    proc.console.print(f"import under qemu: {qemu.import_wheel(wheel, config.import_name, torch_site)}")
+    with qemu.wheel_python(wheel, torch_site) as python, tempfile.TemporaryDirectory(prefix="farm-out-") as out:
+        cmd = project_commands.expand(config.commands.smoke, python=python, project_root=config.root, out=Path(out),
+                              wheel=wheel)
+        _run(cmd, config.commands.smoke, "smoke", config.root, {"FARM_LANE": "smoke"})
+    if config.commands.test is not None:
+        proc.console.print("[yellow]test: not run under qemu[/] (an aarch64 machine runs the CPU tests)")
+    return 0
+
+
+def run_cpu_tests(target: Target, wheel: Path) -> int:
+    """The smoke command, then the CPU test command, against ``wheel`` in one clean environment."""
+    config = target.project
+    if target.cross:
+        return run_emulated(target, wheel)
+    with clean_env(target, wheel, "test") as env, tempfile.TemporaryDirectory(prefix="farm-out-") as out:
+        run_env = {"PATH": os.pathsep.join([str(env.bin_dir), os.environ.get("PATH", "")]), "PYTHONPATH": ""}
+        for name, command in (("smoke", config.commands.smoke), ("test", config.commands.test)):
+            if command is None:
+                proc.console.print(f"[yellow]{name}: not configured[/] ([tool.cuda-ext-farm.commands] {name})")
+                continue
+            _run(_command_line(env, command, Path(out), wheel, config.root), command, name, config.root,
+                 {**run_env, "FARM_LANE": name})
+            if name == "smoke":
+                with project_commands.scratch_folder() as scratch:
+                    proc.run(project_commands.origin_check(env.python, config.import_name), env=run_env, cwd=scratch,
+                             what=f"{config.import_name} did not come from the wheel under test")
+    return 0

@@ -1,0 +1,240 @@
+"""Python environments the farm owns: one per (Python, torch, build requirements), kept between builds.
+
+A classic target needs its own Python and its own torch; building them into
+nox's session venvs would reinstall gigabytes whenever the target changes. The
+farm keeps one *build environment* per target kind under the cache folder
+(``FARM_CACHE_DIR``, default ``~/.cache/cuda-ext-farm/envs``), creates it under a
+lock, marks it complete last (an interrupted install is removed and redone,
+never reused) and reuses it afterwards.
+
+The import test runs in a *test environment*: a new, empty venv that sees only
+the build environment's installed packages (through a ``.pth`` file, so torch
+is not installed twice) and the wheel under test; nothing of the build (no
+source tree, no build folder, no in-place library) is on its path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from ci import fsutil, proc, toolenv
+from ci.errors import MissingRequirement, UsageError
+from ci.universe import pins, shapes
+from ci.universe.targets import Target
+
+#: The tools every build environment has, hash-pinned in ci/requirements/build.txt (the project's own
+#: [build-system] requires come on top).
+BUILD_TOOLS_LOCK = "build"
+#: The .pth file that layers an environment on another one's packages.
+BASE_PTH = "_farm_base_env.pth"
+
+
+@dataclasses.dataclass(frozen=True)
+class PythonEnv:
+    root: Path
+
+    @property
+    def python(self) -> Path:
+        return self.root / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+    @property
+    def bin_dir(self) -> Path:
+        return self.python.parent
+
+    def site_packages(self) -> Path:
+        out = proc.run([self.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                       capture=True, log=False).stdout
+        return Path(out.strip().splitlines()[-1])
+
+    def version(self) -> str:
+        out = proc.run([self.python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                       capture=True, log=False).stdout
+        return out.strip()
+
+    def visible_sites(self) -> list[Path]:
+        """Its own site-packages, then those of the environments it is layered on (``_farm_base_env.pth``),
+        in order: a venv layered on this one must name them all (a .pth line adds a folder, not its .pth)."""
+        own = self.site_packages()
+        pth = own / BASE_PTH
+        layered = [Path(line) for line in pth.read_text().split("\n") if line.strip()] if pth.is_file() else []
+        return [own, *layered]
+
+
+def find_interpreter(version: str, env: Mapping[str, str] | None = None) -> Path:
+    """A working CPython ``version``: ``FARM_PYTHON_3_12`` (a path), the running interpreter, ``python3.12`` on
+    PATH, a pyenv installation, or ``py -3.12`` on Windows. Each candidate is run once: a pyenv shim of a
+    version that is installed but not selected fails, and the next candidate is tried."""
+    env = os.environ if env is None else env
+    variable = "FARM_PYTHON_" + version.replace(".", "_")
+    explicit = env.get(variable, "").strip()
+    if explicit:
+        if not Path(explicit).is_file():
+            raise UsageError(f"{variable} is not a file", explicit, f"point it at a CPython {version} or unset it")
+        return Path(explicit)
+    if f"{sys.version_info.major}.{sys.version_info.minor}" == version:
+        return Path(getattr(sys, "_base_executable", None) or sys.executable)
+    candidates: list[list[str]] = []
+    if os.name == "nt":  # pragma: no cover - Windows launcher
+        candidates.append(["py", f"-{version}"])
+    candidates.append([f"python{version}"])
+    pyenv = Path(env.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    for folder in sorted(pyenv.glob(f"versions/{version}.*"), key=lambda p: shapes.version_key(p.name), reverse=True):
+        candidates.append([str(folder / "bin" / f"python{version}")])
+    for cmd in candidates:
+        exe = shutil.which(cmd[0]) or (cmd[0] if Path(cmd[0]).is_file() else None)
+        if exe is None:
+            continue
+        probe = "import sys; print('%d.%d' % sys.version_info[:2]); print(sys.executable)"
+        out = proc.run([exe, *cmd[1:], "-c", probe], capture=True, check=False, log=False)
+        lines = out.stdout.split()
+        if out.returncode == 0 and lines[:1] == [version]:
+            return Path(lines[1])
+    raise MissingRequirement(
+        "no CPython interpreter of this version on the machine", version,
+        f"install it (pyenv install, python.org, apt), set {variable}=/path/to/python{version}, pick another "
+        "target with --python, or build in the target's container (nox -s build-cuda)",
+    )
+
+
+def env_key(python: str, requirements: Sequence[str]) -> str:
+    text = json.dumps({"python": python, "requirements": sorted(requirements)}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def pip_env() -> dict[str, str]:
+    """pip settings for the farm's installs: no machine-wide constraints file re-pinning what the farm pinned."""
+    return {"PIP_CONSTRAINT": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+
+
+def _made_once(root: Path, create: Callable[[PythonEnv], None], record: Mapping[str, object],
+               reusing: str = "") -> PythonEnv:
+    """The environment at ``root``, made by ``create`` once under a lock and marked complete last; a half-made
+    one (killed, failed) is removed, never reused."""
+    env = PythonEnv(root)
+    with fsutil.locked(root.with_name(root.name + ".lock"), f"the Python environment {root.name}"):
+        marker = root / ".farm-complete"
+        if marker.is_file() and env.python.exists():
+            proc.console.print(f"[green]reusing[/] the environment {root}{reusing}")
+            return env
+        shutil.rmtree(root, ignore_errors=True)
+        try:
+            create(env)
+            fsutil.atomic_write_json(marker, dict(record))
+        except BaseException:
+            shutil.rmtree(root, ignore_errors=True)
+            raise
+    return env
+
+
+def ensure_env(name: str, python: str, requirements: Sequence[str], locks: Sequence[str] = ()) -> PythonEnv:
+    """Create (or reuse) the environment ``name`` for ``python`` holding ``requirements`` and the hash-pinned
+    ``locks`` (ci/requirements/<lock>.txt)."""
+    interpreter = find_interpreter(python)
+    keyed = [*requirements, *(pins.lock_path(lock).read_text() for lock in locks)]
+    root = toolenv.cache_root() / "envs" / f"{name}-py{python}-{env_key(python, keyed)}"
+
+    def create(env: PythonEnv) -> None:
+        proc.run([interpreter, "-m", "venv", env.root], what="creating a virtual environment failed",
+                 hint=f"check that {interpreter} has the venv module (Debian: apt-get install python3-venv)")
+        for lock in locks:
+            proc.run([env.python, "-m", "pip", "install", "--quiet", *pins.requirement_args(lock)],
+                     env=pip_env(), what=f"installing the hash-pinned {lock} tools failed",
+                     hint="a hash mismatch means a file changed on the index; otherwise check the network")
+        if requirements:
+            proc.run([env.python, "-m", "pip", "install", "--quiet", *requirements], env=pip_env(),
+                     what="installing the build environment failed",
+                     hint="pip's message is above; check the network, an index mirror or the requirement")
+
+    return _made_once(root, create, {"python": python, "requirements": list(requirements)})
+
+
+def build_python(target_python: str, abi3: bool) -> str:
+    """The CPython that builds a target: its own, or for abi3 wheels the running one when it is new enough
+    (an abi3 wheel does not depend on the interpreter that built it)."""
+    running = f"{sys.version_info.major}.{sys.version_info.minor}"
+    key = [int(p) for p in target_python.split(".")]
+    if abi3 and [sys.version_info.major, sys.version_info.minor] >= key:
+        return running
+    return target_python
+
+
+def build_env(python: str, torch_requirement: str | None, extra: Sequence[str] = ()) -> PythonEnv:
+    """The build environment of a target: its torch, the hash-pinned build tools and the project's own build
+    requirements (those the farm's lock already holds are not installed twice)."""
+    locked = set(pins.pinned_in(pins.lock_path(BUILD_TOOLS_LOCK)))
+    own = [r for r in extra if requirement_name(r) not in locked]
+    name = "build-" + (torch_requirement.split(",")[0].replace("==", "") if torch_requirement else "notorch")
+    base = ensure_env(name, python, [torch_requirement] if torch_requirement else [], locks=(BUILD_TOOLS_LOCK,))
+    own = [r for r in dict.fromkeys(own) if requirement_name(r) != "torch"]
+    return layered_env(base, name, python, own) if own else base
+
+
+def layered_env(base: PythonEnv, name: str, python: str, requirements: Sequence[str]) -> PythonEnv:
+    """A small venv holding ``requirements`` over ``base``'s packages (a .pth file), so a project's own build
+    requirements (scikit-build-core, setuptools-scm, ...) cost their own size, not a second torch of several GB.
+    ``base``'s command-line tools (ninja, which torch's extension builder runs from PATH) are linked in."""
+    root = toolenv.cache_root() / "envs" / f"{name}-py{python}-{env_key(python, [base.root.name, *requirements])}"
+
+    def create(env: PythonEnv) -> None:
+        proc.run([base.python, "-m", "venv", "--without-pip", env.root], what="creating a virtual environment failed")
+        (env.site_packages() / BASE_PTH).write_text("".join(f"{p}\n" for p in base.visible_sites()))
+        # The base's pip, seen through the .pth, installs into this venv; torch is already satisfied.
+        proc.run([env.python, "-m", "pip", "install", "--quiet", *requirements], env=pip_env(),
+                 what="installing the project's build requirements failed",
+                 hint="pip's message is above; check the network, an index mirror or the requirement")
+        for tool in sorted(base.bin_dir.iterdir()) if os.name != "nt" else ():  # Windows: no symlinks
+            if not (env.bin_dir / tool.name).exists() and not tool.name.startswith(("python", "activate", "pip")):
+                (env.bin_dir / tool.name).symlink_to(tool)
+
+    return _made_once(root, create, {"python": python, "base": str(base.root), "requirements": list(requirements)},
+                      reusing=f" (over {base.root.name})")
+
+
+def requirement_name(requirement: str) -> str:
+    return re.sub(r"[-_.]+", "-", re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0]).lower()
+
+
+def torch_metadata(env: PythonEnv) -> dict[str, str | None]:
+    """torch's version and CUDA version in ``env``, read from its files (no interpreter start: importing
+    torch takes seconds)."""
+    version = cuda = None
+    own = [*sorted(env.root.glob("lib*/python*/site-packages")), env.root / "Lib" / "site-packages"]
+    layered = [Path(line) for site in own if (site / BASE_PTH).is_file()
+               for line in (site / BASE_PTH).read_text().split("\n") if line.strip()]
+    for site in [*own, *layered]:
+        for info in site.glob("torch-*.dist-info"):
+            version = info.name[len("torch-"):-len(".dist-info")]
+        text = (site / "torch" / "version.py").read_text() if (site / "torch" / "version.py").is_file() else ""
+        m = re.search(r"^cuda: Optional\[str\] = ['\"]([^'\"]+)['\"]|^cuda = ['\"]([^'\"]+)['\"]", text, re.M)
+        if m:
+            cuda = m.group(1) or m.group(2)
+    if version is None:
+        raise MissingRequirement("torch is not installed in the build environment", env.root,
+                                 "remove that folder; the next build makes it again")
+    return {"version": version, "cuda": cuda}
+
+
+def target_env(target: Target) -> PythonEnv:
+    """The build environment of ``target`` (a CPU-only build takes whichever torch build pip prefers)."""
+    requirement = f"torch=={target.torch}" if target.cpu else target.torch_requirement
+    return build_env(build_python(target.python, target.abi3), requirement, target.project.build_requires)
+
+
+def test_env(base: PythonEnv, folder: Path) -> PythonEnv:
+    """A new venv in ``folder`` that sees ``base``'s packages (torch) and nothing else of the build."""
+    env = PythonEnv(folder)
+    # No pip or setuptools of its own: Python 3.11's venv brings setuptools 65, which would shadow the one torch
+    # requires (torch 2.13 needs setuptools >= 77.0.3, and `pip check` says so). `python -m pip` runs the base
+    # environment's pip, seen through the .pth, and installs into this venv.
+    proc.run([base.python, "-m", "venv", "--without-pip", folder], what="creating the test environment failed")
+    site = env.site_packages()
+    (site / BASE_PTH).write_text("".join(f"{p}\n" for p in base.visible_sites()))
+    return env

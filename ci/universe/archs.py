@@ -1,0 +1,139 @@
+"""CUDA architectures: the ``TORCH_CUDA_ARCH_LIST`` grammar, which architectures each toolkit compiles, and a
+cell with its architectures overridden (refused before anything runs when its nvcc cannot compile one)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Protocol, TypeVar
+
+from ci.errors import MatrixError
+
+
+class _Archs(Protocol):
+    """What of a matrix cell the architecture override reads and replaces (``ci.universe.matrix.Cell``)."""
+
+    @property
+    def cuda(self) -> str: ...
+
+    @property
+    def sass_archs(self) -> tuple[str, ...]: ...
+
+    @property
+    def ptx_arch(self) -> str: ...
+
+
+CellT = TypeVar("CellT", bound=_Archs)
+
+
+def parse_arch_list(value: str) -> tuple[tuple[str, ...], str | None]:
+    """Parse a ``TORCH_CUDA_ARCH_LIST`` value into (SASS archs, PTX arch).
+
+    Accepts ``;``, ``,`` or spaces as separators, like torch does.
+    """
+    archs: list[str] = []
+    ptx: str | None = None
+    for raw in value.replace(",", ";").replace(" ", ";").split(";"):
+        item = raw.strip()
+        if not item:
+            continue
+        base = item.removesuffix("+PTX")
+        try:
+            major, minor = base.split(".")
+            int(major)
+            int(minor.rstrip("af"))
+        except ValueError:
+            raise MatrixError(
+                "bad architecture in the arch list", item, "use forms like '8.0' or '12.0+PTX', separated by ';'"
+            ) from None
+        archs.append(base)
+        if item.endswith("+PTX"):
+            ptx = base
+    if not archs:
+        raise MatrixError("empty architecture list", repr(value), "give at least one architecture, like '9.0+PTX'")
+    return tuple(archs), ptx
+
+
+#: The architectures nvcc compiles, oldest and newest, by toolkit (major.minor prefix): CUDA 13 dropped
+#: everything before Turing; 12.8 added Blackwell (10.0, 12.0) and 12.9 the 10.3/12.1 parts.
+ARCH_RANGES: tuple[tuple[str, tuple[str, str]], ...] = (
+    ("13.", ("7.5", "12.1")),
+    ("12.9", ("5.0", "12.1")),
+    ("12.8", ("5.0", "12.0")),
+    ("12.", ("5.0", "9.0")),
+)
+
+
+def _arch_key(arch: str) -> tuple[int, int]:
+    major, minor = arch.split(".")
+    return int(major), int(minor.rstrip("af"))
+
+
+def supported_archs(cuda: str) -> tuple[str, str] | None:
+    """The oldest and newest architecture ``cuda``'s nvcc compiles (None: not known to the farm)."""
+    return next((r for prefix, r in ARCH_RANGES if cuda.startswith(prefix)), None)
+
+
+def with_arch_list(cell: CellT, value: str | None) -> CellT:
+    """Return ``cell`` with its architectures overridden by ``value`` (if given); an architecture the cell's
+    nvcc cannot compile is refused here, before anything runs, not by the compiler after minutes of work."""
+    if not value:
+        return cell
+    archs, ptx = parse_arch_list(value)
+    known = supported_archs(cell.cuda)
+    if known:
+        low, high = known
+        outside = [a for a in archs if not _arch_key(low) <= _arch_key(a) <= _arch_key(high)]
+        if outside:
+            raise MatrixError(f"architecture not supported by CUDA {cell.cuda}", outside[0],
+                              f"CUDA {cell.cuda} compiles {low} to {high}: pick architectures in that range "
+                              "(or another CUDA cell with --cuda)")
+    return dataclasses.replace(cell, sass_archs=archs, ptx_arch=ptx or archs[-1])  # type: ignore[type-var]
+
+
+def arch_key(arch: str) -> tuple[int, int]:
+    return _arch_key(arch)
+
+
+def with_torch_archs(cell: CellT, torch_sass: tuple[str, ...]) -> CellT:
+    """``cell`` with the architectures of the target torch's own build (``TorchRelease.archs_for``): the wheel
+    covers exactly the GPUs torch runs on. Those the cell's nvcc cannot compile (CUDA 12.4 and Blackwell) are
+    left out and get the newest compilable architecture's PTX instead, so those GPUs JIT it; otherwise no PTX
+    (torch itself has none: a GPU its SASS does not cover cannot run torch). An empty list (a torch with no CUDA
+    build for that CPU architecture) keeps the cell's own."""
+    if not torch_sass:
+        return cell
+    known = supported_archs(cell.cuda)
+    low, high = known if known else (torch_sass[0], torch_sass[-1])
+    inside = tuple(a for a in torch_sass if _arch_key(low) <= _arch_key(a) <= _arch_key(high))
+    above = any(_arch_key(a) > _arch_key(high) for a in torch_sass)
+    if not inside:
+        return cell
+    return dataclasses.replace(cell, sass_archs=inside, ptx_arch=inside[-1] if above else "")  # type: ignore[type-var]
+
+
+def with_extra_archs(cell: CellT, value: str | None) -> CellT:
+    """``cell`` with a project's additions (``extra-cuda-archs = "8.9;12.0+PTX"``): more SASS, and PTX where an
+    entry says ``+PTX``; checked against the cell's nvcc like an override."""
+    if not value:
+        return cell
+    extra = with_arch_list(cell, value)  # parses and range-checks; its PTX default is not used
+    _, ptx = parse_arch_list(value)
+    sass = tuple(sorted(set(cell.sass_archs) | set(extra.sass_archs), key=_arch_key))
+    return dataclasses.replace(cell, sass_archs=sass, ptx_arch=ptx or cell.ptx_arch)  # type: ignore[type-var]
+
+
+def runs_on(gpu: str, sass: tuple[str, ...], ptx: tuple[str, ...] = ()) -> bool:
+    """Whether code with these SASS and PTX architectures runs on a GPU of compute capability ``gpu``: SASS of
+    the same major and an equal or lower minor (an ``a`` variant only on its own capability, an ``f`` family one
+    on its family: the same major, that minor or above), or PTX of an equal or lower capability, JIT-compiled by
+    the driver (``a`` PTX only on its own capability)."""
+    g_major, g_minor = _arch_key(gpu)
+    for arch in sass:
+        major, minor = _arch_key(arch)
+        if arch.endswith("a"):
+            if (major, minor) == (g_major, g_minor):
+                return True
+        elif major == g_major and minor <= g_minor:
+            return True
+    return any(_arch_key(a) == (g_major, g_minor) if a.endswith("a") else _arch_key(a) <= (g_major, g_minor)
+               for a in ptx)

@@ -1,0 +1,351 @@
+"""A project describes itself to the farm in its own ``pyproject.toml``.
+
+The table is ``[tool.cuda-ext-farm]``; every key is optional when the project has
+a ``[project] name``. A project you cannot edit is described by a separate file
+(``--config FILE``) holding the same table (or its keys at the top level).
+
+    [tool.cuda-ext-farm]
+    abi = "classic"                 # "classic" (bound to one torch release) | "stable" (LibTorch stable ABI)
+    python-abi = "per-python"       # "per-python" | "abi3" (py_limited_api wheels); stable implies abi3
+    torch = ["2.11", "2.13"]        # releases to cover, or a specifier (">=2.11"); default: newest per CUDA major
+    python = ["3.11", "3.12"]       # or a specifier; default: every CPython the torch release has wheels for
+    cuda = ["13"]                   # toolkit cells (version, name or major); default: see README
+    build-env = { FORCE_CUDA = "1" }    # what tells the build to compile CUDA without a GPU
+    cpu-env = {}                    # what a CPU-only build (--cpu) sets instead
+    debug-env = {}                  # what a debug build (develop --debug) adds
+    cuda-libraries = ["*"]          # libraries in the wheel that must hold CUDA code (globs)
+    cpu-libraries = []              # libraries that must load under a CPU-only torch (globs)
+    max-wheel-size = "100 MiB"      # the audit fails a larger wheel (PyPI's default file limit); bytes or "95 MiB"
+
+    [tool.cuda-ext-farm.commands]
+    smoke = "python -c 'import myext'"   # import test, run in a clean environment with the wheel
+    test = "pytest tests -m 'not cuda'"  # CPU tests
+    gpu-test = "pytest tests"            # the GPU lane
+    sanitizer = "python tests/smoke.py"  # workload run under compute-sanitizer
+    multi-gpu = "pytest tests -m multigpu"
+    bench = "python bench.py --out {out}"
+
+Everything is validated here, once; an unknown key or a bad value stops with a
+message naming the key. Only the standard library (and ``packaging``, which nox
+itself needs) is used, so ``noxfile.py`` resolves a project before any virtual
+environment exists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+
+from ci.universe import tomlvalues
+from ci.universe.tomlvalues import TABLE, ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - nox brings tomli on 3.10
+    import tomli as tomllib
+
+SCHEMA_VERSION = 1
+FARM_ROOT = Path(__file__).resolve().parents[2]
+
+Abi = Literal["classic", "stable"]
+PythonAbi = Literal["per-python", "abi3"]
+
+COMMAND_NAMES = ("smoke", "test", "gpu-test", "sanitizer", "multi-gpu", "bench")
+DEFAULT_BUILD_ENV: Mapping[str, str] = {"FORCE_CUDA": "1"}
+#: Placeholders a build-env value or a command may use.
+BUILD_PLACEHOLDERS = ("cuda", "cuda_major", "nvcc_version", "torch", "arch_list", "python", "git_commit")
+COMMAND_PLACEHOLDERS = ("out", "wheel", "python", "project")
+
+
+@dataclasses.dataclass(frozen=True)
+class Commands:
+    """Commands the farm runs for the project (argument lists; ``None``: not configured)."""
+
+    smoke: tuple[str, ...]
+    test: tuple[str, ...] | None = None
+    gpu_test: tuple[str, ...] | None = None
+    sanitizer: tuple[str, ...] | None = None
+    multi_gpu: tuple[str, ...] | None = None
+    bench: tuple[str, ...] | None = None
+
+    def get(self, name: str) -> tuple[str, ...] | None:
+        value: tuple[str, ...] | None = getattr(self, name.replace("-", "_"))
+        return value
+
+
+#: Linux CPU architectures a project is built for unless its table says ``archs = ["x86_64"]``.
+LINUX_ARCHS = ("x86_64", "aarch64")
+#: ``max-wheel-size`` by default: PyPI's default limit on one file.
+DEFAULT_MAX_WHEEL_SIZE = 100 * 2**20
+
+
+@dataclasses.dataclass(frozen=True)
+class ProjectConfig:
+    """A project as the farm sees it: read once, validated, frozen."""
+
+    root: Path
+    #: Where the configuration came from (``pyproject.toml`` or ``--config FILE``).
+    source: Path
+    name: str
+    import_name: str
+    abi: Abi
+    python_abi: PythonAbi
+    #: Torch releases asked for: explicit minors, or a specifier, or () for the default.
+    torch: tuple[str, ...]
+    torch_spec: SpecifierSet | None
+    python: tuple[str, ...]
+    python_spec: SpecifierSet | None
+    requires_python: SpecifierSet | None
+    cuda: tuple[str, ...]
+    cuda_archs: str | None
+    extra_cuda_archs: str | None
+    build_env: Mapping[str, str]
+    cpu_env: Mapping[str, str]
+    debug_env: Mapping[str, str]
+    cuda_libraries: tuple[str, ...]
+    cpu_libraries: tuple[str, ...]
+    #: CUDA toolkit libraries the extension links (``cublas``): their pinned PyPI wheels join the build's toolkit.
+    toolkit_libraries: tuple[str, ...]
+    commands: Commands
+    #: ``[build-system] requires`` without torch (the farm installs the target's torch itself).
+    build_requires: tuple[str, ...]
+    #: Linux architectures (``archs``): aarch64 wheels come from the cells and torch releases that have them.
+    archs: tuple[str, ...] = LINUX_ARCHS
+    #: ``max-wheel-size`` in bytes: the audit's ``wheel-size`` check fails a larger wheel.
+    max_wheel_size: int = DEFAULT_MAX_WHEEL_SIZE
+
+    @property
+    def normalized_name(self) -> str:
+        return canonicalize_name(self.name).replace("-", "_")
+
+    @property
+    def is_farm_itself(self) -> bool:
+        return self.root.resolve() == FARM_ROOT
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+_KEYS = {
+    "version", "name", "import-name", "abi", "python-abi", "torch", "python", "cuda", "cuda-archs", "extra-cuda-archs",
+    "build-env", "cpu-env", "debug-env", "cuda-libraries", "cpu-libraries", "commands", "toolkit-libraries",
+    "archs", "max-wheel-size",
+}
+
+
+def load(project: Path | str | None = None, config: Path | str | None = None) -> ProjectConfig:
+    """Read and validate the configuration of the project at ``project`` (default: the current folder, as
+    cibuildwheel's; the command line has already made a relative path absolute against the caller's folder)."""
+    root = Path(project).expanduser() if project else Path.cwd()
+    if not root.exists():
+        raise ConfigError("project folder does not exist", root, "pass the folder that holds its pyproject.toml")
+    if not root.is_dir():
+        raise ConfigError("project path is not a folder", root, "pass the folder that holds its pyproject.toml")
+    root = root.resolve()
+    pyproject = root / "pyproject.toml"
+    if not pyproject.is_file() and not (root / "setup.py").is_file():
+        raise ConfigError(
+            "no pyproject.toml or setup.py in the project folder", root,
+            "pass the root of a Python extension project (--project DIR)",
+        )
+    data: dict[str, Any] = _read_toml(pyproject) if pyproject.is_file() else {}
+    source = pyproject
+    # With --config the project's own pyproject.toml is only read for [project] (name, requires-python).
+    table = _farm_table(data, pyproject) if config is None else None
+    if config is not None:
+        source = Path(config).expanduser().resolve()
+        if not source.is_file():
+            raise ConfigError("configuration file does not exist", source, "pass an existing TOML file to --config")
+        extra = _read_toml(source)
+        table = _farm_table(extra, source) if "tool" in extra else extra
+        if table is None:
+            raise ConfigError(f"the configuration file has no [tool.{TABLE}] table", source,
+                              f"write the keys under [tool.{TABLE}], or at the top level of the file")
+    if table is None:
+        if not pyproject.is_file():
+            raise ConfigError(
+                "the project has no pyproject.toml", root,
+                f"add one with a [tool.{TABLE}] table (at least name = \"...\") or pass --config FILE",
+            )
+        table = {}
+    if not isinstance(table, dict):
+        raise ConfigError(f"[tool.{TABLE}] must be a table", type(table).__name__, "write it as a TOML table")
+    parsed = parse(table, root=root, source=source, pyproject=data)
+    check_cmake_finds_torch(root, data)
+    return parsed
+
+
+#: Build backends that build a CMakeLists.txt (the package of ``[build-system] build-backend``).
+CMAKE_BACKENDS = ("scikit_build_core", "py_build_cmake")
+
+
+def check_cmake_finds_torch(root: Path, pyproject: Mapping[str, Any]) -> None:
+    """A project whose build backend runs CMake must find torch with ``find_package(Torch)`` (in its top
+    CMakeLists.txt, or a CMakeLists.txt / .cmake file of a subfolder a few levels down): without it the library
+    links no torch and the build fails late, or builds something the audit refuses."""
+    system = pyproject.get("build-system")
+    backend = system.get("build-backend") if isinstance(system, dict) else None
+    if not isinstance(backend, str) or backend.split(".")[0].split(":")[0] not in CMAKE_BACKENDS:
+        return
+    tool = pyproject.get("tool")
+    skbuild = tool.get("scikit-build") if isinstance(tool, dict) else None
+    cmake = skbuild.get("cmake") if isinstance(skbuild, dict) else None
+    source_dir = cmake.get("source-dir") if isinstance(cmake, dict) else None
+    source = root / source_dir if isinstance(source_dir, str) else root
+    finds = re.compile(r"\bfind_package\s*\(\s*Torch\b", re.IGNORECASE)
+    top = source / "CMakeLists.txt"
+    for folder, dirs, names in os.walk(source):
+        depth = len(Path(folder).relative_to(source).parts)
+        dirs[:] = [] if depth >= 3 else [d for d in dirs if not d.startswith((".", "_skbuild")) and d != "build"]
+        for name in names:
+            if name == "CMakeLists.txt" or name.endswith(".cmake"):
+                try:
+                    text = (Path(folder) / name).read_text(errors="replace")
+                except OSError:
+                    continue
+                if finds.search("\n".join(line.split("#")[0] for line in text.splitlines())):
+                    return
+    raise ConfigError(f"the project builds with CMake ({backend}) but its CMakeLists.txt has no find_package(Torch)",
+                      top, "add find_package(Torch REQUIRED) with torch.utils.cmake_prefix_path on CMAKE_PREFIX_PATH "
+                      "(README: a CMake project), then link the torch target")
+
+
+def _farm_table(data: Mapping[str, Any], source: Path) -> Any:
+    """The farm's table of a TOML document; a near miss (``[tool.cuda_ext_farm]``) is an error, not silence."""
+    tools = data.get("tool", {})
+    if not isinstance(tools, dict):
+        return None
+    if TABLE in tools:
+        return tools[TABLE]
+    near = difflib.get_close_matches(TABLE, [str(k) for k in tools], n=1, cutoff=0.75)
+    near += [k for k in tools if str(k).replace("_", "-").lower() == TABLE and k not in near]
+    if near:
+        raise ConfigError(f"{source.name} has [tool.{near[0]}], not [tool.{TABLE}]", near[0],
+                          f"rename the table to [tool.{TABLE}]")
+    return None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            data: dict[str, Any] = tomllib.load(fh)
+            return data
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError("malformed TOML", f"{path}: {exc}", "fix the syntax at that line") from None
+    except OSError as exc:
+        raise ConfigError("cannot read the configuration", path, f"{exc.strerror}; check its permissions") from None
+
+
+def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapping[str, Any]) -> ProjectConfig:
+    """Validate ``table`` (the ``[tool.cuda-ext-farm]`` mapping) into a :class:`ProjectConfig`."""
+    where = f"[tool.{TABLE}]"
+    unknown = sorted(set(table) - _KEYS)
+    if unknown:
+        raise ConfigError(f"unknown key in {where} of {source.name}", unknown[0],
+                          f"known keys are {', '.join(sorted(_KEYS))}")
+    version = table.get("version", SCHEMA_VERSION)
+    if version != SCHEMA_VERSION:
+        raise ConfigError(f"{where} version is not supported", version,
+                          f"this farm reads version = {SCHEMA_VERSION}; upgrade the farm or fix the key")
+
+    project_table = pyproject.get("project", {}) if isinstance(pyproject.get("project"), dict) else {}
+    name = tomlvalues.string(table, "name", project_table.get("name"))
+    if not name:
+        raise ConfigError(f"the project has no name ({where} name or [project] name)", source,
+                          f'add name = "your-package" to {where}')
+    if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", name):
+        raise ConfigError(f"{where} name is not a valid distribution name", name, "use letters, digits, . _ -")
+    import_name = tomlvalues.string(table, "import-name", canonicalize_name(name).replace("-", "_"))
+    if not import_name or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", import_name):
+        raise ConfigError(f"{where} import-name is not a Python module name", import_name, "use a dotted module name")
+
+    abi = tomlvalues.choice(table, "abi", ("classic", "stable"), "classic")
+    python_abi = tomlvalues.choice(table, "python-abi", ("per-python", "abi3"),
+                                   "abi3" if abi == "stable" else "per-python")
+    if abi == "stable" and python_abi != "abi3":
+        raise ConfigError(f"{where} python-abi must be abi3 for a stable-ABI project", python_abi,
+                          'remove python-abi or set it to "abi3"')
+
+    torch, torch_spec = tomlvalues.versions(table, "torch", r"\d+\.\d+(\.\d+)?")
+    python, python_spec = tomlvalues.versions(table, "python", r"3\.\d+")
+    requires_python = None
+    if isinstance(project_table.get("requires-python"), str):
+        try:
+            requires_python = SpecifierSet(project_table["requires-python"])
+        except InvalidSpecifier:
+            raise ConfigError("[project] requires-python is not a version specifier",
+                              project_table["requires-python"], 'write it like ">=3.10"') from None
+
+    cuda = tomlvalues.string_list(table, "cuda", ())
+    cuda_archs = tomlvalues.string(table, "cuda-archs", None)
+    extra_cuda_archs = tomlvalues.string(table, "extra-cuda-archs", None)
+    build_env = tomlvalues.string_table(table, "build-env", DEFAULT_BUILD_ENV, BUILD_PLACEHOLDERS)
+    cpu_env = tomlvalues.string_table(table, "cpu-env", {}, BUILD_PLACEHOLDERS)
+    debug_env = tomlvalues.string_table(table, "debug-env", {}, BUILD_PLACEHOLDERS)
+    cuda_libraries = tomlvalues.string_list(table, "cuda-libraries", ("*",))
+    cpu_libraries = tomlvalues.string_list(table, "cpu-libraries", ())
+    toolkit_libraries = tomlvalues.string_list(table, "toolkit-libraries", ())
+    bad = [lib for lib in toolkit_libraries if not re.fullmatch(r"[a-z][a-z0-9_]*", lib)]
+    if bad:
+        raise ConfigError(f"{where} toolkit-libraries names a library by something else than its name", bad[0],
+                          'write the library as the linker names it, without lib or .so: ["cublas"]')
+
+    archs = tomlvalues.string_list(table, "archs", LINUX_ARCHS)
+    unknown_archs = [a for a in archs if a not in LINUX_ARCHS]
+    if unknown_archs or not archs:
+        raise ConfigError(f"{where} archs names an architecture the farm does not build",
+                          unknown_archs[0] if unknown_archs else "[]", f"use some of {', '.join(LINUX_ARCHS)}")
+
+    commands_table = table.get("commands", {})
+    if not isinstance(commands_table, dict):
+        raise ConfigError(f"{where} commands must be a table", type(commands_table).__name__,
+                          f"write [tool.{TABLE}.commands] with smoke/test/... keys")
+    unknown = sorted(set(commands_table) - set(COMMAND_NAMES))
+    if unknown:
+        raise ConfigError(f"unknown key in [tool.{TABLE}.commands]", unknown[0],
+                          f"known commands are {', '.join(COMMAND_NAMES)}")
+    parsed = {key: tomlvalues.command(commands_table, key, COMMAND_PLACEHOLDERS) for key in COMMAND_NAMES}
+    smoke = parsed["smoke"] or ("python", "-c", f"import {import_name}")
+    commands = Commands(
+        smoke=smoke, test=parsed["test"], gpu_test=parsed["gpu-test"] or parsed["test"],
+        sanitizer=parsed["sanitizer"], multi_gpu=parsed["multi-gpu"], bench=parsed["bench"],
+    )
+    return ProjectConfig(
+        root=root, source=source, name=name, import_name=import_name, abi=abi, python_abi=python_abi,
+        torch=torch, torch_spec=torch_spec, python=python, python_spec=python_spec,
+        requires_python=requires_python, cuda=cuda, cuda_archs=cuda_archs, extra_cuda_archs=extra_cuda_archs,
+        build_env=build_env,
+        cpu_env=cpu_env, debug_env=debug_env, cuda_libraries=cuda_libraries, cpu_libraries=cpu_libraries,
+        toolkit_libraries=toolkit_libraries, commands=commands, archs=archs,
+        build_requires=_build_requires(pyproject),
+        max_wheel_size=tomlvalues.size(table, "max-wheel-size", DEFAULT_MAX_WHEEL_SIZE),
+    )
+
+
+def _build_requires(pyproject: Mapping[str, Any]) -> tuple[str, ...]:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    requires = pyproject.get("build-system", {}).get("requires", [])
+    kept: list[str] = []
+    for item in requires if isinstance(requires, list) else []:
+        try:
+            req = Requirement(str(item))
+        except InvalidRequirement:
+            raise ConfigError("[build-system] requires has an invalid requirement", item,
+                              "fix it (PEP 508 syntax)") from None
+        if canonicalize_name(req.name) != "torch":
+            kept.append(str(req))
+    return tuple(kept)
+
+
+def expand(template: str, values: Mapping[str, str]) -> str:
+    """Fill ``{name}`` placeholders (already validated) with ``values``."""
+    return re.sub(r"\{([a-z_]+)\}", lambda m: values.get(m.group(1), m.group(0)), template)

@@ -1,0 +1,134 @@
+"""What the command line asks for, and the project's targets narrowed by it.
+
+A :class:`Selection` holds ``--target``, ``--cuda``, ``--torch``, ``--python``,
+``--arch-list`` and ``--arch``; :func:`select` narrows the project's targets
+(``ci/universe/targets.py``) by each in turn and fails with one line naming the filter
+that matched nothing. A stable-ABI project may name any toolkit of the universe;
+a torch release brings its CUDA major.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from ci.universe import archs, matrix, shapes
+from ci.universe.project import ProjectConfig
+from ci.universe.targets import (
+    Target,
+    TargetError,
+    abi3_floor,
+    platform_targets,
+    sorted_versions,
+    stand_in,
+    target_cell,
+    targets_for,
+)
+
+#: A dispatched run's selection (dispatch.yml's inputs) -> the environment variable the plan step sets from each
+#: (``env:``, never the script).
+PLAN_ENV = {"targets": "FARM_DISPATCH_TARGETS", "torch": "FARM_DISPATCH_TORCH", "cuda": "FARM_DISPATCH_CUDA",
+            "python": "FARM_DISPATCH_PYTHON", "os": "FARM_DISPATCH_OS", "publish": "FARM_DISPATCH_PUBLISH"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Selection:
+    """What the command line asked for; every field narrows the project's targets."""
+
+    target_ids: tuple[str, ...] = ()
+    cuda: str | None = None
+    torch: str | None = None
+    python: str | None = None
+    arch_list: str | None = None
+    #: The CPU architecture (``--arch aarch64``); None: x86_64, or the architecture of the target ids given.
+    arch: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not (self.target_ids or self.cuda or self.torch or self.python or self.arch)
+
+
+def select(config: ProjectConfig, selection: Selection, os: str = "linux") -> tuple[Target, ...]:
+    """The project's targets narrowed by ``selection`` (never empty: that is an error naming the filter)."""
+    if selection.target_ids and selection.arch is None:
+        available = platform_targets(config, os)
+    else:
+        available = targets_for(config, os, selection.arch)
+    chosen = list(available)
+    if selection.target_ids:
+        by_id = {t.id: t for t in available}
+        # A stand-in's id (cu124 for cu128) names the target a machine without the release cell's toolkit builds.
+        by_id |= {s.id: s for s in (stand_in(t) for t in available) if s is not None and s.id not in by_id}
+        unknown = [i for i in selection.target_ids if i not in by_id]
+        if unknown:
+            raise TargetError(f"{config.name} has no such target", unknown[0],
+                              f"its targets are {', '.join(by_id)} (nox -s matrix lists them)")
+        chosen = [by_id[i] for i in selection.target_ids]
+    if selection.cuda:
+        cell = matrix.get_cell(selection.cuda)
+        cuda_major_only = selection.cuda.strip().isdigit()
+        matching = [t for t in chosen if t.cell.name == cell.name
+                    or (cuda_major_only and t.cell.cuda_major == cell.cuda_major and t.cell.release)]
+        if not matching and cell.stand_in_for:  # --cuda 12.4: the stand-in of a release cell the project has
+            matching = [t for t in (stand_in(t) for t in chosen if t.cell.name == cell.stand_in_for) if t]
+        if not matching and config.abi == "stable":
+            # Any toolkit of the universe may build a stable-ABI project, listed or not.
+            python = chosen[0].python if chosen else matrix.PYTHON_LIMITED_API
+            arch = selection.arch or "x86_64"
+            if arch != "x86_64" and not cell.aarch64:
+                raise TargetError(f"cell {cell.name} has no {arch} toolkit", selection.cuda,
+                                  "aarch64 wheels are built in the CUDA 13 cells (nox -s matrix lists them)")
+            matching = [Target(config, target_cell(config, cell, cell.torch, arch), cell.torch, python, os,
+                               abi3_floor=chosen[0].abi3_floor if chosen else abi3_floor(config, python), arch=arch)]
+        if not matching:
+            raise TargetError(f"{config.name} has no target for CUDA", selection.cuda,
+                              f"its CUDA cells are {', '.join(sorted({t.cell.cuda for t in chosen}))}")
+        chosen = matching
+    if selection.torch:
+        chosen = _cells_of_torch(config, chosen, matrix.get_torch(selection.torch), bool(selection.cuda))
+        if config.abi == "stable":
+            release = matrix.get_torch(selection.torch)
+            chosen = [dataclasses.replace(t, torch=release.version) for t in chosen]
+            for target in chosen:
+                matrix.validate(dataclasses.replace(target.cell, torch=target.torch))
+        else:
+            minor = shapes.minor_of(matrix.get_torch(selection.torch).version)
+            matching = [t for t in chosen if t.torch_minor == minor]
+            if not matching:
+                raise TargetError(f"{config.name} has no target for torch", selection.torch,
+                                  f"its torch releases are {', '.join(sorted_versions(t.torch_minor for t in chosen))}"
+                                  " ([tool.cuda-ext-farm] torch adds more)")
+            chosen = matching
+    if selection.python:
+        if config.python_abi == "abi3":
+            # --python asks for a wheel that serves that CPython: any at or above the abi3 floor.
+            oldest = chosen[0].oldest_python
+            if shapes.version_key(selection.python) < shapes.version_key(oldest):
+                raise TargetError(f"{config.name} builds abi3 wheels for CPython {oldest} and newer",
+                                  selection.python, f"pick {oldest} or newer")
+        else:
+            matching = [t for t in chosen if t.python == selection.python]
+            if not matching:
+                raise TargetError(f"{config.name} has no target for Python", selection.python,
+                                  f"its Pythons are {', '.join(sorted_versions(t.python for t in chosen))}")
+            chosen = matching
+    if selection.arch_list:
+        chosen = [dataclasses.replace(t, cell=archs.with_arch_list(t.cell, selection.arch_list)) for t in chosen]
+    return tuple(chosen)
+
+
+def _cells_of_torch(config: ProjectConfig, chosen: Sequence[Target], release: shapes.TorchRelease,
+                    cuda_asked: bool) -> list[Target]:
+    """``chosen`` narrowed to the cells of ``release``'s CUDA major: a torch release brings its CUDA, so
+    ``--torch 2.11`` alone means its CUDA 13 cells (an explicit ``--cuda`` is left for validate to judge)."""
+    if cuda_asked:
+        return list(chosen)
+    matching = [t for t in chosen if t.cell.cuda_major == release.cuda_major]
+    if not matching:
+        raise TargetError(
+            f"torch {release.minor} is built with CUDA {release.cuda}, but none of the cells selected for "
+            f"{config.name} has CUDA {release.cuda_major}", release.minor,
+            f"its cells are {', '.join(sorted({t.cell.name for t in chosen}))}: pick a torch built for their CUDA "
+            f"major, or add a CUDA {release.cuda_major} cell to [tool.cuda-ext-farm] cuda",
+        )
+    return matching

@@ -1,0 +1,391 @@
+"""A build has an identity: the :class:`Target`.
+
+A target is one wheel of one project: the project, its ABI kind, the torch
+release it is built against, the CUDA toolkit cell, the Python ABI and the
+platform. Its ``id`` names every axis::
+
+    myops-stable-cu130-cp310abi3-linux_x86_64
+    classic_ext-torch2.11-cu130-cp312-linux_x86_64
+
+and everything a build writes is keyed by it: the wheelhouse folder, the report,
+the staging and build folders, the lock, nox session arguments, workflow jobs.
+Two targets never share a path. An abi3 id names the wheel's floor, the oldest
+CPython it installs on (requires-python's lower bound, else the target's lowest
+Python), not ``Target.python``, the CPython that builds it.
+
+A project's targets are the farm's universe (``ci/universe/matrix.py``) filtered by the
+project's configuration (``ci/universe/project.py``):
+
+* stable ABI: one abi3 wheel per toolkit cell (default: every cell), built
+  against the cell's torch; it serves every later torch.
+* classic: one wheel per torch release x Python (or per torch release for
+  ``python-abi = "abi3"``), built in the release cell of the torch's CUDA major
+  (or in each cell the project lists), with torch pinned in its metadata and a
+  local version ``+pt2.11.cu130`` so several torch builds coexist on an index.
+
+Only the standard library and ``packaging``: ``noxfile.py`` uses this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import platform
+import sys
+from collections.abc import Iterable, Sequence
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from ci.errors import UsageError
+from ci.universe import archs, matrix, shapes
+from ci.universe.project import ProjectConfig
+
+PLATFORMS = {"linux": "linux_x86_64", "windows": "win_amd64"}
+#: The CPU architectures of each OS the farm builds for; the first is the default (the one a plain ``build`` makes).
+ARCHS = {"linux": ("x86_64", "aarch64"), "windows": ("amd64",)}
+
+
+def current_python() -> str:
+    """The running CPython's ``X.Y``: the default Python of a per-Python target."""
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def host_arch() -> str:
+    """This machine's CPU architecture as the farm spells it (``x86_64``, ``aarch64``)."""
+    machine = platform.machine().lower()
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+
+
+def stand_in(target: Target) -> Target | None:
+    """``target`` built in its cell's local stand-in (cu124 for cu128), or None when the cell has none."""
+    cell = matrix.stand_in_of(target.cell)
+    if cell is None:
+        return None
+    return dataclasses.replace(target, cell=target_cell(target.project, cell, target.torch, target.arch))
+
+
+def target_cell(config: ProjectConfig, cell: shapes.Cell, torch: str, arch: str) -> shapes.Cell:
+    """``cell`` with one target's architectures: those of the target torch's own build for the wheel's CPU
+    architecture (``TorchRelease.archs_for``), the project's ``cuda-archs`` instead where it sets them, then its
+    ``extra-cuda-archs``."""
+    cell = archs.with_torch_archs(cell, matrix.get_torch(torch).archs_for(arch))
+    return archs.with_extra_archs(archs.with_arch_list(cell, config.cuda_archs), config.extra_cuda_archs)
+
+
+class TargetError(UsageError):
+    """No target matches what was asked for, or the project asks for something the universe lacks."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    project: ProjectConfig
+    cell: shapes.Cell
+    #: The exact torch version the wheel is built against (``2.11.0``).
+    torch: str
+    #: The CPython used for the build (for abi3 wheels the oldest the project allows that torch has wheels for).
+    python: str
+    os: str = "linux"
+    #: A CPU-only build (no toolkit, no CUDA code): ``--cpu``.
+    cpu: bool = False
+    #: abi3 only: the oldest CPython the wheel installs on (its ``cpXY-abi3`` tag); None: ``python``.
+    #: Kept apart from ``python`` because a ``Py_LIMITED_API=0x03090000`` wheel built with 3.12 is a cp39 wheel.
+    abi3_floor: str | None = None
+    #: The CPU architecture (``ARCHS``): ``aarch64`` targets are cross-compiled on x86_64 (ci/linux/cross.py).
+    arch: str = "x86_64"
+
+    @property
+    def abi3(self) -> bool:
+        return self.project.python_abi == "abi3"
+
+    @property
+    def torch_minor(self) -> str:
+        return shapes.minor_of(self.torch)
+
+    @property
+    def oldest_python(self) -> str:
+        """The oldest CPython the wheel serves: the abi3 floor, else the build Python."""
+        return (self.abi3_floor or self.python) if self.abi3 else self.python
+
+    @property
+    def python_tag(self) -> str:
+        """``cp312`` or ``cp310abi3`` (the id's spelling; abi3: the floor, not the build Python)."""
+        tag = "cp" + self.oldest_python.replace(".", "")
+        return tag + "abi3" if self.abi3 else tag
+
+    @property
+    def wheel_tag_prefix(self) -> str:
+        """The interpreter-abi part of the wheel tag: ``cp310-abi3`` or ``cp312-cp312``."""
+        tag = "cp" + self.oldest_python.replace(".", "")
+        return f"{tag}-abi3" if self.abi3 else f"{tag}-{tag}"
+
+    @property
+    def platform(self) -> str:
+        return "win_amd64" if self.os == "windows" else f"linux_{self.arch}"
+
+    @property
+    def cross(self) -> bool:
+        """Built for another architecture than this machine's: cross-compiled (ci/linux/cross.py). On an arm64
+        machine (GitHub's arm runners) an aarch64 target is a native container build."""
+        return self.os == "linux" and self.arch != host_arch()
+
+    @property
+    def torch_part(self) -> str:
+        return "stable" if self.project.abi == "stable" else f"torch{self.torch_minor}"
+
+    @property
+    def variant(self) -> str:
+        """The index a wheel belongs to (``cu130``, ``cpu``), as PyTorch's own per-CUDA indexes."""
+        return "cpu" if self.cpu else self.cell.name
+
+    @property
+    def id(self) -> str:
+        return f"{self.project.normalized_name}-{self.torch_part}-{self.variant}-{self.python_tag}-{self.platform}"
+
+    @property
+    def local_version(self) -> str:
+        """The PEP 440 local label that gives every wheel of a release a name of its own (a GitHub Release is
+        one flat folder; pip cannot tell two same-named files apart): ``pt2.11.cu130`` for classic wheels;
+        ``cu124`` for a stable-ABI wheel of a variant other than the project's PyPI variant, as PyTorch labels
+        its builds (``pip install --extra-index-url .../cu124`` then prefers it to PyPI's); none for the PyPI
+        variant's stable-ABI wheels (PyPI refuses local versions) and CPU-only builds."""
+        if self.project.abi == "stable":
+            return "" if self.cpu or self.cell.name == pypi_variant(self.project) else self.variant
+        return f"pt{self.torch_minor}.{self.variant}"  # wheelmeta.classic_label: the minor sorts as a number
+
+    @property
+    def torch_requirement(self) -> str:
+        """What the build environment installs: this exact CUDA build of torch."""
+        return shapes.torch_requirement(self.torch)
+
+    @property
+    def torch_pin(self) -> str | None:
+        """The wheel's runtime requirement on torch (classic only: the release it was built against)."""
+        if self.project.abi == "stable":
+            return None
+        return f"torch=={self.torch_minor}.*"
+
+    def as_dict(self) -> dict[str, object]:
+        cell = self.cell
+        return {
+            "id": self.id,
+            "project": self.project.name,
+            "abi": self.project.abi,
+            "python_abi": self.project.python_abi,
+            "torch": self.torch,
+            "torch_pin": self.torch_pin,
+            "python": self.python,
+            "abi3_floor": self.oldest_python if self.abi3 else None,
+            "wheel_tag": f"{self.wheel_tag_prefix}-{self.platform}",
+            "local_version": self.local_version,
+            "os": self.os,
+            "platform": self.platform,
+            "arch": self.arch,
+            "stand_in_for": cell.stand_in_for or None,
+            "variant": self.variant,
+            "cuda": cell.cuda,
+            "cell": cell.name,
+            "release_cell": cell.release,
+            "toolkit": cell.toolkit.kind,
+            "arch_list": cell.arch_list,
+            "sass": list(cell.sass_archs),
+            "ptx": cell.ptx_arch,
+            "host_compiler": cell.host_compiler,
+            "base_image": cell.base_image,
+            "debian_suite": cell.debian_suite,
+            "msvc": None if cell.windows is None else {
+                "msc_ver": list(cell.windows.msc_ver), "toolset": cell.windows.toolset,
+                "toolkit": cell.windows.toolkit},
+        }
+
+
+def sorted_versions(values: Iterable[str]) -> list[str]:
+    return sorted(set(values), key=shapes.version_key)
+
+
+def torch_releases(config: ProjectConfig) -> list[shapes.TorchRelease]:
+    """The torch releases a classic project covers."""
+    if config.torch:
+        return [matrix.get_torch(v) for v in config.torch]
+    if config.torch_spec is not None:
+        chosen = [r for r in matrix.TORCH_RELEASES if Version(r.version) in config.torch_spec]
+        if not chosen:
+            raise TargetError(
+                f"no torch release of the farm matches [tool.cuda-ext-farm] torch of {config.name}",
+                str(config.torch_spec), f"the farm knows {', '.join(r.minor for r in matrix.TORCH_RELEASES)}",
+            )
+        return chosen
+    # Default: the newest release of each CUDA major the farm has a cell for.
+    newest: dict[int, shapes.TorchRelease] = {}
+    majors = {c.cuda_major for c in matrix.CELLS}
+    for release in matrix.TORCH_RELEASES:
+        if release.cuda_major in majors:
+            newest[release.cuda_major] = release
+    return [newest[m] for m in sorted(newest)]
+
+
+def _python_allowed(config: ProjectConfig, python: str) -> bool:
+    version = Version(python)
+    if config.python and python not in config.python:
+        return False
+    if config.python_spec is not None and version not in config.python_spec:
+        return False
+    return not (config.requires_python is not None and version not in config.requires_python)
+
+
+def _cells_for(config: ProjectConfig, cuda_major: int | None, arch: str = "x86_64",
+               torch: str | None = None) -> list[shapes.Cell]:
+    if config.cuda:
+        chosen = [matrix.get_cell(key) for key in config.cuda]
+    elif config.abi == "stable":
+        # A stand-in (cu124 for cu128) is built only when asked for (--cuda 12.4) or in place of its release
+        # cell on a machine that cannot reach that cell's toolkit (ci/linux/buildall.py local_equivalents).
+        chosen = [c for c in matrix.CELLS if not c.stand_in_for]
+    else:
+        chosen = [c for c in matrix.CELLS if c.release]
+    if cuda_major is not None:
+        chosen = [c for c in chosen if c.cuda_major == cuda_major]
+    if arch == "aarch64":
+        chosen = [c for c in chosen if c.aarch64]
+    unique: dict[str, shapes.Cell] = {c.name: c for c in chosen}
+    return [target_cell(config, c, torch or c.torch, arch) for c in unique.values()]
+
+
+def declared_floor(requires_python: SpecifierSet | None) -> str | None:
+    """The oldest CPython minor ``requires-python`` admits, read from its lower bound (``>=3.9`` and ``>3.9``
+    give ``3.9``: 3.9.1 is admitted); None when it has no lower bound."""
+    bounds: list[tuple[int, int]] = []
+    for spec in requires_python or ():
+        if spec.operator not in (">=", ">", "~=", "=="):
+            continue
+        try:
+            version = Version(spec.version.removesuffix(".*"))
+        except InvalidVersion:
+            continue
+        bounds.append((version.major, version.minor))
+    if not bounds:
+        return None
+    major, minor = max(bounds)
+    return f"{major}.{minor}"
+
+
+def abi3_floor(config: ProjectConfig, python: str) -> str:
+    """The floor of an abi3 target built with ``python``: what requires-python declares, else ``python``.
+
+    ``python`` satisfies requires-python, so the declared floor is never above it; ``min`` keeps that so.
+    """
+    declared = declared_floor(config.requires_python)
+    return python if declared is None else min(declared, python, key=shapes.version_key)
+
+
+def _abi3_python(config: ProjectConfig, candidates: Sequence[str]) -> str:
+    allowed = [p for p in sorted_versions(candidates) if _python_allowed(config, p)]
+    if not allowed:
+        raise TargetError(f"no Python allowed by the configuration of {config.name}",
+                          ", ".join(config.python) or str(config.python_spec or config.requires_python),
+                          "widen [tool.cuda-ext-farm] python or [project] requires-python")
+    return max(allowed[0], matrix.PYTHON_LIMITED_API, key=shapes.version_key) if config.abi == "stable" \
+        else allowed[0]
+
+
+def check_arch(os: str, arch: str) -> None:
+    if os not in PLATFORMS:
+        raise TargetError("unknown platform", os, f"use one of {', '.join(PLATFORMS)}")
+    if arch not in ARCHS[os]:
+        raise TargetError(f"the farm builds no {os} wheels for this architecture", arch,
+                          f"use one of {', '.join(ARCHS[os])}")
+
+
+def archs_of(config: ProjectConfig, os: str) -> tuple[str, ...]:
+    """The architectures ``config`` builds on ``os`` that the universe has a cell for."""
+    if os != "linux":
+        return ARCHS[os]
+    return tuple(a for a in ARCHS[os] if a in config.archs and (a == "x86_64" or _targets_or_none(config, os, a)))
+
+
+def platform_targets(config: ProjectConfig, os: str = "linux") -> tuple[Target, ...]:
+    """Every target of ``config`` on ``os``, every architecture (``targets_for`` is one architecture's)."""
+    return tuple(t for arch in ARCHS[os] if os != "linux" or arch in config.archs or arch == "x86_64"
+                 for t in _targets_or_none(config, os, arch))
+
+
+def _targets_or_none(config: ProjectConfig, os: str, arch: str) -> tuple[Target, ...]:
+    if arch == "x86_64" or os != "linux":
+        return targets_for(config, os)
+    if arch not in config.archs:
+        return ()
+    try:
+        return targets_for(config, os, arch)
+    except TargetError:  # the project's torch/Python choice has no aarch64 CUDA build: x86_64 only
+        return ()
+
+
+def targets_for(config: ProjectConfig, os: str = "linux", arch: str | None = None) -> tuple[Target, ...]:
+    """Every target of ``config`` on ``os`` for one architecture (default: the OS's first), in matrix order."""
+    arch = arch or ARCHS.get(os, ("",))[0]
+    check_arch(os, arch)
+    cross = os == "linux" and arch != "x86_64"
+    if cross and arch not in config.archs:
+        raise TargetError(f"{config.name} is not built for {arch}", ", ".join(config.archs),
+                          f'add "{arch}" to [tool.cuda-ext-farm] archs (or remove archs for every architecture)')
+    targets: list[Target] = []
+    if config.abi == "stable":
+        all_pythons = sorted({p for r in matrix.TORCH_RELEASES for p in r.pythons}, key=shapes.version_key)
+        python = _abi3_python(config, all_pythons)
+        for cell in _cells_for(config, None, arch):
+            matrix.validate(cell)
+            targets.append(Target(config, cell, cell.torch, python, os, abi3_floor=abi3_floor(config, python),
+                                  arch=arch))
+    else:
+        for release in torch_releases(config):
+            if cross and not release.aarch64:
+                continue
+            cells = _cells_for(config, release.cuda_major, arch, release.version)
+            if not cells:
+                raise TargetError(
+                    f"torch {release.minor} is built with CUDA {release.cuda}, but no toolkit cell of CUDA "
+                    f"{release.cuda_major} is selected for {config.name}", release.minor,
+                    "add a CUDA "
+                    f"{release.cuda_major} cell to [tool.cuda-ext-farm] cuda, or drop this torch release",
+                )
+            pythons = [p for p in release.pythons if _python_allowed(config, p)]
+            if config.python:
+                missing = [p for p in config.python if p not in release.pythons]
+                if missing and not pythons:
+                    raise TargetError(
+                        f"torch {release.minor} has no wheel for the requested Python on PyPI", ", ".join(missing),
+                        f"torch {release.minor} has wheels for {', '.join(release.pythons)}",
+                    )
+            if not pythons:
+                continue
+            chosen = [_abi3_python(config, pythons)] if config.python_abi == "abi3" else pythons
+            floor = abi3_floor(config, chosen[0]) if config.python_abi == "abi3" else None
+            for cell in cells:
+                for python in chosen:
+                    targets.append(Target(config, cell, release.version, python, os, abi3_floor=floor, arch=arch))
+    if not targets:
+        raise TargetError(f"the configuration of {config.name} selects no {arch} build", config.source,
+                          "check torch, python and cuda in [tool.cuda-ext-farm]"
+                          + ("; aarch64 wheels need a CUDA 13 cell and torch 2.11 or newer" if cross else ""))
+    return tuple(targets)
+
+
+def default_target(config: ProjectConfig, os: str = "linux", prefer_python: str | None = None) -> Target:
+    """The release target: release cell of the newest CUDA major, newest torch, and (per-Python) the
+    running Python when the project covers it, else the newest."""
+    available = targets_for(config, os)
+    newest_major = max(t.cell.cuda_major for t in available)
+    candidates = [t for t in available if t.cell.cuda_major == newest_major]
+    release = [t for t in candidates if t.cell.release] or candidates
+    newest_torch = max((t.torch for t in release), key=shapes.version_key)
+    release = [t for t in release if t.torch == newest_torch]
+    preferred = [t for t in release if t.python == prefer_python]
+    return preferred[0] if preferred else max(release, key=lambda t: shapes.version_key(t.python))
+
+
+def pypi_variant(config: ProjectConfig) -> str:
+    """The variant whose wheels PyPI gets: the release cell of the newest CUDA major (the release target's)."""
+    return default_target(config).cell.name
+
+
+def with_arch_list(target: Target, arch_list: str | None) -> Target:
+    return dataclasses.replace(target, cell=archs.with_arch_list(target.cell, arch_list))

@@ -1,0 +1,115 @@
+"""Typed readers of ``[tool.cuda-ext-farm]`` values: each returns the value or raises one :class:`ConfigError` line
+naming the key, the value and how to write it."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from ci.errors import UsageError
+from ci.universe import sizes
+
+TABLE = "cuda-ext-farm"
+
+
+class ConfigError(UsageError):
+    """The project configuration is missing, malformed or asks for something impossible."""
+
+
+def _key(name: str) -> str:
+    return f"[tool.{TABLE}] {name}"
+
+
+def size(table: Mapping[str, Any], name: str, default: int) -> int:
+    value = sizes.parse(table.get(name, default))
+    if value is None:
+        raise ConfigError(f"{_key(name)} is not a size", repr(table[name]),
+                          'write a number of bytes or a size like "95 MiB"')
+    return value
+
+
+def string(table: Mapping[str, Any], key: str, default: str | None) -> Any:
+    value = table.get(key, default)
+    if value is not None and not isinstance(value, str):
+        raise ConfigError(f"{_key(key)} must be a string", repr(value), f'write {key} = "..."')
+    return value
+
+
+def choice(table: Mapping[str, Any], key: str, choices: tuple[str, ...], default: str) -> Any:
+    value = table.get(key, default)
+    if value not in choices:
+        raise ConfigError(f"{_key(key)} has a bad value", repr(value), f"use one of {', '.join(map(repr, choices))}")
+    return value
+
+
+def string_list(table: Mapping[str, Any], key: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    value = table.get(key, default)
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ConfigError(f"{_key(key)} must be a list of strings", repr(value), f'write {key} = ["..."]')
+    return tuple(v.strip() for v in value)
+
+
+def versions(table: Mapping[str, Any], key: str, pattern: str) -> tuple[tuple[str, ...], SpecifierSet | None]:
+    value = table.get(key)
+    if value is None:
+        return (), None
+    if isinstance(value, str) and any(op in value for op in "<>=!~"):
+        try:
+            return (), SpecifierSet(value)
+        except InvalidSpecifier:
+            raise ConfigError(f"{_key(key)} is not a version specifier", repr(value),
+                              'write it like ">=2.11"') from None
+    items = string_list(table, key, ())
+    bad = [v for v in items if not re.fullmatch(pattern, v)]
+    if bad:
+        example = '["2.11", "2.13"]' if key == "torch" else '["3.11", "3.12"]'
+        raise ConfigError(f"{_key(key)} has a bad version", bad[0], f"write versions like {example} or a specifier")
+    return items, None
+
+
+def string_table(table: Mapping[str, Any], key: str, default: Mapping[str, str],
+                  placeholders: tuple[str, ...]) -> Mapping[str, str]:
+    value = table.get(key, default)
+    if not isinstance(value, dict) or not all(isinstance(v, (str, int, bool)) for v in value.values()):
+        raise ConfigError(f"{_key(key)} must be a table of strings", repr(value), f'write {key} = {{ NAME = "1" }}')
+    result = {}
+    for name, raw in value.items():
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ConfigError(f"{_key(key)} has a bad environment variable name", name, "use letters, digits and _")
+        text = str(raw).lower() if isinstance(raw, bool) else str(raw)
+        for field in re.findall(r"\{([^{}]*)\}", text):
+            if field not in placeholders:
+                raise ConfigError(f"{_key(key)}.{name} uses an unknown placeholder", "{" + field + "}",
+                                  f"use one of {', '.join('{' + p + '}' for p in placeholders)}")
+        result[name] = text
+    return result
+
+
+def command(table: Mapping[str, Any], key: str, placeholders: tuple[str, ...]) -> tuple[str, ...] | None:
+    value = table.get(key)
+    if value is None:
+        return None
+    where = f"[tool.{TABLE}.commands] {key}"
+    if isinstance(value, str):
+        try:
+            parts = shlex.split(value)
+        except ValueError as exc:
+            raise ConfigError(f"{where} is not a valid command line ({exc})", value, "fix its quoting") from None
+    elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+        parts = list(value)
+    else:
+        raise ConfigError(f"{where} must be a string or a list of strings", repr(value), 'write it like "pytest tests"')
+    if not parts:
+        raise ConfigError(f"{where} is empty", repr(value), "give a command or remove the key")
+    for part in parts:
+        for field in re.findall(r"\{([^{}]*)\}", part):
+            if field not in placeholders:
+                raise ConfigError(f"{where} uses an unknown placeholder", "{" + field + "}",
+                                  f"use one of {', '.join('{' + p + '}' for p in placeholders)}")
+    return tuple(parts)
