@@ -205,7 +205,7 @@ def compat(session: nox.Session, torch: str) -> None:
     session.install(requirement, env={"PIP_CONSTRAINT": os.devnull})
     session.install("--require-hashes", "--no-deps", "-r", str(REQUIREMENTS / "test.txt"))
     session.install("--no-deps", "--force-reinstall", str(wheels[-1]))
-    session.run("pytest", "tests/ops", "-m", "not cuda", *session.posargs)
+    session.run("pytest", "package/tests/ops", "-m", "not cuda", *session.posargs)
 
 
 @nox.session(name="compat-floor")
@@ -225,7 +225,7 @@ def compat_floor(session: nox.Session) -> None:
     session.install(str(wheels[-1]), f"torch=={at},!={at}+cpu", env={"PIP_CONSTRAINT": os.devnull})
     session.chdir(session.create_tmp())  # the source tree must not shadow the installed wheel
     session.run("python", "-c", "import torch; print('torch', torch.__version__)")
-    session.run("python", str(ROOT / "tests" / "smoke_import.py"))
+    session.run("python", str(ROOT / "package" / "tests" / "smoke_import.py"))
     refused = session.run("python", "-m", "pip", "install", "--dry-run", "--ignore-installed", str(wheels[-1]),
                           f"torch=={below}", success_codes=[0, 1], silent=True, env={"PIP_CONSTRAINT": os.devnull})
     if "ResolutionImpossible" not in str(refused):

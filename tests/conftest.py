@@ -6,32 +6,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-# The farm's code (ci/) is imported from the checkout; fusedops from the
-# installed wheel (package/ is deliberately not on sys.path).
+ROOT = Path(__file__).resolve().parents[1]
+# The farm's code (ci/) is imported from the checkout. fusedops' own tests are in package/tests/.
 sys.path.insert(0, str(ROOT))
-
-
-def cuda_available() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return bool(torch.cuda.is_available())
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if os.environ.get("FARM_QUICK") == "1":  # test-gpu --quick
-        quick = pytest.mark.skip(reason="FARM_QUICK=1: the >2^31-element cases are skipped")
-        for item in items:
-            if "large" in item.keywords:
-                item.add_marker(quick)
-    if cuda_available():
-        return
-    skip = pytest.mark.skip(reason="no CUDA GPU visible (CUDA variants run on GPU machines: nox -s test-gpu)")
-    for item in items:
-        if "cuda" in item.keywords:
-            item.add_marker(skip)
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ LINUX_RUNNER = "ubuntu-24.04"
 LINUX_RUNNERS: Mapping[str, str] = {"x86_64": LINUX_RUNNER, "aarch64": "ubuntu-24.04-arm"}
 GPU_RUNNER_VARIABLE = "GPU_RUNNER_LABEL"
 #: What a builder image's content tag hashes (``ci/linux/images.py``: the Dockerfile and its scripts, the locks it
-#: installs, the cell's arguments): a push touching them rebuilds the images. tests/test_workflows.py checks
+#: installs, the cell's arguments): a push touching them rebuilds the images. tests/unit/gha/test_workflows.py checks
 #: that every file of every image's build context matches one of these.
 IMAGE_INPUTS = ("docker/**", "ci/requirements/**", "ci/linux/images.py", "ci/universe/matrix.py")
 

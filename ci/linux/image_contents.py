@@ -60,7 +60,8 @@ def image_toolchain(tag: str) -> Toolchain:
 
 
 def debian_toolchain(major: int) -> Toolchain:
-    """What detect-toolchain.sh records on the farm's Debian bases (tests/test_manylinux_layout.py checks it):
+    """What detect-toolchain.sh records on the farm's Debian bases
+    (tests/integration/test_manylinux_layout.py checks it):
     for rendering a cell's build without its image at hand (unit tests). Builds read the image."""
     return Toolchain(cc=f"/usr/bin/gcc-{major}", cxx=f"/usr/lib/ccache/g++-{major}", cxx_real=f"/usr/bin/g++-{major}")
 

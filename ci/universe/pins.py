@@ -12,7 +12,7 @@ longer matches its source.
 Locks, and the interpreters and platforms each must install on (``served``; ``ci/universe/lockcheck.py`` proves it
 against the index pip uses: every pin whose marker applies has a *wheel* there for that CPython and platform,
 with a hash the lock holds, so no install ever builds an sdist; ``nox -s lock`` runs it, and so does
-tests/test_lock_platforms.py). "manylinux" means glibc >= 2.28 (the builder images' manylinux_2_28; RHEL 8,
+tests/unit/universe/test_lockcheck.py). "manylinux" means glibc >= 2.28 (the builder images' manylinux_2_28; RHEL 8,
 Debian 10, Ubuntu 20.04 and newer); win_amd64 is 64-bit Windows on x64:
 
 * ``farm``: the farm's own tools, the environment every farm command runs in (``ci/toolenv.py``, the

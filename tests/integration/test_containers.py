@@ -1,0 +1,214 @@
+"""Container integration: a real Docker engine, a bootstrapped base, the builder
+image of the CUDA 13.0 release cell and a cibuildwheel build inside it.
+
+Skipped (with the reason) when no Docker engine is reachable. `.ci/run`
+installs and starts one, so CI runs these.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ci.linux import images
+from ci.universe import matrix
+
+ROOT = Path(__file__).resolve().parents[2]
+CLASSIC = ROOT / "tests" / "fixtures" / "classic_ext"
+
+
+def _engine_reason() -> str | None:
+    try:
+        images.require_engine()
+    except images.ImageError as exc:
+        return str(exc)
+    if shutil.which("debootstrap") is None:
+        return "debootstrap is not installed"
+    return None
+
+
+REASON = _engine_reason()
+pytestmark = [pytest.mark.docker, pytest.mark.skipif(REASON is not None, reason=f"no Docker engine: {REASON}")]
+
+CELL = matrix.get_cell("13.0")
+
+
+def run_ci(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ci", *args], cwd=ROOT, text=True,
+                          env={**os.environ, "COLUMNS": "200", "PYTHONPATH": str(ROOT), **(env or {})},
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+@pytest.fixture(scope="module")
+def base() -> str:
+    result = run_ci("base-image")
+    assert result.returncode == 0, result.stdout[-3000:]
+    return images.BASE_REPO
+
+
+MARKER = "FARM-TEST-CA-MARKER-7f3a"
+
+
+def marker_bundle(folder: Path) -> Path:
+    """The host's CA bundle (so pip still works) with a marker line that must never reach an image."""
+    host_ca = images.host_ca_bundle()
+    bundle = folder / "ca.crt"
+    bundle.write_text((host_ca.read_text() if host_ca else "") + f"\n# {MARKER}\n")
+    return bundle
+
+
+BUILT_WITH_MARKER: list[str] = []
+
+
+@pytest.fixture(scope="module")
+def image(base: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The CUDA 13.0 cell's image; built here (a fresh machine), it gets the marker bundle as its CA secret."""
+    spec = images.spec_for(CELL, base)
+    if not images.image_exists(spec.tag):
+        saved = os.environ.get("FARM_CA_BUNDLE")
+        os.environ["FARM_CA_BUNDLE"] = str(marker_bundle(tmp_path_factory.mktemp("ca")))
+        try:
+            images.ensure_image(spec)
+        finally:
+            if saved is None:
+                del os.environ["FARM_CA_BUNDLE"]
+            else:
+                os.environ["FARM_CA_BUNDLE"] = saved
+        BUILT_WITH_MARKER.append(spec.tag)
+    return images.ensure_image(spec)
+
+
+def test_image_is_labelled_and_runs_as_non_root(image: str) -> None:
+    labels = json.loads(subprocess.run([images.docker_cli(), "image", "inspect", "--format",
+                                        "{{json .Config.Labels}}", image], capture_output=True, text=True,
+                                       check=True).stdout)
+    assert labels["farm.cuda"] == "13.0" and labels["farm.torch"] == CELL.torch
+    assert labels["farm.compiler"] == CELL.host_compiler
+    out = subprocess.run([images.docker_cli(), "run", "--rm", image, "sh", "-c", "id -u; nvcc --version"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[0] != "0"
+    assert "release 13.0" in out
+
+
+def test_unchanged_cell_reuses_its_image(image: str) -> None:
+    assert images.spec_for(CELL, images.BASE_REPO).tag == image
+    result = run_ci("images", CELL.cuda, env={"FARM_BASE_IMAGE": images.BASE_REPO})
+    assert result.returncode == 0 and "reusing" in result.stdout
+
+
+def test_ca_bundle_never_lands_in_the_image(tmp_path: Path, base: str, image: str) -> None:
+    marker = MARKER
+    if image in BUILT_WITH_MARKER:
+        tag = image  # this session built the cell's image with the marker bundle as its CA secret
+    else:  # the image existed: build a copy from scratch with the marker bundle
+        spec = images.spec_for(CELL, base)
+        tag = spec.tag + "-catest"
+        context = images.write_context(spec, tmp_path)
+        cmd = images.build_command(spec, marker_bundle(tmp_path), context)
+        cmd[cmd.index("--tag") + 1] = tag
+        subprocess.run([*cmd[:2], "--no-cache", *cmd[2:]], check=True, env={**os.environ, "DOCKER_BUILDKIT": "1"},
+                       capture_output=True)
+    try:
+        history = subprocess.run([images.docker_cli(), "history", "--no-trunc", tag],
+                                 capture_output=True, text=True, check=True).stdout
+        # The RUN lines name the secret's mount point; its content must appear nowhere.
+        assert marker not in history and "BEGIN CERTIFICATE" not in history
+        found = subprocess.run([images.docker_cli(), "run", "--rm", "--user", "0", tag, "sh", "-c",
+                                f"grep -rls {marker} /etc /opt /home /root /usr/local /run /tmp; "
+                                "test ! -e /run/secrets/cacert"],
+                               capture_output=True, text=True)
+        assert found.stdout.strip() == "" and found.returncode == 0
+    finally:
+        if tag != image:
+            subprocess.run([images.docker_cli(), "rmi", "-f", tag], capture_output=True)
+
+
+def test_module_anchor_makes_anonymous_namespace_names_reproducible(image: str) -> None:
+    """Without -frandom-seed (CUDA 12.4's nvcc has none; 13.0 shows the same fallback), cudafe++ names the
+    anonymous namespace of a file with no external definition after its time and process id; through
+    ci/nvcc/nvcc-module-anchor two compiles give the same object, and the anchor stays out of .dynsym."""
+    script = r"""
+        set -e; cd /tmp; cp /opt/fixture/anonymous.cu k.cu
+        build() { "$@" -objtemp -Xcompiler -fPIC -c k.cu -o k.o; }
+        build /opt/farm/nvcc/nvcc-module-anchor; mv k.o anchored1.o; touch k.cu
+        build /opt/farm/nvcc/nvcc-module-anchor; mv k.o anchored2.o
+        build nvcc; mv k.o plain1.o; touch k.cu; build nvcc; mv k.o plain2.o
+        cmp -s anchored1.o anchored2.o && echo anchored=same || echo anchored=differ
+        cmp -s plain1.o plain2.o && echo plain=same || echo plain=differ
+        nm anchored1.o | grep -c farm_module_anchor_
+        nvcc -shared anchored1.o -o k.so && (nm -D k.so | grep -c farm_module_anchor_ || true)
+    """
+    result = subprocess.run([images.docker_cli(), "run", "--rm", "--env", "CCACHE_DISABLE=1",
+                             "--env", "FARM_NVCC=/usr/local/bin/nvcc-ccache",
+                             f"--volume={ROOT / 'ci' / 'nvcc'}:/opt/farm/nvcc:ro",
+                             f"--volume={ROOT / 'tests' / 'fixtures' / 'nvcc_module_id'}:/opt/fixture:ro",
+                             image, "sh", "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.split()
+    assert lines[:2] == ["anchored=same", "plain=differ"], result.stdout
+    assert int(lines[2]) >= 1 and lines[3] == "0"  # defined in the object, hidden in the library
+
+
+def test_shell_runs_one_command_as_the_caller(image: str) -> None:
+    result = run_ci("shell", "--cuda", CELL.cuda, "id", env={"FARM_BASE_IMAGE": images.BASE_REPO})
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert f"uid={os.getuid()}" in result.stdout
+
+
+def test_cibuildwheel_builds_an_audited_wheel_in_the_image(image: str, tmp_path: Path) -> None:
+    wheelhouse = tmp_path / "wheelhouse"
+    result = run_ci("build-cuda", CELL.cuda, "--arch-list", "9.0+PTX", "--wheelhouse", str(wheelhouse),
+                    "--build-dir", str(tmp_path / "build"), env={"FARM_BASE_IMAGE": images.BASE_REPO})
+    assert result.returncode == 0, result.stdout[-5000:]
+    assert "import test ok" in result.stdout and "No broken requirements found" in result.stdout
+    folder = wheelhouse / "fusedops-stable-cu130-cp310abi3-linux_x86_64"
+    built = list(folder.glob("fusedops-*-cp310-abi3-manylinux_*.whl"))
+    assert len(built) == 1
+    report = json.loads((folder / "report.json").read_text())
+    assert report["sass"] == ["sm_90"] and report["ptx"] == ["sm_90"] and report["mode"] == "container"
+    assert report["image"] == image and all(c["ok"] for c in report["checks"])
+    assert any(c["name"].startswith("symbols:") for c in report["checks"])
+
+
+def test_classic_project_builds_per_torch_in_the_container(image: str, tmp_path: Path) -> None:
+    """The classic fixture, configured only in its own pyproject.toml, for two torch releases in the CUDA 13
+    release cell; torch comes from a read-only volume per torch pin, installed once."""
+    wheelhouse = tmp_path / "wheelhouse"
+    for torch in ("2.11", "2.13"):
+        result = run_ci("build-cuda", "13", "--project", str(CLASSIC), "--torch", torch, "--python", "3.11",
+                        "--arch-list", "9.0", "--wheelhouse", str(wheelhouse), "--build-dir", str(tmp_path / "build"),
+                        env={"FARM_BASE_IMAGE": images.BASE_REPO})
+        assert result.returncode == 0, result.stdout[-5000:]
+        folder = wheelhouse / f"classic_ext-torch{torch}-cu130-cp311-linux_x86_64"
+        assert len(list(folder.glob(f"classic_ext-0.3.0+pt{torch}.cu130-cp311-cp311-manylinux_*.whl"))) == 1
+        report = json.loads((folder / "report.json").read_text())
+        checks = {c["name"].split(":")[0]: c for c in report["checks"]}
+        assert all(c["ok"] for c in report["checks"]), [c for c in report["checks"] if not c["ok"]]
+        assert {"symbols", "c10_cuda", "cuda-code", "metadata"} <= set(checks)
+        assert f"'torch': '{torch}.0'" in result.stdout  # the smoke command ran in the clean test venv
+    volumes = subprocess.run([images.docker_cli(), "volume", "ls", "-q"], capture_output=True, text=True).stdout
+    assert "cuda-ext-farm-torch-py3.11-torch2.13.0-cu13-" in volumes
+
+
+def test_failed_compile_in_container_reaches_the_user_and_leaves_no_wheel(image: str, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    shutil.copytree(ROOT, project, ignore=shutil.ignore_patterns(".git", ".nox", "build", "wheelhouse", "fixtures",
+                                                                  "*.so", "__pycache__"))
+    kernel = project / "csrc" / "cuda" / "round_ste.cu"
+    kernel.write_text(kernel.read_text() + "\nstatic int broken = container_undefined_symbol;\n")
+    wheelhouse = tmp_path / "wheelhouse"
+    result = run_ci("build-cuda", CELL.cuda, "--project", str(project), "--arch-list", "9.0+PTX", "--wheelhouse",
+                    str(wheelhouse), env={"FARM_BASE_IMAGE": images.BASE_REPO})
+    assert result.returncode == 1
+    assert "container_undefined_symbol" in result.stdout and "round_ste.cu" in result.stdout
+    assert result.stdout.strip().splitlines()[-1].startswith("error: the container build of fusedops-stable-cu130")
+    assert not list(wheelhouse.rglob("*.whl"))
+    leftover = subprocess.run([images.docker_cli(), "ps", "-aq", "--filter", "label=farm.job"], capture_output=True,
+                              text=True).stdout.split()
+    assert leftover == []

@@ -1,0 +1,239 @@
+"""Projects in the shapes real extension projects take, each built by the farm from its own folder.
+
+Every fixture under tests/fixtures/ is copied into pytest's tmp_path (outside the farm's checkout, outside
+git) and the farm runs with that copy as its current folder:
+
+* ``template_abi3``: the pytorch/extension-cpp template's shape: a flat layout (the package at the project
+  root), ops registered with ``TORCH_LIBRARY`` only, ``py_limited_api=True`` with
+  ``-DPy_LIMITED_API=0x03090000`` and ``bdist_wheel py_limited_api = "cp39"``: one cp39-abi3 wheel per torch,
+  built with the Python the farm already has a build environment for.
+* ``no_pyproject``: no pyproject.toml, ``import torch`` at the top of setup.py (buildable only without
+  isolation), one top-level pybind11 module; configured with ``--config FILE`` from outside the project.
+* ``cuda_if_available``: setup.py compiles CUDA only when ``torch.cuda.is_available()``: the audit refuses
+  the CPU-only library with its advice and publishes nothing; setup_fixed.py (the README's fix: FORCE_CUDA,
+  which the farm sets) builds a wheel that holds CUDA code.
+
+Real toolchain, as in tests/integration/test_classic_fixture.py: the pinned CUDA 13.0 toolkit, torch 2.11 in the farm's
+cached build environment for CPython 3.11 (so nothing new is downloaded), one architecture (sm_90).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from ci import wheelmeta
+from ci.build import report
+from ci.toolchain import envs
+from ci.universe import project
+from ci.universe.selection import Selection, select
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures"
+TORCH = "2.11"
+PYTHON = "3.11"
+LOCAL = "+pt2.11.cu130"
+
+pytestmark = pytest.mark.slow
+
+
+@dataclasses.dataclass
+class Built:
+    project: Path
+    wheelhouse: Path
+    result: subprocess.CompletedProcess[str]
+
+    @property
+    def wheels(self) -> list[Path]:
+        return sorted(self.wheelhouse.glob("*/*.whl"))
+
+    @property
+    def wheel(self) -> Path:
+        assert self.result.returncode == 0, self.result.stdout[-5000:]
+        (wheel,) = self.wheels
+        return wheel
+
+
+def farm(command: list[str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the installed command (tests/conftest.py) with ``cwd`` (the project's copy) as the current folder."""
+    result = subprocess.run([*command, *args], cwd=cwd, text=True, env={**os.environ, "COLUMNS": "250"},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert "Traceback" not in result.stdout, result.stdout[-4000:]
+    return result
+
+
+def copy_fixture(name: str, dest: Path) -> Path:
+    folder = dest / name
+    shutil.copytree(FIXTURES / name, folder,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "wheelhouse"))
+    return folder
+
+
+def files_of(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if "__pycache__" not in p.parts)
+
+
+def build(command: list[str], folder: Path, wheelhouse: Path, *args: str) -> Built:
+    result = farm(command, folder, "build", "--arch-list", "9.0", "--torch", TORCH,
+                  "--python", PYTHON, "--wheelhouse", str(wheelhouse),
+                  "--build-dir", str(wheelhouse.parent / "build"), *args)
+    return Built(folder, wheelhouse, result)
+
+
+def assert_every_check_passed(wheel: Path, *required: str) -> dict[str, dict[str, object]]:
+    rep = report.read_report(wheel.parent)
+    assert rep is not None and rep["sha256"] == wheelmeta.sha256_file(wheel)
+    failed = [c for c in rep["checks"] if not c["ok"]]
+    assert not failed, failed
+    checks = {c["name"].split(":")[0]: c for c in rep["checks"]}
+    for name in required:
+        assert name in checks, sorted(checks)
+    return checks
+
+
+# -- template_abi3 -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def template(farm_command: list[str], tmp_path_factory: pytest.TempPathFactory) -> Built:
+    root = tmp_path_factory.mktemp("template_abi3")
+    folder = copy_fixture("template_abi3", root)
+    return build(farm_command, folder, root / "wheelhouse")
+
+
+def test_template_builds_one_cp39_abi3_wheel_pinned_to_its_torch(template: Built) -> None:
+    wheel = template.wheel
+    assert wheel.name.startswith(f"template_abi3-0.1.0{LOCAL}-cp39-abi3-manylinux_"), wheel.name
+    assert wheel.name.endswith("_x86_64.whl")
+    assert f"torch=={TORCH}.*" in wheelmeta.read_metadata(wheel)["Requires-Dist"]
+    with zipfile.ZipFile(wheel) as zf:
+        assert "template_abi3/_C.abi3.so" in zf.namelist()
+
+
+def test_template_audit_passed_with_the_limited_api(template: Built) -> None:
+    checks = assert_every_check_passed(template.wheel, "wheel-tag", "module-suffix", "abi3audit", "cuda-code",
+                                       "cuda-runtime", "c10_cuda", "symbols", "sass", "metadata")
+    assert "cp39-abi3" in str(checks["wheel-tag"]["detail"])
+
+
+def test_template_ops_run_on_the_cpu_from_the_installed_wheel(template: Built, tmp_path: Path) -> None:
+    """The wheel in a clean environment, its own tests run from a folder outside the project: the flat
+    layout's source package (no _C library in it) cannot shadow the installed one."""
+    config = project.load(template.project)
+    target = select(config, Selection(torch=TORCH, python=PYTHON))[0]
+    env = envs.test_env(envs.target_env(target), tmp_path / "venv")
+    subprocess.run([env.python, "-m", "pip", "install", "--quiet", f"{template.wheel}[test]"], check=True,
+                   env={**os.environ, "PIP_CONSTRAINT": os.devnull})
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    result = subprocess.run([env.python, "-m", "pytest", str(template.project / "test"), "-q",
+                             "-p", "no:cacheprovider"], cwd=elsewhere, text=True,
+                            env={**os.environ, "PYTHONPATH": ""}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert "3 passed" in result.stdout and "failed" not in result.stdout, result.stdout[-2000:]
+
+
+def test_template_test_command_through_the_farm(template: Built, farm_command: list[str]) -> None:
+    """The farm's own test subcommand, from the project's folder: smoke (import) and `pytest test`."""
+    assert template.result.returncode == 0, template.result.stdout[-3000:]
+    result = farm(farm_command, template.project, "test", "--torch", TORCH, "--python", PYTHON,
+                  "--wheelhouse", str(template.wheelhouse))
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert "3 passed" in result.stdout
+
+
+# -- no_pyproject ------------------------------------------------------------------------------------------
+
+NO_PYPROJECT_CONFIG = """\
+# The farm's table for a project that has no pyproject.toml, kept outside it.
+name = "no-pyproject-ext"
+torch = ["2.11"]
+python = ["3.11"]
+
+[commands]
+# A top-level pybind11 module of a classic extension loads only after torch (libc10.so & co.).
+smoke = "python -c 'import torch, no_pyproject_ext; print(no_pyproject_ext.has_cuda())'"
+test = "pytest {project}/tests -q"
+"""
+
+
+@pytest.fixture(scope="module")
+def no_pyproject(farm_command: list[str], tmp_path_factory: pytest.TempPathFactory) -> Built:
+    root = tmp_path_factory.mktemp("no_pyproject")
+    folder = copy_fixture("no_pyproject", root)
+    (root / "farm.toml").write_text(NO_PYPROJECT_CONFIG)
+    assert not (folder / "pyproject.toml").exists()
+    return build(farm_command, folder, root / "wheelhouse", "--config", "../farm.toml")
+
+
+def test_no_pyproject_builds_from_a_config_file_outside_the_project(no_pyproject: Built) -> None:
+    wheel = no_pyproject.wheel
+    assert wheel.name.startswith(f"no_pyproject_ext-1.2.0{LOCAL}-cp311-cp311-manylinux_"), wheel.name
+    assert f"torch=={TORCH}.*" in wheelmeta.read_metadata(wheel)["Requires-Dist"]
+    checks = assert_every_check_passed(wheel, "wheel-tag", "cuda-code", "cuda-runtime", "c10_cuda", "symbols",
+                                       "needed", "sass", "metadata")
+    assert "libc10_cuda.so" in str(checks["needed"]["detail"])
+    # The farm wrote nothing into the project (no pyproject.toml, no build/, no egg-info, no wheelhouse/).
+    assert files_of(no_pyproject.project) == files_of(FIXTURES / "no_pyproject")
+
+
+def test_no_pyproject_test_command_through_the_farm(no_pyproject: Built, farm_command: list[str]) -> None:
+    assert no_pyproject.result.returncode == 0, no_pyproject.result.stdout[-3000:]
+    result = farm(farm_command, no_pyproject.project, "test", "--config", "../farm.toml",
+                  "--torch", TORCH, "--python", PYTHON, "--wheelhouse", str(no_pyproject.wheelhouse))
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert "No broken requirements found" in result.stdout
+    assert "3 passed, 1 skipped" in result.stdout
+    assert files_of(no_pyproject.project) == files_of(FIXTURES / "no_pyproject")
+
+
+# -- cuda_if_available -------------------------------------------------------------------------------------
+
+
+def build_cuda_if_available(command: list[str], root: Path, fixed: bool) -> Built:
+    """The project as found (setup.py), or fixed (setup_fixed.py as its setup.py)."""
+    folder = copy_fixture("cuda_if_available", root)
+    if fixed:
+        (folder / "setup_fixed.py").replace(folder / "setup.py")
+    return build(command, folder, root / "wheelhouse")
+
+
+@pytest.fixture(scope="module")
+def cuda_if_available_broken(farm_command: list[str], tmp_path_factory: pytest.TempPathFactory) -> Built:
+    return build_cuda_if_available(farm_command, tmp_path_factory.mktemp("cuda_if_available_broken"), fixed=False)
+
+
+@pytest.fixture(scope="module")
+def cuda_if_available_fixed(farm_command: list[str], tmp_path_factory: pytest.TempPathFactory) -> Built:
+    return build_cuda_if_available(farm_command, tmp_path_factory.mktemp("cuda_if_available_fixed"), fixed=True)
+
+
+def test_cuda_only_if_a_gpu_is_visible_fails_the_audit_with_the_advice(cuda_if_available_broken: Built) -> None:
+    broken = cuda_if_available_broken
+    out = broken.result.stdout
+    assert broken.result.returncode == 4, out[-3000:]
+    assert "cuda-code:cuda_if_available/_C" in out, out[-3000:]
+    assert "holds no CUDA code although this is a CUDA build (cu130)" in out
+    assert "torch.cuda.is_available()" in out and "[tool.cuda-ext-farm] build-env" in out
+    assert "the farm sets FORCE_CUDA=1" in out  # what setup_fixed.py reads
+    assert out.strip().splitlines()[-1].startswith("error: the wheel audit failed")
+    assert not broken.wheels and not list(broken.wheelhouse.glob("*/report.json"))
+
+
+def test_reading_force_cuda_builds_a_wheel_with_cuda_code(cuda_if_available_fixed: Built,
+                                                          farm_command: list[str]) -> None:
+    fixed = cuda_if_available_fixed
+    wheel = fixed.wheel
+    assert wheel.name.startswith(f"cuda_if_available-0.2.0{LOCAL}-cp311-cp311-manylinux_"), wheel.name
+    checks = assert_every_check_passed(wheel, "cuda-code", "cuda-runtime", "c10_cuda", "symbols", "sass", "ptx")
+    assert "sm_90" in str(checks["sass"]["detail"])
+    result = farm(farm_command, fixed.project, "test", "--torch", TORCH, "--python", PYTHON,
+                  "--wheelhouse", str(fixed.wheelhouse))
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert "2 passed, 1 skipped" in result.stdout  # the CUDA kernel is registered; the GPU case skips here

@@ -1,0 +1,100 @@
+"""Every nox session the README lists exists, and works on a fresh copy of the checkout.
+
+Cheap sessions run fully; the others run up to their first real step: their own ``--help`` (which goes
+through the farm's parser), the first step that needs something a fresh checkout does not have (a built
+wheel), or nox's ``--install-only`` for the sessions with a virtualenv of their own. ``tests`` (and the
+``compat`` sessions it notifies) is the session this suite runs in: CI runs it on a clean clone.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+NOX = shutil.which("nox") or str(Path(sys.executable).parent / "nox")
+
+#: session -> (nox arguments after the session, exit code, text the output must contain)
+FULL = {
+    "matrix": (["--", "--json"], 0, '"id": "fusedops-stable-cu130-cp310abi3-linux_x86_64"'),
+    "workflows": (["--", "--check"], 0, "follow the matrix"),
+    "build-win-cuda-13": ([], 3, "Windows builds need a Windows host with Visual Studio"),
+    "build-win-cuda-12": ([], 3, "Windows builds need a Windows host with Visual Studio"),
+    "bench": ([], 2, "error: no built wheel of fusedops-stable-cu130"),
+    "compat-floor": ([], 2, "error: no built wheel of the release target"),
+}
+INSTALL_ONLY = {"lint", "lock"}
+#: CI runs tests (and compat); tests-extended is the same test environment with `-m 'docker or extended'`,
+#: run by hand.
+RUN_BY_CI = {"tests", "compat", "tests-extended"}
+
+
+def readme_sessions() -> set[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Sessions\n", 1)[1].split("\n## ", 1)[0]
+    names: set[str] = set()
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            first_cell = line.split("|")[1]
+            names.update(re.findall(r"`(?:nox -s )?([a-z][a-z0-9-]*)", first_cell))
+    return names
+
+
+def noxfile_sessions() -> set[str]:
+    # `--list --json` shows only the default selection; the text listing shows every session.
+    out = subprocess.run([NOX, "-f", str(ROOT / "noxfile.py"), "--list"], cwd=ROOT, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=True).stdout
+    return set(re.findall(r"^[*-] ([a-z][a-z0-9-]*)[( ]", out, flags=re.MULTILINE))
+
+
+def test_the_readme_lists_every_session_and_only_sessions() -> None:
+    listed, defined = readme_sessions(), noxfile_sessions()
+    assert listed == defined, f"README only: {sorted(listed - defined)}; noxfile only: {sorted(defined - listed)}"
+
+
+@pytest.fixture(scope="module")
+def fresh_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The checkout's tracked and unignored files, nothing built: what a fresh clone of this tree holds."""
+    if not (ROOT / ".git").exists() or shutil.which("git") is None:
+        pytest.skip("needs a git checkout to know which files a clone has")
+    dest = tmp_path_factory.mktemp("fresh") / "farm clone"
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                           stdout=subprocess.PIPE, check=True).stdout.decode().split("\0")
+    for name in filter(None, files):
+        src = ROOT / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+def run_nox(copy: Path, args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "300", "FARM_NOX_ENVDIR": str(tmp_path / "nox-envs")}
+    for variable in ("FARM_PROJECT", "FARM_WHEELHOUSE", "FARM_BUILD_DIR"):
+        env.pop(variable, None)
+    return subprocess.run([NOX, "-f", str(copy / "noxfile.py"), *args], cwd=copy, env=env, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=900)
+
+
+@pytest.mark.parametrize("session", sorted(readme_sessions() - RUN_BY_CI))
+def test_every_session_works_on_a_fresh_copy(session: str, fresh_copy: Path, tmp_path: Path) -> None:
+    if session in FULL:
+        args, code, expected = FULL[session]
+        result = run_nox(fresh_copy, ["-s", session, *args], tmp_path)
+    elif session in INSTALL_ONLY:
+        code, expected = 0, f"Session {session} was successful"
+        result = run_nox(fresh_copy, ["-s", session, "--install-only"], tmp_path)
+    else:
+        code = 0
+        result = run_nox(fresh_copy, ["-s", session, "--", "--help"], tmp_path)
+        expected = "usage: python -m ci "
+    assert "Traceback" not in result.stdout, result.stdout[-3000:]
+    assert result.returncode == code, result.stdout[-3000:]
+    assert expected in result.stdout, result.stdout[-3000:]
+    assert not (fresh_copy / "wheelhouse").exists() and not (fresh_copy / "build").exists()

@@ -1,0 +1,166 @@
+"""The project configuration ([tool.cuda-ext-farm]) and the targets derived from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ci.errors import UsageError
+from ci.universe import matrix, project, targets
+from ci.universe.selection import Selection, select
+
+ROOT = Path(__file__).resolve().parents[3]
+CLASSIC = ROOT / "tests" / "fixtures" / "classic_ext"
+
+
+def write_project(tmp_path: Path, table: str, *, header: str = '[project]\nname = "my-ext"\nversion = "1.0"\n') -> Path:
+    (tmp_path / "pyproject.toml").write_text(header + "\n" + table)
+    (tmp_path / "setup.py").write_text("")
+    return tmp_path
+
+
+def test_a_name_is_all_a_classic_setup_py_project_needs(tmp_path: Path) -> None:
+    config = project.load(write_project(tmp_path, "", header='[tool.cuda-ext-farm]\nname = "my-ext"\n'))
+    assert (config.name, config.abi, config.python_abi) == ("my-ext", "classic", "per-python")
+    assert config.build_env == {"FORCE_CUDA": "1"}
+    assert config.cuda_libraries == ("*",) and config.cpu_libraries == ()
+    assert config.commands.smoke == ("python", "-c", "import my_ext")
+    ids = [t.id for t in targets.targets_for(config)]
+    # Default coverage: the newest torch of each CUDA major x every Python it has wheels for.
+    newest = {r.cuda_major: r for r in matrix.TORCH_RELEASES}
+    expected = sum(len(r.pythons) for r in newest.values())
+    assert len(ids) == expected and len(set(ids)) == expected
+    assert "my_ext-torch2.15-cu130-cp315-linux_x86_64" in ids
+    # CUDA 12: the release cell (torch's own CUDA 12.8), not its local stand-in cu124.
+    assert "my_ext-torch2.10-cu128-cp310-linux_x86_64" in ids
+    assert not any("-cu124-" in i for i in ids)
+
+
+def test_farm_checkout_is_the_default_project() -> None:
+    config = project.load()
+    assert config.root == ROOT and config.abi == "stable" and config.is_farm_itself
+    assert targets.default_target(config).id == "fusedops-stable-cu130-cp310abi3-linux_x86_64"
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ('[tool.cuda-ext-farm]\nabii = "classic"\n', r"unknown key in \[tool.cuda-ext-farm\].*\(abii\)"),
+        ('[tool.cuda-ext-farm]\nabi = "stabel"\n', r"abi has a bad value \('stabel'\)"),
+        ('[tool.cuda-ext-farm]\ntorch = ["2.11", "two"]\n', r"torch has a bad version \(two\)"),
+        ('[tool.cuda-ext-farm]\ntorch = ">=2.x"\n', r"torch is not a version specifier"),
+        ('[tool.cuda-ext-farm]\npython = [3.11]\n', r"python must be a list of strings"),
+        ('[tool.cuda-ext-farm]\nbuild-env = { "1BAD" = "1" }\n', r"bad environment variable name \(1BAD\)"),
+        ('[tool.cuda-ext-farm]\nbuild-env = { X = "{cudaa}" }\n', r"unknown placeholder \(\{cudaa\}\)"),
+        ('[tool.cuda-ext-farm.commands]\nsmoke = ""\n', r"commands\] smoke is empty"),
+        ('[tool.cuda-ext-farm.commands]\nsmok = "x"\n', r"unknown key in \[tool.cuda-ext-farm.commands\] \(smok\)"),
+        ('[tool.cuda-ext-farm.commands]\ntest = "pytest \'unclosed"\n', r"not a valid command line"),
+        ('[tool.cuda-ext-farm]\nversion = 7\n', r"version is not supported \(7\)"),
+        ('[tool.cuda-ext-farm]\nabi = "stable"\npython-abi = "per-python"\n', r"must be abi3 for a stable-ABI"),
+        ("[tool.cuda-ext-farm\n", r"malformed TOML"),
+    ],
+)
+def test_bad_configuration_names_the_key(tmp_path: Path, table: str, message: str) -> None:
+    with pytest.raises(project.ConfigError, match=message) as info:
+        project.load(write_project(tmp_path, table))
+    assert info.value.line().startswith("error: ") and "\n" not in info.value.line()
+
+
+def test_missing_project_folder_and_files(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="project folder does not exist"):
+        project.load(tmp_path / "nope")
+    with pytest.raises(UsageError, match=r"no pyproject\.toml or setup\.py"):
+        project.load(tmp_path)
+    (tmp_path / "setup.py").write_text("")
+    with pytest.raises(UsageError, match=r"has no pyproject\.toml"):
+        project.load(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[tool.other]\n")
+    with pytest.raises(UsageError, match="has no name"):
+        project.load(tmp_path)
+
+
+def test_config_file_for_a_project_you_cannot_edit(tmp_path: Path) -> None:
+    (tmp_path / "setup.py").write_text("")
+    config_file = tmp_path / "farm.toml"
+    config_file.write_text('name = "vendored-op"\ntorch = ["2.13"]\npython = ["3.12"]\n')
+    config = project.load(tmp_path, config_file)
+    assert [t.id for t in targets.targets_for(config)] == ["vendored_op-torch2.13-cu130-cp312-linux_x86_64"]
+    with pytest.raises(UsageError, match="configuration file does not exist"):
+        project.load(tmp_path, tmp_path / "missing.toml")
+
+
+def test_classic_targets_prune_pythons_torch_has_no_wheel_for(tmp_path: Path) -> None:
+    config = project.load(write_project(tmp_path, '[tool.cuda-ext-farm]\ntorch = ["2.13", "2.15"]\n'
+                                        'python = ["3.10", "3.15"]\n'))
+    ids = [t.id for t in targets.targets_for(config)]
+    # torch 2.13 has no cp315 wheel, 2.15 no cp310 wheel (PyPI).
+    assert ids == ["my_ext-torch2.13-cu130-cp310-linux_x86_64", "my_ext-torch2.15-cu130-cp315-linux_x86_64"]
+
+
+def test_python_with_no_torch_wheel_is_refused(tmp_path: Path) -> None:
+    config = project.load(write_project(tmp_path, '[tool.cuda-ext-farm]\ntorch = ["2.15"]\npython = ["3.10"]\n'))
+    with pytest.raises(targets.TargetError, match=r"torch 2.15 has no wheel for the requested Python on PyPI \(3.10\)"):
+        targets.targets_for(config)
+
+
+def test_torch_without_a_matching_cuda_cell_is_refused(tmp_path: Path) -> None:
+    config = project.load(write_project(tmp_path, '[tool.cuda-ext-farm]\ntorch = ["2.10"]\ncuda = ["13"]\n'))
+    with pytest.raises(targets.TargetError, match=r"torch 2.10 is built with CUDA 12.8"):
+        targets.targets_for(config)
+
+
+def test_requires_python_narrows_the_pythons(tmp_path: Path) -> None:
+    config = project.load(write_project(tmp_path, '[tool.cuda-ext-farm]\ntorch = ["2.13"]\n', header=(
+        '[project]\nname = "x"\nversion = "1"\nrequires-python = ">=3.13"\n')))
+    assert [t.python for t in targets.targets_for(config)] == ["3.13", "3.14"]
+
+
+def test_abi3_classic_builds_one_wheel_per_torch(tmp_path: Path) -> None:
+    config = project.load(write_project(tmp_path, '[tool.cuda-ext-farm]\npython-abi = "abi3"\n'
+                                        'torch = ["2.11", "2.13"]\n'))
+    built = targets.targets_for(config)
+    assert [t.id for t in built] == ["my_ext-torch2.11-cu130-cp310abi3-linux_x86_64",
+                                     "my_ext-torch2.13-cu130-cp310abi3-linux_x86_64"]
+    assert built[0].wheel_tag_prefix == "cp310-abi3" and built[0].torch_pin == "torch==2.11.*"
+
+
+def test_classic_identity_local_version_and_pin() -> None:
+    config = project.load(CLASSIC)
+    target = select(config, Selection(torch="2.13", python="3.12"))[0]
+    assert target.id == "classic_ext-torch2.13-cu130-cp312-linux_x86_64"
+    assert target.local_version == "pt2.13.cu130" and target.torch_pin == "torch==2.13.*"
+    assert target.torch_requirement == "torch==2.13.0,!=2.13.0+cpu"
+    assert target.wheel_tag_prefix == "cp312-cp312"
+
+
+def test_stable_identity_labels_only_the_variants_pypi_does_not_get() -> None:
+    config = project.load(ROOT)
+    target = targets.default_target(config)
+    assert target.local_version == "" and target.torch_pin is None and target.abi3
+    assert targets.targets_for(config, "windows")[0].id.endswith("-win_amd64")
+    labels = {t.cell.name: t.local_version for t in targets.targets_for(config) if not t.cpu}
+    assert labels["cu130"] == "" and labels["cu128"] == "cu128"
+    assert all(label == ("" if cell == "cu130" else cell) for cell, label in labels.items())
+
+
+@pytest.mark.parametrize(
+    ("selection", "message"),
+    [
+        (Selection(torch="2.12"), r"has no target for torch \(2.12\)"),
+        (Selection(python="3.13"), r"has no target for Python \(3.13\)"),
+        (Selection(target_ids=("nope",)), r"has no such target \(nope\)"),
+        (Selection(cuda="12"), r"has no target for CUDA \(12\)"),
+        (Selection(torch="9.9"), r"unknown torch release \(9.9\)"),
+    ],
+)
+def test_selection_that_matches_nothing_names_the_filter(selection: Selection, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        select(project.load(CLASSIC), selection)
+
+
+def test_targets_never_share_an_id() -> None:
+    for config in (project.load(ROOT), project.load(CLASSIC)):
+        for os_name in ("linux", "windows"):
+            ids = [t.id for t in targets.targets_for(config, os_name)]
+            assert len(ids) == len(set(ids))
