@@ -1,0 +1,148 @@
+"""One voice for the farm: progress on stderr, results on stdout, fold groups and a step summary on GitHub Actions.
+
+* **Progress** (what the farm is doing: a target starts, a step starts and ends, something is reused, a warning, a
+  target ends, every external command as a replayable ``$ ...`` line) goes to **stderr**, so a command's stdout
+  holds only its results and ``--json`` can be piped.
+* **Results** (tables, reports, the JSON of ``--json``, a path asked for) go to **stdout** through :meth:`Logger.result`
+  and :meth:`Logger.json`.
+* On GitHub Actions (``GITHUB_ACTIONS=true``) each target is a fold group (``::group::`` / ``::endgroup::``),
+  warnings are ``::warning::`` annotations, and each target's outcome is a row of the job's step summary
+  (``GITHUB_STEP_SUMMARY``).
+
+Markup is never read from the text given: a key name in brackets (``[tool.cuda-ext-farm]``) prints as written.
+The one logger is :data:`log`; modules import it (``from ci.log import log``) and never make a console of their own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from rich.console import Console, RenderableType
+from rich.markup import escape
+
+
+def _on_github() -> bool:
+    # The runner's own marker, not a user setting: read where it decides how to print (cibuildwheel does the same).
+    return os.environ.get("GITHUB_ACTIONS") == "true"
+
+
+class Logger:
+    """Progress on stderr, results on stdout (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self.progress = Console(stderr=True, highlight=False, soft_wrap=True)
+        # Not a terminal (a pipe, CI's log): wide lines, no wrapping in the middle of a path.
+        self.results = Console(highlight=False, soft_wrap=True) if sys.stdout.isatty() else Console(
+            width=200, highlight=False, soft_wrap=True)
+        self._target: tuple[str, float] | None = None
+        self._step: tuple[str, float] | None = None
+
+    # --- progress (stderr) -----------------------------------------------------------------
+
+    def command(self, line: str) -> None:
+        """An external command, as a line that can be run again by hand."""
+        self.progress.print(f"[bold cyan]$[/] {escape(line)}")
+
+    def info(self, text: str) -> None:
+        self.progress.print(escape(text))
+
+    def done(self, text: str) -> None:
+        """A finished piece of work worth one green line (a wheel written, an image ready)."""
+        self.progress.print(f"[green]{escape(text)}[/]")
+
+    def reuse(self, what: str) -> None:
+        self.progress.print(f"[green]reusing[/] {escape(what)}")
+
+    def warn(self, text: str) -> None:
+        if _on_github():
+            print(f"::warning::{text}", file=sys.stdout, flush=True)
+        self.progress.print(f"[bold yellow]warning:[/] {escape(text)}")
+
+    def error(self, line: str) -> None:
+        """The last line of a failed command (``error: <what> (<value>): <how to fix>``)."""
+        self.progress.print(f"[bold red]error:[/] {escape(line.removeprefix('error: '))}")
+
+    def details(self, text: str) -> None:
+        """Text another tool printed (a compiler's output, a traceback): shown as is."""
+        self.progress.print(text, markup=False)
+
+    def target_start(self, target_id: str, what: str = "build") -> None:
+        self._target = (target_id, time.monotonic())
+        if _on_github():
+            sys.stderr.flush()
+            print(f"::group::{what} {target_id}", file=sys.stdout, flush=True)
+        self.progress.rule(f"[bold]{escape(what)}[/] {escape(target_id)}")
+
+    def step(self, text: str) -> None:
+        self._step = (text, time.monotonic())
+        self.progress.print(f"[bold]>[/] {escape(text)}")
+
+    def step_end(self, ok: bool = True, detail: str = "") -> None:
+        if self._step is None:
+            return
+        text, started = self._step
+        self._step = None
+        mark = "[green]done[/]" if ok else "[red]failed[/]"
+        extra = f": {escape(detail)}" if detail else ""
+        self.progress.print(f"  {mark} {escape(text)} in {time.monotonic() - started:.1f} s{extra}")
+
+    def target_end(self, ok: bool, summary: str = "") -> None:
+        if self._target is None:
+            return
+        target_id, started = self._target
+        self._target = None
+        seconds = time.monotonic() - started
+        mark = "[green]ok[/]" if ok else "[red]FAILED[/]"
+        self.progress.print(f"{mark} {escape(target_id)} in {seconds:.1f} s" + (f": {escape(summary)}"
+                                                                             if summary else ""))
+        if _on_github():
+            sys.stderr.flush()
+            print("::endgroup::", file=sys.stdout, flush=True)
+            self.summary_row(target_id, "ok" if ok else "FAILED", f"{seconds:.0f} s", summary)
+
+    @contextmanager
+    def target(self, target_id: str, what: str = "build") -> Iterator[None]:
+        """``target_start`` ... ``target_end``, failed when the block raises."""
+        self.target_start(target_id, what)
+        try:
+            yield
+        except BaseException:
+            self.target_end(False)
+            raise
+        self.target_end(True)
+
+    # --- results (stdout) ------------------------------------------------------------------
+
+    def result(self, renderable: RenderableType | str, *, markup: bool = False) -> None:
+        """A command's result on stdout: a table, a report, a line the user asked for."""
+        self.results.print(renderable, markup=markup)
+
+    def json(self, data: Any) -> None:
+        """``--json``: exactly one JSON document on stdout, nothing else."""
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        sys.stdout.flush()
+
+    # --- GitHub's step summary -------------------------------------------------------------
+
+    def summary_row(self, *cells: str) -> None:
+        """One row of the job's step summary (a markdown table; the header is written with the first row)."""
+        path = os.environ.get("GITHUB_STEP_SUMMARY")
+        if not path:
+            return
+        try:
+            new = not os.path.exists(path) or os.path.getsize(path) == 0
+            with open(path, "a", encoding="utf-8") as out:
+                if new:
+                    out.write("| target | result | time | detail |\n| --- | --- | --- | --- |\n")
+                out.write("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |\n")
+        except OSError:
+            pass  # a summary is a courtesy: never fail a build for it
+
+
+log = Logger()
