@@ -36,6 +36,7 @@ from pathlib import Path
 from ci import proc
 from ci.errors import MissingRequirement, UsageError, env_path
 from ci.linux import debian
+from ci.log import log
 from ci.universe import matrix, pins, shapes
 from ci.universe.project import FARM_ROOT
 
@@ -335,7 +336,7 @@ def ensure_image(spec: ImageSpec, *, rebuild: bool = False) -> str:
     tag = spec.tag
     require_engine()
     if not rebuild and image_exists(tag):
-        proc.console.print(f"[green]reusing[/] {tag}")
+        log.reuse(tag)
         return tag
     check_toolkit_source(spec)
     ensure_base(spec.base_image)
@@ -367,7 +368,7 @@ def bootstrap_base(suite: str = DEBIAN_SUITE, mirror: str | None = None, *, forc
     require_engine()
     tag = f"{BASE_REPO}:{suite}"
     if not force and image_exists(tag):
-        proc.console.print(f"[green]reusing[/] {tag}")
+        log.reuse(tag)
         return tag
     if shutil.which("debootstrap") is None:
         raise ImageError("debootstrap is not installed", "debootstrap", "apt-get install debootstrap")
