@@ -104,10 +104,6 @@ def locked(lock_path: Path, what: str, *, poll_message_after: float = 0.0) -> It
         lock.release()
 
 
-def remove_tree(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)
-
-
 def stale_staging(root: Path) -> list[Path]:
     """Staging folders of builds whose process is gone (named ``*-pid<N>``)."""
     stale: list[Path] = []

@@ -127,11 +127,6 @@ def on_interrupt(cleanup: Callable[[], None]) -> Iterator[None]:
             _cleanups.remove(cleanup)
 
 
-def interrupted() -> int | None:
-    """The signal that is stopping the farm, if any."""
-    return _stopping
-
-
 # --- running ---------------------------------------------------------------------------------
 
 

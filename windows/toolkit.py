@@ -74,8 +74,6 @@ class Layout:
 
 
 WINDOWS = Layout()
-#: Files a toolkit must have for torch's builds (relative to CUDA_HOME).
-CORE_FILES = WINDOWS.core_files()
 #: What ATen/cuda/CUDAContext.h pulls in (classic extensions).
 LIBRARY_HEADER_FILES = ("include/cublas_v2.h", "include/cusparse.h", "include/cusolverDn.h")
 HASH_ALGORITHMS = ("sha256", "md5")

@@ -246,9 +246,6 @@ class CrossSetup:
     #: The sysroot the wrappers in ``compiler`` link against (None: FARM_SYSROOT=none).
     sysroot: sysroot.Sysroot | None = None
 
-    def library_dirs(self) -> list[Path]:
-        return [self.torch_site / "torch" / "lib", self.runtime / "lib"]
-
 
 def prepare(target: Target) -> CrossSetup:
     """Everything an aarch64 build of ``target`` needs, checked before anything is installed."""

@@ -10,7 +10,7 @@ against and links with is bullseye's: ``--sysroot`` for glibc's headers and libr
 ``libstdc++.so``/``libgcc_s`` first (``--sysroot`` alone still links the compiler's own, newer, libstdc++).
 
 * **The sysroot** (:func:`ensure_sysroot`) is made once in the farm's cache, ``sysroots/<arch>-<suite>``: the
-  bullseye packages :data:`PACKAGES` (``libc6``, ``libc6-dev``, ``libstdc++-10-dev``, ...; about 70 MB) are
+  bullseye packages of :func:`packages` (``libc6``, ``libc6-dev``, ``libstdc++-10-dev``, ...; about 70 MB) are
   downloaded with ``apt-get download`` against a sources list, package lists and a download cache of its own
   in a temporary folder (the machine's apt configuration, its lists and its ``apt.conf.d`` hooks are neither
   read nor written; no root needed), unpacked with ``dpkg-deb -x``, and every absolute symbolic link in it is
@@ -68,9 +68,6 @@ def packages(gcc: str) -> tuple[str, ...]:
     """What a C/C++ link against the suite needs: glibc, kernel headers, libcrypt, gcc ``gcc``'s libstdc++."""
     return ("libc6", "libc6-dev", "linux-libc-dev", "libcrypt1", "libcrypt-dev", f"libstdc++-{gcc}-dev",
             f"libgcc-{gcc}-dev", "libstdc++6", "libgcc-s1")
-
-
-PACKAGES = packages(SUITES[DEFAULT_SUITE])
 
 
 def suite_from_env(env: Mapping[str, str] | None = None) -> str | None:
