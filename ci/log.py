@@ -146,8 +146,12 @@ class Logger:
     # --- results (stdout) ------------------------------------------------------------------
 
     def result(self, renderable: RenderableType | str, *, markup: bool = False) -> None:
-        """A command's result on stdout: a table, a report, a line the user asked for."""
-        self.results.print(renderable, markup=markup)
+        """A command's result on stdout: a table, a report, a line the user asked for. A text is printed as
+        written unless ``markup``; a table's cells are its builder's business (it escapes what it did not write)."""
+        if isinstance(renderable, str):
+            self.results.print(renderable, markup=markup)
+        else:
+            self.results.print(renderable)
 
     def json(self, data: Any) -> None:
         """``--json``: exactly one JSON document on stdout, nothing else."""

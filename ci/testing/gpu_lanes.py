@@ -251,7 +251,7 @@ def run_gpu_lanes(target: Target, subject: Subject, *, ptx: Subject | None, lane
         bench = configured.bench
         results.append(_grouped(target, "bench", lambda: run_lane("bench", bench, subject, out, root))
                        if bench else not_configured("bench", "bench"))
-    table = Table(title=f"test-gpu: {target.id} on {', '.join(str(g['name']) for g in gpus)}")
+    table = Table(title=escape(f"test-gpu: {target.id} on {', '.join(str(g['name']) for g in gpus)}"))
     for col in ("lane", "passed", "failed", "skipped", "status", "detail"):
         table.add_column(col)
     for r in results:

@@ -129,3 +129,17 @@ def test_no_module_but_the_logger_makes_a_console() -> None:
             makers.add(relative)
     assert makers <= PENDING, f"only ci/log.py makes a console: {sorted(makers - PENDING)}"
     assert makers == PENDING, f"no longer making a console, drop them from PENDING: {sorted(PENDING - makers)}"
+
+
+def test_a_table_keeps_its_styles_and_its_escaped_brackets(log: Logger, capsys: pytest.CaptureFixture[str]) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title="test-gpu")
+    table.add_column("status")
+    table.add_column("detail")
+    table.add_row("[green]passed[/]", escape("not configured: [tool.cuda-ext-farm.commands] bench"))
+    log.result(table)
+    out = plain(capsys.readouterr().out)
+    assert "passed" in out and "[green]" not in out
+    assert "not configured: [tool.cuda-ext-farm.commands] bench" in out
