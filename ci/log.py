@@ -9,7 +9,16 @@
   warnings are ``::warning::`` annotations, and each target's outcome is a row of the job's step summary
   (``GITHUB_STEP_SUMMARY``).
 
-Markup is never read from the text given: a key name in brackets (``[tool.cuda-ext-farm]``) prints as written.
+Markup is never read from the text given: a key name in brackets (``[tool.cuda-ext-farm]``) prints as written
+(nor are ``:emoji:`` codes). A table passed to :meth:`Logger.result` keeps the styles its builder gave it; the
+builder escapes the text it did not write.
+
+Progress, by kind: :meth:`~Logger.command`, :meth:`~Logger.info`, :meth:`~Logger.done`, :meth:`~Logger.reuse`,
+:meth:`~Logger.note` (a coloured label, then text), :meth:`~Logger.warn`, :meth:`~Logger.alert` (a signal),
+:meth:`~Logger.error` (the last line), :meth:`~Logger.details` (another tool's output); a target's work:
+:meth:`~Logger.target` (or ``target_start``/``target_end``; a target inside a target opens no second group) with
+:meth:`~Logger.stage` (or ``step``/``step_end``) for its steps.
+
 The one logger is :data:`log`; modules import it (``from ci.log import log``) and never make a console of their own.
 """
 
