@@ -28,6 +28,7 @@ virtual environment exists.
 from __future__ import annotations
 
 import os
+import signal
 
 EXIT_COMMAND = 1
 EXIT_USAGE = 2
@@ -92,7 +93,9 @@ class Interrupted(BaseException):
 
     @property
     def exit_code(self) -> int:
-        return 128 + self.signum
+        """130 for SIGINT, 143 for SIGTERM (the documented codes), 128 + N for any other signal."""
+        known = {int(signal.SIGINT): EXIT_SIGINT, int(signal.SIGTERM): EXIT_SIGTERM}
+        return known.get(self.signum, 128 + self.signum)
 
 
 def debug_enabled(env: os._Environ[str] | dict[str, str] | None = None) -> bool:

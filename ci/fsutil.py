@@ -22,8 +22,8 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from ci import proc
 from ci.errors import MissingRequirement
+from ci.log import log
 
 
 def atomic_write_text(path: Path, text: str) -> Path:
@@ -90,10 +90,10 @@ def locked(lock_path: Path, what: str, *, poll_message_after: float = 0.0) -> It
         lock.acquire(timeout=poll_message_after)
     except Timeout:
         holder = owner.read_text().strip() if owner.exists() else "another process"
-        proc.console.print(f"[yellow]waiting[/] for the lock on {what} ({lock_path}), held by {holder}")
+        log.note("waiting", f"for the lock on {what} ({lock_path}), held by {holder}")
         started = time.monotonic()
         lock.acquire()
-        proc.console.print(f"[green]got[/] the lock on {what} after {time.monotonic() - started:.1f} s")
+        log.note("got", f"the lock on {what} after {time.monotonic() - started:.1f} s", style="green")
     try:
         with contextlib.suppress(OSError):
             owner.write_text(f"pid {os.getpid()} ({what})\n")
@@ -102,10 +102,6 @@ def locked(lock_path: Path, what: str, *, poll_message_after: float = 0.0) -> It
         with contextlib.suppress(OSError):
             owner.unlink()
         lock.release()
-
-
-def remove_tree(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def stale_staging(root: Path) -> list[Path]:

@@ -9,7 +9,16 @@
   warnings are ``::warning::`` annotations, and each target's outcome is a row of the job's step summary
   (``GITHUB_STEP_SUMMARY``).
 
-Markup is never read from the text given: a key name in brackets (``[tool.cuda-ext-farm]``) prints as written.
+Markup is never read from the text given: a key name in brackets (``[tool.cuda-ext-farm]``) prints as written
+(nor are ``:emoji:`` codes). A table passed to :meth:`Logger.result` keeps the styles its builder gave it; the
+builder escapes the text it did not write.
+
+Progress, by kind: :meth:`~Logger.command`, :meth:`~Logger.info`, :meth:`~Logger.done`, :meth:`~Logger.reuse`,
+:meth:`~Logger.note` (a coloured label, then text), :meth:`~Logger.warn`, :meth:`~Logger.alert` (a signal),
+:meth:`~Logger.error` (the last line), :meth:`~Logger.details` (another tool's output); a target's work:
+:meth:`~Logger.target` (or ``target_start``/``target_end``; a target inside a target opens no second group) with
+:meth:`~Logger.stage` (or ``step``/``step_end``) for its steps.
+
 The one logger is :data:`log`; modules import it (``from ci.log import log``) and never make a console of their own.
 """
 
@@ -32,15 +41,20 @@ def _on_github() -> bool:
     return os.environ.get("GITHUB_ACTIONS") == "true"
 
 
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:300] if lines else type(exc).__name__
+
+
 class Logger:
     """Progress on stderr, results on stdout (see the module's docstring)."""
 
     def __init__(self) -> None:
-        self.progress = Console(stderr=True, highlight=False, soft_wrap=True)
+        self.progress = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
         # Not a terminal (a pipe, CI's log): wide lines, no wrapping in the middle of a path.
-        self.results = Console(highlight=False, soft_wrap=True) if sys.stdout.isatty() else Console(
-            width=200, highlight=False, soft_wrap=True)
-        self._target: tuple[str, float] | None = None
+        self.results = Console(highlight=False, soft_wrap=True, emoji=False) if sys.stdout.isatty() else Console(
+            width=200, highlight=False, soft_wrap=True, emoji=False)
+        self._targets: list[tuple[str, float]] = []
         self._step: tuple[str, float] | None = None
 
     # --- progress (stderr) -----------------------------------------------------------------
@@ -59,6 +73,14 @@ class Logger:
     def reuse(self, what: str) -> None:
         self.progress.print(f"[green]reusing[/] {escape(what)}")
 
+    def note(self, label: str, text: str = "", style: str = "yellow") -> None:
+        """A labelled line (``label`` in ``style``, then ``text``): ``removing the staging folder ...``."""
+        self.progress.print(f"[{style}]{escape(label)}[/]" + (f" {escape(text)}" if text else ""))
+
+    def alert(self, text: str) -> None:
+        """A line in red that is not the final ``error:`` line (a signal is stopping the farm)."""
+        self.progress.print(f"[bold red]{escape(text)}[/]")
+
     def warn(self, text: str) -> None:
         if _on_github():
             print(f"::warning::{text}", file=sys.stdout, flush=True)
@@ -73,8 +95,10 @@ class Logger:
         self.progress.print(text, markup=False)
 
     def target_start(self, target_id: str, what: str = "build") -> None:
-        self._target = (target_id, time.monotonic())
-        if _on_github():
+        """A target's work begins: a rule on the terminal, a fold group on GitHub Actions. A target started
+        inside another (a wheel built from the sdist during a release check) is a rule only: groups do not nest."""
+        self._targets.append((target_id, time.monotonic()))
+        if _on_github() and len(self._targets) == 1:
             sys.stderr.flush()
             print(f"::group::{what} {target_id}", file=sys.stdout, flush=True)
         self.progress.rule(f"[bold]{escape(what)}[/] {escape(target_id)}")
@@ -92,18 +116,29 @@ class Logger:
         extra = f": {escape(detail)}" if detail else ""
         self.progress.print(f"  {mark} {escape(text)} in {time.monotonic() - started:.1f} s{extra}")
 
+    @contextmanager
+    def stage(self, text: str) -> Iterator[None]:
+        """``step`` ... ``step_end``, failed when the block raises."""
+        self.step(text)
+        try:
+            yield
+        except BaseException:
+            self.step_end(False)
+            raise
+        self.step_end(True)
+
     def target_end(self, ok: bool, summary: str = "") -> None:
-        if self._target is None:
+        if not self._targets:
             return
-        target_id, started = self._target
-        self._target = None
+        target_id, started = self._targets.pop()
         seconds = time.monotonic() - started
         mark = "[green]ok[/]" if ok else "[red]FAILED[/]"
         self.progress.print(f"{mark} {escape(target_id)} in {seconds:.1f} s" + (f": {escape(summary)}"
                                                                              if summary else ""))
         if _on_github():
-            sys.stderr.flush()
-            print("::endgroup::", file=sys.stdout, flush=True)
+            if not self._targets:
+                sys.stderr.flush()
+                print("::endgroup::", file=sys.stdout, flush=True)
             self.summary_row(target_id, "ok" if ok else "FAILED", f"{seconds:.0f} s", summary)
 
     @contextmanager
@@ -112,16 +147,20 @@ class Logger:
         self.target_start(target_id, what)
         try:
             yield
-        except BaseException:
-            self.target_end(False)
+        except BaseException as exc:
+            self.target_end(False, _first_line(exc))
             raise
         self.target_end(True)
 
     # --- results (stdout) ------------------------------------------------------------------
 
     def result(self, renderable: RenderableType | str, *, markup: bool = False) -> None:
-        """A command's result on stdout: a table, a report, a line the user asked for."""
-        self.results.print(renderable, markup=markup)
+        """A command's result on stdout: a table, a report, a line the user asked for. A text is printed as
+        written unless ``markup``; a table's cells are its builder's business (it escapes what it did not write)."""
+        if isinstance(renderable, str):
+            self.results.print(renderable, markup=markup)
+        else:
+            self.results.print(renderable)
 
     def json(self, data: Any) -> None:
         """``--json``: exactly one JSON document on stdout, nothing else."""

@@ -27,12 +27,11 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from rich.console import Console
-from rich.markup import escape
-
 from ci.errors import CommandFailed, Interrupted, MissingRequirement
+from ci.log import log as logger
 
-console = Console(stderr=True, highlight=False)
+#: Deprecated: the logger's progress console (stderr), kept while callers move to :data:`ci.log.log`.
+console = logger.progress
 
 #: Seconds a child group gets between SIGTERM and SIGKILL.
 GRACE_SECONDS = 10.0
@@ -57,7 +56,7 @@ def format_command(cmd: Sequence[str | Path], env: Mapping[str, str] | None = No
 
 def log_command(cmd: Sequence[str | Path], env: Mapping[str, str] | None = None, cwd: Path | None = None) -> None:
     # The replayable line is printed as is: brackets in it (a Python snippet, a TOML table name) are not markup.
-    console.print(f"[bold cyan]$[/] {escape(format_command(cmd, env, cwd))}", soft_wrap=True, markup=True)
+    logger.command(format_command(cmd, env, cwd))
 
 
 # --- signals ---------------------------------------------------------------------------------
@@ -74,7 +73,7 @@ def _on_signal(signum: int, _frame: object) -> None:
     if _stopping is not None:
         return  # already stopping; a second Ctrl-C must not abort the clean-up
     _stopping = signum
-    console.print(f"[bold red]{signal.Signals(signum).name}[/]: stopping the build and its child processes")
+    logger.alert(f"{signal.Signals(signum).name}: stopping the build and its child processes")
     stop_everything()
     raise Interrupted(signum)
 
@@ -126,11 +125,6 @@ def on_interrupt(cleanup: Callable[[], None]) -> Iterator[None]:
     finally:
         with _lock:
             _cleanups.remove(cleanup)
-
-
-def interrupted() -> int | None:
-    """The signal that is stopping the farm, if any."""
-    return _stopping
 
 
 # --- running ---------------------------------------------------------------------------------
@@ -215,7 +209,7 @@ def run(
     result = subprocess.CompletedProcess(args, child.returncode, out or "", err or "")
     if check and result.returncode != 0:
         if capture:
-            console.print((result.stdout + result.stderr).rstrip()[-6000:], markup=False)
+            logger.details((result.stdout + result.stderr).rstrip()[-6000:])
         raise failure(args, result.returncode, what, hint)
     return result
 

@@ -38,8 +38,8 @@ from pathlib import Path
 from ci import wheelmeta
 from ci.audit import describe, wheel_size
 from ci.audit.checks import AuditResult, Check, LibraryInfo
+from ci.audit.gpu_code import expects_cpu_only, expects_cuda_code, no_cuda_code_advice, read_gpu_code
 from ci.audit.naming import check_metadata, check_wheel_tag, expected_prefix
-from ci.audit.wheel_audit import _matches, check_archs, no_cuda_code_advice
 from ci.universe import matrix
 from ci.universe.project import DEFAULT_MAX_WHEEL_SIZE
 from ci.universe.targets import Target
@@ -147,7 +147,8 @@ def check_cpu_only(info: pe.PeInfo, lib: str) -> Check:
 
 def check_cuda_code(info: pe.PeInfo, lib: str, target: Target) -> list[Check]:
     if not info.has_cuda_code:
-        return [Check(f"cuda-code:{lib}", False, no_cuda_code_advice(target, " (no .nv_fatb section)"))]
+        return [Check(f"cuda-code:{lib}", False,
+                      no_cuda_code_advice(target.project, target.cell, " (no .nv_fatb section)"))]
     runtime = dlls.cudart(target.cell.cuda_major)
     linked = any(d.lower() == runtime for d in info.all_dlls)
     return [
@@ -301,8 +302,6 @@ def audit_wheel(
         infos = {p: pe.read(p, exports=False) for p in modules}
         libs = tuple(LibraryInfo(str(p.relative_to(root)).replace("\\", "/"), i.all_dlls, (), i.has_cuda_code)
                      for p, i in infos.items())
-        cpu_patterns = target.project.cpu_libraries if target else ("*",)
-        cuda_patterns = target.project.cuda_libraries if target else ()
         cuda_libs: list[Path] = []
         for (path, info), lib in zip(infos.items(), libs, strict=True):
             name = lib.path
@@ -312,10 +311,9 @@ def audit_wheel(
             found = check_python(info, name, target)
             if found is not None:
                 checks.append(found)
-            if cell is None or _matches(name, cpu_patterns):
+            if expects_cpu_only(name, target.project if target else None, cuda):
                 checks.append(check_cpu_only(info, name))
-            if cell is not None and target is not None and _matches(name, cuda_patterns) \
-                    and not _matches(name, cpu_patterns):
+            if target is not None and expects_cuda_code(name, target.project, cuda):
                 checks += check_cuda_code(info, name, target)
                 if info.has_cuda_code:
                     cuda_libs.append(path)
@@ -324,15 +322,10 @@ def audit_wheel(
                 checks.append(check_exports(info, name, exports, target))
         if exports is None:
             checks.append(Check("exports", True, "not checked: the target's torch was not given"))
-        sass: tuple[str, ...] = ()
-        ptx: tuple[str, ...] = ()
-        per_arch: tuple[tuple[str, int], ...] = ()
-        if cell is not None and cuda_libs and cuobjdump is not None:
-            sass, ptx = describe.list_archs(cuobjdump, cuda_libs)
-            checks += check_archs(sass, ptx, cell.sass_archs, cell.ptx_arch)
-            per_arch = tuple(wheel_size.arch_bytes(cuobjdump, cuda_libs).items())
-        checks += describe.audit_checks(wheel, root, modules + vendored, target, sass, ptx, cuda=cell is not None,
-                                        archs_read=cell is None or cuobjdump is not None)
+        gpu = read_gpu_code(cell, cuda_libs, cuobjdump)
+        checks += gpu.checks
+        checks += describe.audit_checks(wheel, root, modules + vendored, target, gpu.sass, gpu.ptx,
+                                        cuda=cell is not None, archs_read=cell is None or cuobjdump is not None)
         checks.append(wheel_size.check_size(wheel, target.project.max_wheel_size if target else DEFAULT_MAX_WHEEL_SIZE))
-    return AuditResult(wheel=wheel, tags=tags, size_bytes=wheel.stat().st_size, libraries=libs, sass=sass, ptx=ptx,
-                       checks=tuple(checks), arch_bytes=per_arch)
+    return AuditResult(wheel=wheel, tags=tags, size_bytes=wheel.stat().st_size, libraries=libs, sass=gpu.sass,
+                       ptx=gpu.ptx, checks=tuple(checks), arch_bytes=gpu.arch_bytes)

@@ -27,6 +27,7 @@ from ci import fsutil, proc
 from ci.audit.checks import AuditResult, Check
 from ci.build import project_source, report
 from ci.build import tail as publish
+from ci.log import log
 from ci.toolchain import envs
 from ci.universe import project_commands
 from ci.universe.targets import Target
@@ -65,7 +66,7 @@ def smoke_check(target: Target, wheel: Path, torch_site: Path, python: str) -> C
     text = (result.stdout + result.stderr).strip()
     last = text.splitlines()[-1] if text else f"exit status {result.returncode}"
     if result.returncode != 0:
-        proc.console.print(text[-4000:], markup=False)
+        log.details(text[-4000:])
     return Check("smoke", result.returncode == 0,
                  f"imports next to torch {target.torch} ({last})" if result.returncode == 0 else
                  f"the smoke command failed in a clean venv with torch {target.torch}: {last}")
@@ -76,18 +77,20 @@ def build_target(target: Target, outputs: publish.Outputs, found: Discovery,
     started = time.monotonic()
     cell = target.cell
     choice = msvc.choose(cell, found.toolsets, options.toolset, skipped=found.skipped)
-    proc.console.print(f"[bold]{target.id}[/]: MSVC {choice.toolset} of {choice.instance.label}")
+    log.note(f"{target.id}:", f"MSVC {choice.toolset} of {choice.instance.label}", style="bold")
     if choice.note:
-        proc.console.print(f"[yellow]{choice.note}[/]")
+        log.note(choice.note)
     outputs.check_writable()
-    with fsutil.locked(outputs.lock(target), f"the build of {target.id}"):
-        tk = toolkit.ensure(cell)
-        hostconfig.check_cell(cell, hostconfig.read(Path(tk.cuda_home)))
-        vc = vcvars.activate(InstalledToolset(choice.instance, str(choice.toolset)), refresh=options.refresh_vcvars)
-        python = cibw.build_python(target)
-        site = torchenv.ensure_torch(target, python)
-        cuobjdump = toolkit.ensure_cuobjdump()
-        torch_dlls = audit.TorchDlls.scan(site)
+    with log.target(target.id, "Windows build"), fsutil.locked(outputs.lock(target), f"the build of {target.id}"):
+        with log.stage("toolkit, MSVC and torch"):
+            tk = toolkit.ensure(cell)
+            hostconfig.check_cell(cell, hostconfig.read(Path(tk.cuda_home)))
+            vc = vcvars.activate(InstalledToolset(choice.instance, str(choice.toolset)),
+                                 refresh=options.refresh_vcvars)
+            python = cibw.build_python(target)
+            site = torchenv.ensure_torch(target, python)
+            cuobjdump = toolkit.ensure_cuobjdump()
+            torch_dlls = audit.TorchDlls.scan(site)
         with publish.staging(outputs, target) as stage:
             source = stage / "source"
             project_source.sync_source(target.project.root, source, (outputs.build_root, outputs.wheelhouse))
@@ -95,9 +98,10 @@ def build_target(target: Target, outputs: publish.Outputs, found: Discovery,
                                              os.cpu_count() or 1)
             env = environment.compose(os.environ, vc, tk.cuda_home)
             env.update(cibw.cibuildwheel_env(target, python, site, variables))
-            proc.run(cibw.cibuildwheel_command(source, stage / "out"), env=env, cwd=source,
-                     what=f"the Windows build of {target.id} failed",
-                     hint="the compiler's output is above; nothing was written to the wheelhouse")
+            with log.stage("cibuildwheel"):
+                proc.run(cibw.cibuildwheel_command(source, stage / "out"), env=env, cwd=source,
+                         what=f"the Windows build of {target.id} failed",
+                         hint="the compiler's output is above; nothing was written to the wheelhouse")
             built = publish.one_wheel(stage / "out", "cibuildwheel")
 
             def run_audit(wheel: Path) -> AuditResult:

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 
 from ci import proc
 from ci.errors import MissingRequirement, UsageError
+from ci.log import log
 from ci.universe import matrix, project, shapes
 
 
@@ -79,7 +80,7 @@ def windows_env(cell: shapes.Cell, toolset: str | None, refresh: bool) -> dict[s
     found = vswhere.discover()
     choice = msvc.choose(cell, found.toolsets, toolset, skipped=found.skipped)
     if choice.note:
-        proc.console.print(f"[yellow]{choice.note}[/]")
+        log.note(choice.note)
     tk = toolkit.ensure(cell)
     vc = vcvars.activate(vswhere.InstalledToolset(choice.instance, str(choice.toolset)), refresh=refresh)
     return environment.compose(os.environ, vc, tk.cuda_home)
@@ -142,7 +143,7 @@ def main(cuda: str, command: Sequence[str], *, toolset: str | None = None, print
         from windows import environment
 
         for line in export_lines(environment.changed(os.environ, env) if windows else env, windows=windows):
-            print(line)
+            log.result(line)
         return 0
     return run(command_of(command), env, windows=windows)
 

@@ -44,6 +44,7 @@ from urllib.parse import urlparse
 
 from ci import proc, toolenv
 from ci.errors import CommandFailed, MissingRequirement, UsageError, env_path
+from ci.log import log
 from ci.toolchain import toolkit as linux_toolkit
 from ci.universe import pins as ci_pins
 from ci.universe import shapes
@@ -73,8 +74,6 @@ class Layout:
 
 
 WINDOWS = Layout()
-#: Files a toolkit must have for torch's builds (relative to CUDA_HOME).
-CORE_FILES = WINDOWS.core_files()
 #: What ATen/cuda/CUDAContext.h pulls in (classic extensions).
 LIBRARY_HEADER_FILES = ("include/cublas_v2.h", "include/cusparse.h", "include/cusolverDn.h")
 HASH_ALGORITHMS = ("sha256", "md5")
@@ -336,7 +335,7 @@ def fetch_installer(cell: shapes.Cell, folder: Path, fetch: Callable[[str, Path]
     folder.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f"{target.name}.tmp-pid{os.getpid()}")
     try:
-        proc.console.print(f"downloading {facts.installer}")
+        log.info(f"downloading {facts.installer}")
         try:
             fetch(facts.installer, tmp)
         except OSError as exc:
@@ -345,7 +344,7 @@ def fetch_installer(cell: shapes.Cell, folder: Path, fetch: Callable[[str, Path]
                                      " or download it yourself into " + str(folder)) from exc
         got = file_digest(tmp, algorithm)
         # Printed so that an md5 pin (NVIDIA publishes no other) can be replaced by a SHA-256 one.
-        proc.console.print(f"{target.name}: sha256 {file_digest(tmp, 'sha256')}", highlight=False)
+        log.info(f"{target.name}: sha256 {file_digest(tmp, 'sha256')}")
         if got != expected:
             raise CommandFailed(f"NVIDIA's CUDA {cell.cuda} installer does not match the checksum the matrix pins",
                                 f"{algorithm} {got}, pinned {expected}",

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ci import fsutil, proc, toolenv
 from ci.errors import UsageError
+from ci.log import log
 from ci.toolchain import envs
 from ci.universe import matrix
 from ci.universe.targets import Target
@@ -86,7 +87,7 @@ def ensure_torch(target: Target, python: str) -> Path:  # pragma: no cover - ins
             if stale.name.startswith(folder.name + ".tmp"):
                 shutil.rmtree(stale, ignore_errors=True)
         if (folder / ".farm-complete").is_file():
-            proc.console.print(f"[green]reusing[/] torch {target.torch} in {folder}")
+            log.reuse(f"torch {target.torch} in {folder}")
             return folder
         tmp = folder.with_name(folder.name + f".tmp-pid{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)

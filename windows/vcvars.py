@@ -37,6 +37,7 @@ from pathlib import Path, PureWindowsPath
 
 from ci import fsutil, proc, toolenv
 from ci.errors import CommandFailed, UsageError
+from ci.log import log
 from windows.vswhere import InstalledToolset
 
 #: cmd.exe's longest command line (after %VAR% expansion).
@@ -266,7 +267,7 @@ def activate(installed: InstalledToolset, arch: str = "x64", *,
     if not refresh:
         cached = load_cached(path, os.path.isfile)
         if cached is not None:
-            proc.console.print(f"[green]reusing[/] the MSVC {installed.version} environment ({path})")
+            log.reuse(f"the MSVC {installed.version} environment ({path})")
             return cached
     base = dict(os.environ)
     short = start_path(base.get("PATH", ""), os.path.isdir)
@@ -278,12 +279,12 @@ def activate(installed: InstalledToolset, arch: str = "x64", *,
         script.write_bytes(capture_script(args).encode("ascii"))
         paths = capture_variables(str(installed.instance.vcvarsall), str(env_file), str(log_file))
         result = proc.run(capture_command(str(script)), env={**base_env, **paths}, capture=True, check=False)
-        log = decode_log(log_file.read_bytes()) if log_file.is_file() else ""
-        errors = errors_in(log)
+        vc_log = decode_log(log_file.read_bytes()) if log_file.is_file() else ""
+        errors = errors_in(vc_log)
         if result.returncode != 0 or errors or not env_file.is_file():
-            what, fix = explain_failure(errors, log, installed.version)
+            what, fix = explain_failure(errors, vc_log, installed.version)
             raise CommandFailed(what, errors[0] if errors else f"exit status {result.returncode}", fix,
-                                details="vcvarsall.bat " + " ".join(args) + ":\n" + log.strip()[-4000:])
+                                details="vcvarsall.bat " + " ".join(args) + ":\n" + vc_log.strip()[-4000:])
         after = parse_set(decode_set_output(env_file.read_bytes()))
     variables, prepend = diff({**base, **base_env}, after)
     env = VcvarsEnv(installed.instance.instance_id, installed.version, arch, variables, prepend)

@@ -2,7 +2,8 @@
 
 The Linux audit (``wheel_audit``) and the Windows audit (``windows/audit.py``) report in the same records
 (``checks``); ``naming`` holds the checks of a wheel's name and metadata, ``wheel_size`` the size budget,
-``glibc_floor`` the glibc floor, ``symbols`` the dynamic loader's view, ``describe`` what a wheel says about itself.
+``glibc_floor`` the glibc floor, ``symbols`` the dynamic loader's view, ``describe`` what a wheel says about itself,
+``gpu_code`` the GPU-code part both audits share (which libraries hold CUDA code, SASS/PTX read with cuobjdump).
 
 Each check is reported separately; a build publishes its wheel only when all pass.
 

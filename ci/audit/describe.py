@@ -36,6 +36,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from ci.audit import gpu_code
 from ci.audit.checks import Check
 
 if TYPE_CHECKING:
@@ -235,28 +236,6 @@ def check_torch_archs(sass: Sequence[str], torch_sass: Sequence[str], torch_vers
                  warn=bool(idle))
 
 
-def parse_cuobjdump(list_elf: str, list_ptx: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Architectures from ``cuobjdump --list-elf`` and ``--list-ptx`` output."""
-    elf_arch = re.compile(r"\.(sm_\d+[af]?)\.cubin")
-    ptx_arch = re.compile(r"\.(sm_\d+[af]?)\.ptx")
-    sass = sorted(set(elf_arch.findall(list_elf)), key=_sm_key)
-    ptx = sorted(set(ptx_arch.findall(list_ptx)), key=_sm_key)
-    return tuple(sass), tuple(ptx)
-
-
-def _sm_key(sm: str) -> int:
-    return int("".join(ch for ch in sm if ch.isdigit()))
-
-
-def list_archs(cuobjdump: Path, libraries: Sequence[Path]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The SASS and PTX architectures (``sm_90``) of the fatbinaries in ``libraries``."""
-    from ci import proc
-
-    elf = [proc.run([cuobjdump, "--list-elf", p], capture=True, check=False).stdout for p in libraries]
-    ptx = [proc.run([cuobjdump, "--list-ptx", p], capture=True, check=False).stdout for p in libraries]
-    return parse_cuobjdump("\n".join(elf), "\n".join(ptx))
-
-
 def read_document(root: Path) -> bytes | None:
     """``cuda-ext-farm.json`` of an unpacked wheel (None: absent)."""
     found = sorted(root.glob(f"*.dist-info/{FILE}"))
@@ -317,7 +296,7 @@ def describe_wheel(wheel: Path, target: Target, cuobjdump: Path | None) -> Descr
             cuda_libs = [p for p in libraries if matches(p, target.project.cuda_libraries)
                          and not matches(p, target.project.cpu_libraries)
                          and not any(part.endswith(".libs") for part in p.relative_to(root).parts)]
-            sass, ptx = list_archs(cuobjdump, cuda_libs)
+            sass, ptx = gpu_code.list_archs(cuobjdump, cuda_libs)
         cuda = None if target.cpu else target.cell.cuda
         if target.torch_pin:
             doc = coverage_document(target.id, cuda, sass, ptx, target.torch_pin, None,

@@ -5,7 +5,6 @@ The checks it runs, and what each proves, are listed once: ``ci/audit/__init__.p
 
 from __future__ import annotations
 
-import fnmatch
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -15,6 +14,7 @@ from ci import proc, wheelmeta
 from ci.audit import describe, symbols, wheel_size
 from ci.audit import glibc_floor as floors
 from ci.audit.checks import AuditResult, Check, LibraryInfo
+from ci.audit.gpu_code import expects_cpu_only, expects_cuda_code, no_cuda_code_advice, read_gpu_code
 from ci.audit.naming import check_metadata, check_tags, expected_prefix
 from ci.errors import AuditFailed
 from ci.universe import matrix
@@ -38,17 +38,6 @@ SYSTEM_LIBRARIES = frozenset(
 CUDA_PREFIXES = ("libcudart", "libcublas", "libcusparse", "libcusolver", "libcufft", "libcurand", "libnvrtc",
                  "libcuda.", "libnvJitLink", "libcudnn", "libnccl", "libnvToolsExt")
 TORCH_PREFIXES = ("libc10", "libtorch", "libshm")
-
-
-def arch_to_sm(arch: str) -> str:
-    """``"9.0"`` -> ``"sm_90"``, ``"10.0"`` -> ``"sm_100"``, ``"9.0a"`` -> ``"sm_90a"``."""
-    major, minor = arch.split(".")
-    return f"sm_{major}{minor}"
-
-
-def _matches(path: str, patterns: Sequence[str]) -> bool:
-    name = Path(path).name
-    return any(fnmatch.fnmatch(path, p) or fnmatch.fnmatch(name, p) for p in patterns)
 
 
 def is_torch_or_cuda(soname: str) -> bool:
@@ -91,20 +80,10 @@ def check_cpu_only(lib: LibraryInfo) -> Check:
                  "(it is listed in [tool.cuda-ext-farm] cpu-libraries)")
 
 
-def no_cuda_code_advice(target: Target, found: str = "") -> str:
-    """Why a library of a CUDA build holds no CUDA code, and what to do (Linux and Windows audits)."""
-    keys = ", ".join(f"{k}={v}" for k, v in target.project.build_env.items()) or "nothing"
-    return (f"holds no CUDA code{found} although this is a CUDA build ({target.cell.name}). The usual cause: "
-            "setup.py decides on CUDA from torch.cuda.is_available(), which is False on a builder without a GPU. "
-            "Make it read an environment variable and set that in [tool.cuda-ext-farm] build-env (the farm sets "
-            f"{keys}); if this library is meant to be CPU-only, list the ones that must hold CUDA code in "
-            "[tool.cuda-ext-farm] cuda-libraries")
-
-
 def check_cuda_code(lib: LibraryInfo, target: Target) -> list[Check]:
     if not lib.has_cuda_code:
         return [Check(
-            f"cuda-code:{lib.path}", False, no_cuda_code_advice(target),
+            f"cuda-code:{lib.path}", False, no_cuda_code_advice(target.project, target.cell),
         )]
     runtime = f"libcudart.so.{target.cell.cuda_major}"
     linked = runtime in lib.needed
@@ -191,20 +170,6 @@ def check_rpaths(libs: Sequence[LibraryInfo]) -> list[Check]:
     return checks
 
 
-def check_archs(sass: Sequence[str], ptx: Sequence[str], want_sass: Sequence[str], want_ptx: str) -> list[Check]:
-    want = [arch_to_sm(a) for a in want_sass]
-    missing = [a for a in want if a not in sass]
-    extra = [a for a in sass if a not in want]
-    sass_check = Check("sass", not missing, f"SASS for {', '.join(sass) or 'nothing'}"
-                       + (f"; missing {', '.join(missing)}" if missing else "")
-                       + (f"; unexpected {', '.join(extra)}" if extra else ""))
-    if not want_ptx:  # torch's own builds carry no PTX, nor do the wheels that follow them
-        return [sass_check, Check("ptx", True, f"PTX for {', '.join(ptx) or 'nothing'} (none asked for)")]
-    ptx_want = arch_to_sm(want_ptx)
-    return [sass_check, Check("ptx", ptx_want in ptx, f"PTX for {', '.join(ptx) or 'nothing'}"
-                              + ("" if ptx_want in ptx else f"; missing {ptx_want}"))]
-
-
 def run_abi3audit(wheel: Path) -> Check:
     result = proc.run([sys.executable, "-m", "abi3audit", "--strict", "--verbose", str(wheel)],
                       capture=True, check=False)
@@ -260,14 +225,11 @@ def audit_wheel(
             checks.append(check_metadata(wheel, target))
         checks += check_needed(libs, cell.cuda_major if cell else None, bundled)
         checks.append(check_bundled(bundled))
-        cpu_patterns = target.project.cpu_libraries if target else ("*",)
-        cuda_patterns = target.project.cuda_libraries if target else ()
         cuda_libs: list[Path] = []
         for path, lib in zip(ext_files, libs, strict=True):
-            if cell is None or _matches(lib.path, cpu_patterns):
+            if expects_cpu_only(lib.path, target.project if target else None, cuda):
                 checks.append(check_cpu_only(lib))
-            if cell is not None and target is not None and _matches(lib.path, cuda_patterns) \
-                    and not _matches(lib.path, cpu_patterns):
+            if target is not None and expects_cuda_code(lib.path, target.project, cuda):
                 checks += check_cuda_code(lib, target)
                 if lib.has_cuda_code:
                     cuda_libs.append(path)
@@ -287,21 +249,16 @@ def audit_wheel(
         if target is not None and target.os == "linux":
             checks.append(check_machine(ext_files + bundled_files, root, target.arch))
         checks += floors.check_unpacked(root, wheel, floor)
-        sass: tuple[str, ...] = ()
-        ptx: tuple[str, ...] = ()
-        per_arch: tuple[tuple[str, int], ...] = ()
-        if cell is not None and cuda_libs and cuobjdump is not None:
-            sass, ptx = describe.list_archs(cuobjdump, cuda_libs)
-            checks += check_archs(sass, ptx, cell.sass_archs, cell.ptx_arch)
-            per_arch = tuple(wheel_size.arch_bytes(cuobjdump, cuda_libs).items())
-        checks += describe.audit_checks(wheel, root, ext_files + bundled_files, target, sass, ptx,
+        gpu = read_gpu_code(cell, cuda_libs, cuobjdump)
+        checks += gpu.checks
+        checks += describe.audit_checks(wheel, root, ext_files + bundled_files, target, gpu.sass, gpu.ptx,
                                         cuda=cell is not None,
                                         archs_read=cell is None or cuobjdump is not None)
         checks.append(wheel_size.check_size(wheel, target.project.max_wheel_size if target else DEFAULT_MAX_WHEEL_SIZE))
         if abi3audit and (target is None or target.abi3):
             checks.append(run_abi3audit(wheel))
     return AuditResult(wheel=wheel, tags=tags, size_bytes=wheel.stat().st_size, libraries=libs,
-                       sass=sass, ptx=ptx, checks=tuple(checks), arch_bytes=per_arch)
+                       sass=gpu.sass, ptx=gpu.ptx, checks=tuple(checks), arch_bytes=gpu.arch_bytes)
 
 
 def raise_for_failures(result: AuditResult) -> None:

@@ -1,5 +1,12 @@
-"""The project's source as every build sees it, on any OS: the files copied (what git lists), the values of the
-``build-env`` placeholders, and the commit and time the build records."""
+"""The project's source as every build sees it: its files, their copy into a target's work folder, the values of
+the build-env placeholders, the commit and its time.
+
+* :func:`project_files`: what git knows (tracked and untracked-not-ignored files), or every file but build outputs
+  outside git; never the farm's own output folders when they sit inside the project.
+* :func:`sync_source`: the copy a build compiles (host, container and Windows builds), rewriting only what changed.
+* :func:`git_commit`: the project's commit (``<sha>-dirty`` with uncommitted changes to tracked files), the one
+  answer for the build-env placeholder ``{git_commit}`` and the release manifest.
+"""
 
 from __future__ import annotations
 
@@ -73,7 +80,7 @@ def build_values(target: Target, nvcc_version: str | None) -> dict[str, str]:
     """Values for the placeholders of the project's build-env."""
     return {"cuda": target.cell.cuda, "cuda_major": str(target.cell.cuda_major), "nvcc_version": nvcc_version or "",
             "torch": target.torch, "arch_list": target.cell.arch_list, "python": target.python,
-            "git_commit": git_commit(target.project.root)}
+            "git_commit": git_commit(target.project.root) or "unknown"}
 
 
 def source_date_epoch(root: Path) -> str | None:
@@ -89,6 +96,13 @@ def source_date_epoch(root: Path) -> str | None:
     return stamp if out.returncode == 0 and stamp.isdigit() else None
 
 
-def git_commit(root: Path) -> str:
-    out = proc.run(["git", "rev-parse", "HEAD"], cwd=root, capture=True, check=False, log=False)
-    return out.stdout.strip() if out.returncode == 0 else "unknown"
+
+def git_commit(root: Path) -> str | None:
+    """The commit checked out in ``root``, with ``-dirty`` when tracked files differ from it; None outside git."""
+    head = proc.run(["git", "-C", root, "rev-parse", "HEAD"], capture=True, check=False, log=False)
+    if head.returncode != 0:
+        return None
+    # GIT_OPTIONAL_LOCKS=0: `git status` does not refresh the checkout's index (a read-only checkout builds).
+    dirty = proc.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+                     env={"GIT_OPTIONAL_LOCKS": "0"}, capture=True, check=False, log=False)
+    return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")

@@ -1,4 +1,4 @@
-"""Build reports: a table on the terminal and ``report.json`` beside the wheel."""
+"""Build reports: a table on stdout (a result, through :data:`ci.log.log`) and ``report.json`` beside the wheel."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ci import fsutil
 from ci.audit.checks import AuditResult
+from ci.log import log
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,12 +64,13 @@ def make_report(
     )
 
 
-def print_report(report: BuildReport, console: Console | None = None) -> None:
-    console = console or Console()
+def print_report(report: BuildReport, console: object = None) -> None:
+    """The report as a table on stdout. ``console`` is ignored (the farm has one logger); it goes once its callers
+    stop passing it."""
     table = Table(title=f"{report.target} ({report.mode} build)", show_header=False)
     table.add_column("", style="bold")
     table.add_column("")
-    table.add_row("wheel", report.wheel)
+    table.add_row("wheel", escape(report.wheel))
     table.add_row("size", f"{report.size_mib:.2f} MiB")
     table.add_row("sha256", report.sha256)
     table.add_row("tag", ", ".join(report.tags))
@@ -82,17 +84,17 @@ def print_report(report: BuildReport, console: Console | None = None) -> None:
     table.add_row("torch (built against)", report.torch)
     table.add_row("python (build)", report.python)
     if report.image:
-        table.add_row("image", report.image)
+        table.add_row("image", escape(report.image))
     table.add_row("build time", f"{report.build_seconds:.1f} s")
     for check in report.checks:
         if check["name"] == "torch-range" and check["ok"]:
-            table.add_row("torch range", str(check["detail"]))
+            table.add_row("torch range", escape(str(check["detail"])))
         elif check.get("warn"):
-            table.add_row(f"[yellow]warning[/] {check['name']}", str(check["detail"]))
+            table.add_row(f"[yellow]warning[/] {escape(check['name'])}", escape(str(check["detail"])))
     failed = [c for c in report.checks if not c["ok"]]
     verdict = f"[green]{len(report.checks)} checks passed[/]" if not failed else f"[red]{len(failed)} failed[/]"
     table.add_row("audit", verdict)
-    console.print(table)
+    log.result(table)
 
 
 def write_report(report: BuildReport, folder: Path) -> Path:

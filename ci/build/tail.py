@@ -27,6 +27,7 @@ from ci.audit.checks import AuditResult
 from ci.audit.wheel_audit import raise_for_failures
 from ci.build import report
 from ci.errors import CommandFailed
+from ci.log import log
 from ci.universe.targets import Target
 
 
@@ -79,7 +80,7 @@ def staging(outputs: Outputs, target: Target) -> Iterator[Path]:
     root = outputs.staging_root()
     root.mkdir(parents=True, exist_ok=True)
     for stale in fsutil.stale_staging(root):
-        proc.console.print(f"[yellow]removing[/] the staging folder of an interrupted build: {stale}")
+        log.note("removing", f"the staging folder of an interrupted build: {stale}")
         shutil.rmtree(stale, ignore_errors=True)
     folder = root / f"{target.id}-pid{os.getpid()}"
     shutil.rmtree(folder, ignore_errors=True)
@@ -115,20 +116,22 @@ def publish(
 ) -> report.BuildReport:
     """Repair, describe (ci/audit/describe.py: the torch range from the binary, the coverage file), set the final
     metadata, audit, move into the wheelhouse, write the report."""
-    repaired = repair(built, stage / "repaired")
+    with log.stage("repair"):
+        repaired = repair(built, stage / "repaired")
     described = describe.describe_wheel(repaired, target, cuobjdump)
-    proc.console.print(f"[bold]torch requirement[/] {described.note}")
+    log.note("torch requirement", described.note, style="bold")
     final = wheelmeta.rewrite(repaired, stage / "final", local_version=target.local_version,
                               torch_pin=described.requirement, epoch=int(epoch) if epoch else None,
                               dist_info_files={describe.FILE: described.document})
-    result = audit(final)
-    raise_for_failures(result)
+    with log.stage("audit"):
+        result = audit(final)
+        raise_for_failures(result)
     dest_dir = outputs.target_dir(target)
     digest = wheelmeta.sha256_file(final)
     published = fsutil.publish_file(final, dest_dir / final.name)
     for old in dest_dir.glob("*.whl"):
         if old.name != published.name:
-            proc.console.print(f"[yellow]replaced[/] {old.name} (an earlier build of {target.id})")
+            log.note("replaced", f"{old.name} (an earlier build of {target.id})")
             old.unlink()
     result = dataclasses.replace(result, wheel=published)
     rep = report.make_report(

@@ -16,19 +16,20 @@ import sys
 import time
 from pathlib import Path
 
-from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ci import proc
 from ci.build import report, tail
 from ci.errors import CommandFailed
+from ci.log import log
 from ci.universe.targets import Target
 
 _CCACHE_HITS = re.compile(r"farm-ccache-stats: hits=(\d+) misses=(\d+)")
 
 
 def _build_one(target: Target, outputs: tail.Outputs, base_image: str | None, max_jobs: int | None,
-               log: Path, console: Console) -> tuple[int, float]:
+               log_path: Path, grouped: bool) -> tuple[int, float]:
     # A cross-built target (aarch64) builds on the host (ci/linux/cross.py); every other one in its container.
     cmd = [sys.executable, "-m", "ci", "build" if target.cross else "build-cuda", "--project",
            str(target.project.root), "--config", str(target.project.source), "--target", target.id,
@@ -37,10 +38,14 @@ def _build_one(target: Target, outputs: tail.Outputs, base_image: str | None, ma
            *(["--max-jobs", str(max_jobs)] if max_jobs else []),
            "--arch-list", target.cell.arch_list]
     # Printed when a worker takes the target, not when it is queued: with --jobs 1 one line at a time.
-    console.print(f"[cyan]started[/] {target.id}")
+    # One at a time, a target is a fold group of its own; several at once share the terminal, so they get lines
+    # (and each its row of the step summary) but no group.
+    if grouped:
+        log.target_start(target.id, "build")
+    log.note("started", target.id, style="cyan")
     started = time.monotonic()
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("w") as fh:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("w") as fh:
 
         def write(line: str) -> None:
             fh.write(line)
@@ -51,14 +56,21 @@ def _build_one(target: Target, outputs: tail.Outputs, base_image: str | None, ma
         except CommandFailed:
             code = 1
     seconds = time.monotonic() - started
-    verdict = "[green]done[/]" if code == 0 else f"[red]FAILED[/] (log: {log})"
-    console.print(f"{verdict} {target.id} in {seconds:.0f} s")
+    detail = "" if code == 0 else f"log: {log_path}"
+    if grouped:
+        log.target_end(code == 0, detail)
+    else:
+        log.note("done" if code == 0 else "FAILED", f"{target.id} in {seconds:.0f} s" + (f" ({detail})" if detail
+                                                                                          else ""),
+                 style="green" if code == 0 else "red")
+        log.summary_row(target.id, "ok" if code == 0 else "FAILED", f"{seconds:.0f} s", detail)
     return code, seconds
 
 
-def local_equivalents(chosen: tuple[Target, ...], console: Console) -> tuple[Target, ...]:
+def local_equivalents(chosen: tuple[Target, ...], console: object = None) -> tuple[Target, ...]:
     """``chosen`` with each target whose toolkit source this machine cannot reach (cu128: NVIDIA's repository)
-    replaced by its cell's local stand-in (cu124), said in one line; the release on GitHub builds the real one."""
+    replaced by its cell's local stand-in (cu124), said in one line; the release on GitHub builds the real one.
+    ``console`` is ignored (the farm has one logger); it goes once its callers stop passing it."""
     from ci.linux import images
     from ci.universe import matrix, targets
 
@@ -71,24 +83,25 @@ def local_equivalents(chosen: tuple[Target, ...], console: Console) -> tuple[Tar
                 reasons[cell.name] = images.probe_url(matrix.nvidia_repo_file(target.arch), images.host_ca_bundle())
             substitute = targets.stand_in(target) if reasons[cell.name] else None
             if substitute is not None:
-                console.print(f"[yellow]{target.id}[/]: {matrix.unreachable_toolkit(cell)[0]} "
-                              f"({reasons[cell.name]}): building its stand-in {substitute.id} here")
+                log.note(f"{target.id}:", f"{matrix.unreachable_toolkit(cell)[0]} "
+                         f"({reasons[cell.name]}): building its stand-in {substitute.id} here")
                 target = substitute
         local.setdefault(target.id, target)
     return tuple(local.values())
 
 
 def build_all(chosen: tuple[Target, ...], outputs: tail.Outputs, *, jobs: int, base_image: str | None,
-              max_jobs: int | None, console: Console) -> int:
+              max_jobs: int | None, console: object = None) -> int:
+    """Build ``chosen``; ``console`` is ignored (the farm has one logger) and goes once its callers drop it."""
     outputs.check_writable()
     logs = outputs.build_root / "logs"
     results: dict[str, tuple[int, float]] = {}
-    console.print(f"building {len(chosen)} targets, {jobs} at a time; logs in {logs}")
+    log.info(f"building {len(chosen)} targets, {jobs} at a time; logs in {logs}")
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = {}
         for target in chosen:
             futures[pool.submit(_build_one, target, outputs, base_image, max_jobs, logs / f"{target.id}.log",
-                                console)] = target
+                                jobs == 1)] = target
         for future in concurrent.futures.as_completed(futures):
             results[futures[future].id] = future.result()
     table = Table(title=f"build-all: {len(chosen)} targets")
@@ -104,9 +117,9 @@ def build_all(chosen: tuple[Target, ...], outputs: tail.Outputs, *, jobs: int, b
         if rep is None:
             table.add_row(target.id, "[red]failed[/]", "-", "-", f"{seconds:.0f} s", cache)
         else:
-            table.add_row(target.id, str(outputs.target_dir(target) / rep["wheel"]),
+            table.add_row(target.id, escape(str(outputs.target_dir(target) / rep["wheel"])),
                           f"{rep['size_bytes'] / 2**20:.1f} MiB", rep["sha256"][:16], f"{seconds:.0f} s", cache)
-    console.print(table)
+    log.result(table)
     failed = [t for t, (code, _) in results.items() if code != 0]
     if failed:
         raise CommandFailed(f"{len(failed)} of {len(chosen)} targets failed to build", ", ".join(failed),

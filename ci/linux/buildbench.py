@@ -24,12 +24,12 @@ import time
 import uuid
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
 from ci import fsutil, proc
 from ci.errors import UsageError
 from ci.linux import images, reproduce
+from ci.log import log
 from ci.universe import targets
 from ci.universe.project import FARM_ROOT, ProjectConfig
 from ci.universe.selection import Selection, select
@@ -66,7 +66,10 @@ def timed_build(cmd: list[str], env: dict[str, str]) -> float:
     return time.monotonic() - started
 
 
-def bench(config: ProjectConfig, kinds: list[str], touch: str | None, out: Path, console: Console) -> list[Row]:
+def bench(config: ProjectConfig, kinds: list[str], touch: str | None, out: Path,
+          console: object = None) -> list[Row]:
+    """Time cold, warm and one-file builds of each kind; ``console`` is ignored (the farm has one logger) and goes
+    once its callers drop it."""
     top, inside, commit = reproduce.repository_of(config.root)
     rows: list[Row] = []
     folder = Path(tempfile.mkdtemp(prefix="farm-build-times-"))
@@ -115,10 +118,10 @@ def bench(config: ProjectConfig, kinds: list[str], touch: str | None, out: Path,
     for row in rows:
         table.add_row(row.kind, row.target, f"{row.cold:.0f}", f"{row.warm:.0f} ({row.ratio(row.warm):.0%})",
                       f"{row.one_file:.0f} ({row.ratio(row.one_file):.0%})")
-    console.print(table)
+    log.result(table)
     fsutil.atomic_write_json(out / "build-times.json", {"project": config.name, "commit": commit,
                                                         "rows": [dataclasses.asdict(r) for r in rows]})
-    console.print(f"written to {out / 'build-times.json'}")
+    log.info(f"written to {out / 'build-times.json'}")
     return rows
 
 

@@ -40,6 +40,7 @@ from ci.build import tail as publish
 from ci.errors import UsageError
 from ci.linux import host as build
 from ci.linux import image_contents, images, sysroot
+from ci.log import log
 from ci.toolchain import compiler_cache, envs, toolkit
 from ci.universe import matrix, pins, project, project_commands, shapes
 from ci.universe.targets import Target
@@ -170,7 +171,7 @@ def ensure_torch_volume(job: ContainerBuild, python: str) -> str:
         probe = proc.run([docker, "run", "--rm", f"--volume={volume}:{TORCH_MOUNT}", job.image, "test", "-f", marker],
                          capture=True, check=False, log=False)
         if probe.returncode == 0:
-            proc.console.print(f"[green]reusing[/] torch {target.torch} in the volume {volume}")
+            log.reuse(f"torch {target.torch} in the volume {volume}")
             return volume
         mounts, ca_env = ca_mount(images.host_ca_bundle())
         name = f"farm-torch-{job.job}"
@@ -316,9 +317,11 @@ def build_in_container(job: ContainerBuild) -> report.BuildReport:
         job = dataclasses.replace(job, toolchain=image_contents.image_toolchain(job.image))
     if job.sysroot is None and images.is_debian_base(job.spec.base_image) and uses_sysroot(target.cell):
         job = dataclasses.replace(job, sysroot=sysroot.for_arch("x86_64"))
-    cuobjdump = toolkit.ensure_cuobjdump()
-    with fsutil.locked(job.outputs.lock(target), f"the build of {target.id}"):
-        volume = ensure_torch_volume(job, python)
+    with log.target(target.id, "container build"), fsutil.locked(job.outputs.lock(target),
+                                                                  f"the build of {target.id}"):
+        cuobjdump = toolkit.ensure_cuobjdump()
+        with log.stage("torch volume"):
+            volume = ensure_torch_volume(job, python)
         with publish.staging(job.outputs, target) as stage:
             env = cibuildwheel_env(job, python, volume, images.host_ca_bundle())
             # cibuildwheel calls `docker`; give it the client the farm chose.
@@ -326,7 +329,7 @@ def build_in_container(job: ContainerBuild) -> report.BuildReport:
             env["PATH"] = os.pathsep.join([docker_dir, os.environ.get("PATH", "")])
             source = stage / "source"
             project_source.sync_source(target.project.root, source, (job.outputs.build_root, job.outputs.wheelhouse))
-            with proc.on_interrupt(lambda: remove_containers(job.job)):
+            with log.stage("cibuildwheel in the image"), proc.on_interrupt(lambda: remove_containers(job.job)):
                 proc.run(cibuildwheel_command(source, stage / "out"), env=env, cwd=source,
                          what=f"the container build of {target.id} failed",
                          hint="the compiler's output is above; nothing was written to the wheelhouse")

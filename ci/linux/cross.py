@@ -47,6 +47,7 @@ from packaging.requirements import Requirement
 from ci import fsutil, proc, toolenv
 from ci.errors import MissingRequirement
 from ci.linux import sysroot
+from ci.log import log
 from ci.toolchain import toolkit
 from ci.universe import lockcheck, matrix, pins, shapes
 from ci.universe.targets import Target
@@ -164,7 +165,7 @@ def ensure_torch(torch: str, python: str) -> Path:
     site = root / "site"
     marker = root / ".farm-complete"
     if marker.is_file():
-        proc.console.print(f"[green]reusing[/] the {ARCH} torch {torch} in {root}")
+        log.reuse(f"the {ARCH} torch {torch} in {root}")
         return site
     fsutil.writable_dir(root.parent, "environment cache", "FARM_CACHE_DIR", "FARM_CACHE_DIR")
     with fsutil.locked(root.with_name(root.name + ".lock"), f"the {ARCH} torch {torch}"):
@@ -244,9 +245,6 @@ class CrossSetup:
     torch_site: Path
     #: The sysroot the wrappers in ``compiler`` link against (None: FARM_SYSROOT=none).
     sysroot: sysroot.Sysroot | None = None
-
-    def library_dirs(self) -> list[Path]:
-        return [self.torch_site / "torch" / "lib", self.runtime / "lib"]
 
 
 def prepare(target: Target) -> CrossSetup:

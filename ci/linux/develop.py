@@ -22,6 +22,7 @@ from ci import fsutil, proc
 from ci.build import project_source, tail
 from ci.errors import UsageError
 from ci.linux import host as build
+from ci.log import log
 from ci.toolchain import compiler_cache, envs, toolkit
 from ci.universe import archs, project, shapes
 from ci.universe.archs import with_arch_list
@@ -104,7 +105,7 @@ def develop(
     stamp = folder / ".farm-develop.json"
     state = _state(config.root, cmd, compile_env, outputs)
     if not clean and stamp.is_file() and stamp.read_text() == state:
-        proc.console.print("[green]up to date[/]: nothing changed since the last in-place build")
+        log.note("up to date:", "nothing changed since the last in-place build", style="green")
         return DevResult(seconds=time.monotonic() - started, compiled=0, launcher=launcher, arch_list=archs)
     stamp.unlink(missing_ok=True)
     compiled = 0

@@ -27,6 +27,7 @@ from ci.audit import symbols, wheel_audit
 from ci.build import project_source, report, tail
 from ci.errors import UsageError
 from ci.linux import cross, qemu, sysroot
+from ci.log import log
 from ci.toolchain import envs, toolkit
 from ci.universe import project
 from ci.universe.targets import Target
@@ -84,7 +85,7 @@ def scm_version_env(root: Path, python: Path) -> dict[str, str]:
                    check=False, log=False)
     lines = out.stdout.strip().splitlines()
     if out.returncode != 0 or not lines:
-        proc.console.print((out.stdout + out.stderr).rstrip()[-3000:], markup=False)
+        log.details((out.stdout + out.stderr).rstrip()[-3000:])
         raise UsageError("setuptools-scm found no version in the project's folder", root,
                          "build from a git checkout with a version tag (git tag v0.1.0), give [tool.setuptools_scm] "
                          f"a fallback_version, or set {SCM_PRETEND}")
@@ -181,17 +182,19 @@ def build(target: Target, outputs: tail.Outputs, *, max_jobs: int | None = None)
     started = time.monotonic()
     cpu = target.cpu
     outputs.check_writable()
-    with fsutil.locked(outputs.lock(target), f"the build of {target.id}"):
-        setup = cross.prepare(target) if target.cross else None
-        linked = setup.sysroot if setup is not None else sysroot.for_arch(target.arch) if target.os == "linux" else None
-        tk = None if cpu else toolkit.ensure_toolkit(target.cell)
-        cuobjdump = None if cpu else toolkit.ensure_cuobjdump()
-        env = envs.target_env(target)
-        check_build_torch(target, envs.torch_metadata(env))
+    with log.target(target.id, "build"), fsutil.locked(outputs.lock(target), f"the build of {target.id}"):
+        with log.stage("toolkit and build environment"):
+            setup = cross.prepare(target) if target.cross else None
+            linked = (setup.sysroot if setup is not None
+                      else sysroot.for_arch(target.arch) if target.os == "linux" else None)
+            tk = None if cpu else toolkit.ensure_toolkit(target.cell)
+            cuobjdump = None if cpu else toolkit.ensure_cuobjdump()
+            env = envs.target_env(target)
+            check_build_torch(target, envs.torch_metadata(env))
         work = outputs.work_dir(target)
         source = work / "src"
         copied = project_source.sync_source(target.project.root, source, (outputs.build_root, outputs.wheelhouse))
-        proc.console.print(f"sources in {source} ({copied} files updated)")
+        log.info(f"sources in {source} ({copied} files updated)")
         with tail.staging(outputs, target) as stage:
             cmd: list[str | Path] = [env.python, "-m", "build", "--wheel", "--no-isolation", "--outdir",
                                      stage / "dist", source]
@@ -204,9 +207,10 @@ def build(target: Target, outputs: tail.Outputs, *, max_jobs: int | None = None)
                 build_env |= cross.build_env(target, setup.compiler, setup.runtime, setup.torch_site, work)
             if uses_setuptools_scm(target):
                 build_env |= scm_version_env(target.project.root, env.python)
-                proc.console.print(f"version {build_env[SCM_PRETEND]} (setuptools-scm, in {target.project.root})")
-            run_build(cmd, build_env, source, target)
-            built = tail.one_wheel(stage / "dist", "the wheel build")
+                log.info(f"version {build_env[SCM_PRETEND]} (setuptools-scm, in {target.project.root})")
+            with log.stage("the wheel build"):
+                run_build(cmd, build_env, source, target)
+                built = tail.one_wheel(stage / "dist", "the wheel build")
             search = symbol_search(target, env, tk, setup, linked)
 
             def run_audit(wheel: Path) -> audit_records.AuditResult:

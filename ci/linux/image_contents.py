@@ -10,12 +10,12 @@ import json
 import re
 from pathlib import Path
 
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from ci import proc, toolenv
 from ci.linux.images import TOOLCHAIN_ENV, ImageError, ImageSpec, docker_cli, gcc_major, is_debian_base
+from ci.log import log
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,8 +116,9 @@ def layers_path(tag: str) -> Path:
     return toolenv.cache_root() / "images" / (tag.replace("/", "_").replace(":", "_") + ".layers.json")
 
 
-def report_layers(tag: str, console: Console) -> Path:
-    """Print ``tag``'s non-empty layers with their sizes and save them as JSON (for sizing a CI job's disk)."""
+def report_layers(tag: str, console: object = None) -> Path:
+    """Print ``tag``'s non-empty layers with their sizes and save them as JSON (for sizing a CI job's disk).
+    ``console`` is ignored (the farm has one logger); it goes once its callers stop passing it."""
     found = layers(tag)
     total = sum(layer.size for layer in found)
     table = Table(title=f"layers of {tag}")
@@ -130,10 +131,10 @@ def report_layers(tag: str, console: Console) -> Path:
             table.add_row(str(index), size_text(layer.size), f"{layer.size / max(total, 1):.0%}",
                           escape(step_text(layer.created_by) or "(base image)"))
     table.add_row("", size_text(total), "100%", "total")
-    console.print(table)
+    log.result(table)
     path = layers_path(tag)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"image": tag, "size": total,
                                 "layers": [dataclasses.asdict(layer) for layer in found]}, indent=1) + "\n")
-    console.print(f"layer sizes saved to {path}")
+    log.info(f"layer sizes saved to {path}")
     return path

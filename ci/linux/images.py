@@ -4,9 +4,9 @@ The tag is a hash of everything that goes into the image (the Dockerfile's
 text and the cell's build arguments), so a changed cell gets a new image and an
 unchanged one is reused without asking the engine to rebuild.
 
-Architectures: an image is built for the machine that builds it (``host_arch``): on an arm64 machine (the
-release's ``ubuntu-24.04-arm`` jobs) a cell's manylinux base becomes ``manylinux_2_28_aarch64`` and the tag
-names the architecture (``cu130-aarch64-<hash>``).
+Architectures: an image is built for the machine that builds it (``ci.universe.targets.host_arch``): on an
+arm64 machine (the release's ``ubuntu-24.04-arm`` jobs) a cell's manylinux base becomes
+``manylinux_2_28_aarch64`` and the tag names the architecture (``cu130-aarch64-<hash>``).
 
 Base images: a cell names its official base (a manylinux image). Where no
 registry is reachable, ``bootstrap_base`` makes a Debian base with debootstrap
@@ -24,7 +24,6 @@ import dataclasses
 import functools
 import hashlib
 import os
-import platform
 import shutil
 import ssl
 import subprocess
@@ -36,7 +35,8 @@ from pathlib import Path
 from ci import proc
 from ci.errors import MissingRequirement, UsageError, env_path
 from ci.linux import debian
-from ci.universe import matrix, pins, shapes
+from ci.log import log
+from ci.universe import matrix, pins, shapes, targets
 from ci.universe.project import FARM_ROOT
 
 DOCKERFILE = FARM_ROOT / "docker" / "Dockerfile"
@@ -116,10 +116,9 @@ def docker_cli() -> str:
 
 
 def host_arch() -> str:
-    """This machine's CPU architecture as the farm spells it (``x86_64``, ``aarch64``): a builder image is built
-    for, and runs on, the machine's own (GitHub's arm64 runners build the aarch64 images natively)."""
-    machine = platform.machine().lower()
-    return {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+    """Deprecated: :func:`ci.universe.targets.host_arch`, the one answer; kept only until
+    ``ci/linux/image_commands.py`` calls that one (then remove it)."""
+    return targets.host_arch()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,7 +199,9 @@ def gcc_major(cell: shapes.Cell) -> int:
 
 def spec_for(cell: shapes.Cell, base_image: str | None = None, arch: str | None = None) -> ImageSpec:
     """The image of ``cell`` for ``arch`` (default: this machine's; an image runs where it was built)."""
-    arch = arch or host_arch()
+    # A builder image is built for, and runs on, the machine's own architecture (GitHub's arm64 runners build
+    # the aarch64 images natively).
+    arch = arch or targets.host_arch()
     if arch not in matrix.NVIDIA_REPO_ARCH:
         raise UsageError("the farm has no builder images for this machine's architecture", arch,
                          f"build on {' or '.join(matrix.NVIDIA_REPO_ARCH)}")
@@ -335,7 +336,7 @@ def ensure_image(spec: ImageSpec, *, rebuild: bool = False) -> str:
     tag = spec.tag
     require_engine()
     if not rebuild and image_exists(tag):
-        proc.console.print(f"[green]reusing[/] {tag}")
+        log.reuse(tag)
         return tag
     check_toolkit_source(spec)
     ensure_base(spec.base_image)
@@ -367,7 +368,7 @@ def bootstrap_base(suite: str = DEBIAN_SUITE, mirror: str | None = None, *, forc
     require_engine()
     tag = f"{BASE_REPO}:{suite}"
     if not force and image_exists(tag):
-        proc.console.print(f"[green]reusing[/] {tag}")
+        log.reuse(tag)
         return tag
     if shutil.which("debootstrap") is None:
         raise ImageError("debootstrap is not installed", "debootstrap", "apt-get install debootstrap")

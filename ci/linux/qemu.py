@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ci import fsutil, proc, toolenv
 from ci.errors import CommandFailed, MissingRequirement
+from ci.log import log
 from ci.universe import matrix
 
 SUITE = "bookworm"
@@ -58,7 +59,7 @@ def ensure_root() -> Path:
     root = toolenv.cache_root() / "roots" / f"arm64-{SUITE}"
     marker = root.with_name(root.name + ".complete")
     if marker.is_file() and root_python(root).is_file():
-        proc.console.print(f"[green]reusing[/] the arm64 {SUITE} root {root}")
+        log.reuse(f"the arm64 {SUITE} root {root}")
         return root
     if shutil.which("debootstrap") is None:
         raise MissingRequirement("debootstrap is not installed: it makes the arm64 root the import test runs in",
@@ -91,7 +92,7 @@ def ensure_root() -> Path:
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
             raise
-    proc.console.print(f"arm64 {SUITE} root made in {time.monotonic() - started:.0f} s: {root}")
+    log.info(f"arm64 {SUITE} root made in {time.monotonic() - started:.0f} s: {root}")
     return root
 
 

@@ -27,6 +27,7 @@ from elftools.elf.elffile import ELFFile
 
 from ci import proc
 from ci.errors import CommandFailed, UsageError
+from ci.log import log
 from ci.universe.project import FARM_ROOT
 from ci.universe.targets import Target
 
@@ -52,8 +53,7 @@ def repository_of(project_root: Path) -> tuple[Path, Path, str]:
     top = Path(out.stdout.strip()).resolve()
     commit = git(top, "rev-parse", "HEAD")
     if git(top, "status", "--porcelain", "--untracked-files=no", "--", str(project_root)):
-        proc.console.print("[yellow]warning[/]: uncommitted changes are not in the clones; "
-                           f"reproducing commit {commit[:12]}")
+        log.warn(f"uncommitted changes are not in the clones; reproducing commit {commit[:12]}")
     return top, project_root.resolve().relative_to(top), commit
 
 
@@ -128,18 +128,17 @@ def reproduce(target: Target, *, container: bool, base_image: str | None, keep: 
                                      wheelhouse=folder / f"wheelhouse-{label}", base_image=base_image))
         first, second = builds
         for built in builds:
-            proc.console.print(f"{built.label}: {built.wheel.name} sha256 {built.sha256} ({built.seconds:.0f} s)",
-                               soft_wrap=True)
+            log.result(f"{built.label}: {built.wheel.name} sha256 {built.sha256} ({built.seconds:.0f} s)")
         if first.sha256 != second.sha256:
             details = explain(first.wheel, second.wheel, folder / "diff")
             keep = True
             raise CommandFailed("the two builds of one commit differ", f"{first.sha256[:12]} != {second.sha256[:12]}",
                                 f"see what differs above; the builds are kept in {folder}",
                                 details="\n".join(details))
-        proc.console.print(f"[green]reproducible[/]: both builds of {commit[:12]} give {first.sha256}", soft_wrap=True)
+        log.result(f"[green]reproducible[/]: both builds of {commit[:12]} give {first.sha256}", markup=True)
         return builds
     finally:
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)
         else:
-            proc.console.print(f"kept {folder}")
+            log.info(f"kept {folder}")

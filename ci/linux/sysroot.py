@@ -10,7 +10,7 @@ against and links with is bullseye's: ``--sysroot`` for glibc's headers and libr
 ``libstdc++.so``/``libgcc_s`` first (``--sysroot`` alone still links the compiler's own, newer, libstdc++).
 
 * **The sysroot** (:func:`ensure_sysroot`) is made once in the farm's cache, ``sysroots/<arch>-<suite>``: the
-  bullseye packages :data:`PACKAGES` (``libc6``, ``libc6-dev``, ``libstdc++-10-dev``, ...; about 70 MB) are
+  bullseye packages of :func:`packages` (``libc6``, ``libc6-dev``, ``libstdc++-10-dev``, ...; about 70 MB) are
   downloaded with ``apt-get download`` against a sources list, package lists and a download cache of its own
   in a temporary folder (the machine's apt configuration, its lists and its ``apt.conf.d`` hooks are neither
   read nor written; no root needed), unpacked with ``dpkg-deb -x``, and every absolute symbolic link in it is
@@ -68,9 +68,6 @@ def packages(gcc: str) -> tuple[str, ...]:
     """What a C/C++ link against the suite needs: glibc, kernel headers, libcrypt, gcc ``gcc``'s libstdc++."""
     return ("libc6", "libc6-dev", "linux-libc-dev", "libcrypt1", "libcrypt-dev", f"libstdc++-{gcc}-dev",
             f"libgcc-{gcc}-dev", "libstdc++6", "libgcc-s1")
-
-
-PACKAGES = packages(SUITES[DEFAULT_SUITE])
 
 
 def suite_from_env(env: Mapping[str, str] | None = None) -> str | None:
@@ -268,6 +265,7 @@ def make_links_relative(root: Path) -> int:
 def ensure_sysroot(arch: str = "x86_64", suite: str = DEFAULT_SUITE) -> Sysroot:
     """The Debian ``suite`` sysroot for ``arch`` (glibc, libstdc++ of gcc 10), made once in the cache."""
     from ci import fsutil, proc
+    from ci.log import log
 
     if arch not in TRIPLET or suite not in SUITES:
         raise UsageError("no sysroot for this architecture or suite", f"{arch} {suite}",
@@ -275,7 +273,7 @@ def ensure_sysroot(arch: str = "x86_64", suite: str = DEFAULT_SUITE) -> Sysroot:
     root = toolenv.cache_root() / "sysroots" / f"{arch}-{suite}"
     result = Sysroot(root, arch, suite)
     if complete(root, arch):
-        proc.console.print(f"[green]reusing[/] the {suite} {arch} sysroot {root}")
+        log.reuse(f"the {suite} {arch} sysroot {root}")
         return result
     for tool, package in (("apt-get", "apt"), ("dpkg-deb", "dpkg")):
         if shutil.which(tool) is None:
@@ -323,8 +321,8 @@ def ensure_sysroot(arch: str = "x86_64", suite: str = DEFAULT_SUITE) -> Sysroot:
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
             raise
-    proc.console.print(f"{suite} {arch} sysroot made in {time.monotonic() - started:.0f} s ({links} absolute links "
-                       f"made relative): {root}")
+    log.info(f"{suite} {arch} sysroot made in {time.monotonic() - started:.0f} s ({links} absolute links "
+             f"made relative): {root}")
     return result
 
 
@@ -344,10 +342,8 @@ def for_arch(arch: str, env: Mapping[str, str] | None = None) -> Sysroot | None:
     except MissingRequirement as exc:
         if env.get(ENV, "").strip():
             raise
-        from rich.markup import escape
+        from ci.log import log
 
-        from ci import proc
-
-        proc.console.print(f"[yellow]no {suite} sysroot[/]: {escape(exc.what)} ({escape(str(exc.value))}); building "
-                           f"against this machine's own glibc and libstdc++, a higher glibc floor ({escape(exc.fix)})")
+        log.note(f"no {suite} sysroot:", f"{exc.what} ({exc.value}); building "
+                 f"against this machine's own glibc and libstdc++, a higher glibc floor ({exc.fix})")
         return None

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from ci.errors import CommandFailed, UsageError
+from ci.log import log
 from ci.release.manifest import Manifest, ReleaseFile
 from ci.universe import shapes
 
@@ -212,7 +213,7 @@ def offered_torch(python: str, index_url: str | None) -> tuple[str, ...]:
     versions = parse_index_versions(result.stdout)
     if versions or "No matching distribution" in result.stdout + result.stderr:
         return versions
-    proc.console.print((result.stdout + result.stderr).rstrip()[-3000:], markup=False)
+    log.details((result.stdout + result.stderr).rstrip()[-3000:])
     raise CommandFailed("pip could not list the torch versions of its indexes", index_url or "pip's indexes",
                         "its output is above; check the network or the index")
 
@@ -254,7 +255,7 @@ def import_test(target: Target, kind: str, *, wheel: Path, python: str, index_ur
 
     choice = cpu_import_torch(target, python, index_url=index_url, cpu_torch=cpu_torch) if kind == "cpu" else None
     if choice is not None:
-        proc.console.print(f"[bold]CPU-only import test[/] of {wheel.name}: {choice.record}", soft_wrap=True)
+        log.note("CPU-only import test", f"of {wheel.name}: {choice.record}", style="bold")
     base = torch_env(target, kind, python, index_url=index_url, cpu_torch=cpu_torch, choice=choice)
     with tempfile.TemporaryDirectory(prefix="farm-import-") as tmp:
         env = envs.test_env(base, Path(tmp) / "venv")

@@ -34,6 +34,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from ci.errors import CommandFailed, UsageError
+from ci.log import log
 
 if TYPE_CHECKING:
     from ci.toolchain.envs import PythonEnv
@@ -68,30 +69,30 @@ def build_sdist(config: ProjectConfig, dest: Path, *, cpu_torch: str | None = No
         out = Path(tmp) / "dist"
         if _uses_setuptools_scm(config):
             source = config.root
-            proc.console.print("setuptools-scm: the sdist is written in the project's folder (its files and version "
-                               "come from git)")
+            log.info("setuptools-scm: the sdist is written in the project's folder (its files and version "
+                     "come from git)")
         else:
             source = Path(tmp) / config.root.name
             count = copy_project(config.root, source)
-            proc.console.print(f"{count} files of {config.root} copied to {source}")
+            log.info(f"{count} files of {config.root} copied to {source}")
         env = envs.build_env(python, None, config.build_requires)
         first = _run_sdist(env, source, out, capture=True)
         if first.returncode != 0:
             text = (first.stdout + first.stderr).rstrip()
             if not NO_TORCH.search(text):
-                proc.console.print(text[-6000:], markup=False)
+                log.details(text[-6000:])
                 raise proc.failure(first.args, first.returncode, "building the sdist failed")
             version = _cpu_torch_version(config, cpu_torch)
-            proc.console.print(f"[yellow]setup.py needs torch to write its sdist[/] (No module named 'torch'): "
-                               f"again with a CPU-only torch (torch=={version}+cpu)")
+            log.note("setup.py needs torch to write its sdist", "(No module named 'torch'): "
+                     f"again with a CPU-only torch (torch=={version}+cpu)")
             env = cpu_torch_env(config, python, version, torch_index)
             _run_sdist(env, source, out, capture=False)
         made = sorted(out.glob("*.tar.gz"))
         if len(made) != 1:
             raise CommandFailed("the sdist build did not produce exactly one archive",
                                 ", ".join(p.name for p in made) or "none", "its output is above")
-        proc.console.print(f"[green]sdist[/] {made[0].name} in {time.monotonic() - started:.1f} s "
-                           f"({_torch_label(env)})")
+        log.note("sdist", f"{made[0].name} in {time.monotonic() - started:.1f} s ({_torch_label(env)})",
+                 style="green")
         if check:  # before it reaches dest: a refused sdist is not left behind
             check_sdist(config, made[0])
         dest.mkdir(parents=True, exist_ok=True)
@@ -293,7 +294,6 @@ def check_sdist(config: ProjectConfig, sdist: Path, project_files: Sequence[str]
     """Refuse an sdist that lacks a file its build needs (:func:`needed_files`), naming it and the fix in one line
     (the full list before it). ``project_files``: the project's files relative to its root (default: what git lists,
     as the wheel build copies)."""
-    from ci import proc
     from ci.build import project_source
 
     members = sdist_members(sdist)
@@ -319,8 +319,8 @@ def check_sdist(config: ProjectConfig, sdist: Path, project_files: Sequence[str]
             details=f"files the sdist's build needs but the sdist lacks:\n{details}")
     native = [m for m in members if is_native(m)]
     includes = sum(len(LOCAL_INCLUDE.findall(read(m))) for m in native)
-    proc.console.print(f"[green]sdist check[/]: {len(members)} files, {len(native)} C/C++/CUDA files, "
-                       f"{includes} local includes: nothing the build needs is missing")
+    log.note("sdist check:", f"{len(members)} files, {len(native)} C/C++/CUDA files, "
+             f"{includes} local includes: nothing the build needs is missing", style="green")
     return SdistCheck(members=len(members), native=len(native), includes=includes)
 
 
@@ -356,7 +356,6 @@ def build_wheel_from_sdist(config: ProjectConfig, sdist: Path, dest: Path, *, ar
     The sdist is unpacked into a temporary folder and loaded as a project of its own (its ``pyproject.toml``, or
     ``config``'s ``--config`` file), so nothing of the checkout takes part. ``work``: the build folder (default: a
     temporary one, removed; the release target's usual build folder is left alone)."""
-    from ci import proc
     from ci.build import report, tail
     from ci.linux import host as build
     from ci.universe import project, targets
@@ -368,11 +367,11 @@ def build_wheel_from_sdist(config: ProjectConfig, sdist: Path, dest: Path, *, ar
         unpacked = project.load(root, own_config)
         target = targets.with_arch_list(targets.default_target(unpacked), arch_list or proof_arch_list(unpacked))
         outputs = tail.Outputs(wheelhouse=dest, build_root=work or Path(tmp) / "build")
-        proc.console.print(f"[bold]wheel from the sdist[/] {sdist.name}: {target.id}, archs {target.cell.arch_list}")
+        log.note("wheel from the sdist", f"{sdist.name}: {target.id}, archs {target.cell.arch_list}", style="bold")
         rep = build.build(target, outputs, max_jobs=max_jobs)
-    report.print_report(rep, proc.console)
+    report.print_report(rep)
     wheel = outputs.target_dir(target) / rep.wheel
-    proc.console.print(f"[green]wheel from the sdist[/] {wheel.name} in {time.monotonic() - started:.0f} s")
+    log.note("wheel from the sdist", f"{wheel.name} in {time.monotonic() - started:.0f} s", style="green")
     return wheel
 
 

@@ -28,22 +28,20 @@ import re
 import shutil
 import sys
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from ci import fsutil, options, proc
 from ci.errors import CommandFailed, MissingRequirement, UsageError
+from ci.log import log
 from ci.universe import project_commands
 from ci.universe.targets import Target
 
 SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 LANES = options.LANES
-
-console = Console() if sys.stdout.isatty() else Console(width=200)
-
 
 @dataclasses.dataclass
 class LaneResult:
@@ -187,6 +185,19 @@ def run_origin(subject: Subject, import_name: str) -> LaneResult:
     return result
 
 
+def _grouped(target: Target, lane: str, run: Callable[[], LaneResult]) -> LaneResult:
+    """One lane that runs something: a fold group and a step-summary row of its own on GitHub Actions."""
+    log.target_start(f"{target.id} {lane}", "test-gpu lane")
+    try:
+        result = run()
+    except BaseException as exc:
+        log.target_end(False, str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__)
+        raise
+    log.target_end(result.status != "failed", f"{result.status}: {result.passed} passed, {result.failed} failed, "
+                   f"{result.skipped} skipped")
+    return result
+
+
 def run_gpu_lanes(target: Target, subject: Subject, *, ptx: Subject | None, lanes: list[str], quick: bool,
                   out: Path) -> int:
     config = target.project
@@ -197,26 +208,28 @@ def run_gpu_lanes(target: Target, subject: Subject, *, ptx: Subject | None, lane
     info = environment_report(subject)
     gpus = info["gpus"]
     assert isinstance(gpus, list)
-    console.print(f"[bold]GPUs[/]: {gpus}\n[bold]driver[/]: {info.get('driver', '?')}  [bold]torch[/]: "
-                  f"{info['torch']}  [bold]CUDA[/]: {info['cuda']}\n[bold]under test[/]: {subject.description}",
-                  highlight=False)
+    log.result(f"[bold]GPUs[/]: {escape(str(gpus))}\n[bold]driver[/]: {escape(str(info.get('driver', '?')))}  "
+               f"[bold]torch[/]: {escape(str(info['torch']))}  [bold]CUDA[/]: {escape(str(info['cuda']))}\n"
+               f"[bold]under test[/]: {escape(subject.description)}", markup=True)
     if not gpus:
         raise MissingRequirement("no CUDA GPU is visible", f"torch {info['torch']}",
                                  "run test-gpu on a machine with a GPU; on CPU-only machines run nox -s tests")
     results: list[LaneResult] = []
     root = config.root
     if "default" in lanes:
-        smoke = run_lane("smoke", configured.smoke, subject, out, root)
+        smoke = _grouped(target, "smoke", lambda: run_lane("smoke", configured.smoke, subject, out, root))
         results.append(smoke)
         if subject.wheel is not None:  # an in-place build is tested from its source folder by design
-            results.append(run_origin(subject, config.import_name))
+            results.append(_grouped(target, "origin", lambda: run_origin(subject, config.import_name)))
         if configured.gpu_test is None:
             results.append(not_configured("default", "gpu-test"))
         elif all(r.status == "passed" for r in results):
-            results.append(run_lane("default", configured.gpu_test, subject, out, root))
+            gpu_test = configured.gpu_test
+            results.append(_grouped(target, "default", lambda: run_lane("default", gpu_test, subject, out, root)))
     if "sanitizer" in lanes:
-        results.append(run_sanitizer(configured.sanitizer, subject, out, root) if configured.sanitizer
-                       else not_configured("sanitizer", "sanitizer"))
+        sanitizer = configured.sanitizer
+        results.append(_grouped(target, "sanitizer", lambda: run_sanitizer(sanitizer, subject, out, root))
+                       if sanitizer else not_configured("sanitizer", "sanitizer"))
     if "ptx-jit" in lanes:
         if ptx is None:
             results.append(LaneResult("ptx-jit", status="skipped",
@@ -224,25 +237,28 @@ def run_gpu_lanes(target: Target, subject: Subject, *, ptx: Subject | None, lane
         elif configured.gpu_test is None:
             results.append(not_configured("ptx-jit", "gpu-test"))
         else:
-            results.append(run_lane("ptx-jit", configured.gpu_test, ptx, out, root))
+            gpu_test, ptx_subject = configured.gpu_test, ptx
+            results.append(_grouped(target, "ptx-jit", lambda: run_lane("ptx-jit", gpu_test, ptx_subject, out, root)))
     if "multi-gpu" in lanes:
         if len(gpus) < 2:
             results.append(LaneResult("multi-gpu", status="skipped", detail=f"{len(gpus)} GPU visible"))
         elif configured.multi_gpu is None:
             results.append(not_configured("multi-gpu", "multi-gpu"))
         else:
-            results.append(run_lane("multi-gpu", configured.multi_gpu, subject, out, root))
+            multi_gpu = configured.multi_gpu
+            results.append(_grouped(target, "multi-gpu", lambda: run_lane("multi-gpu", multi_gpu, subject, out, root)))
     if "bench" in lanes:
-        results.append(run_lane("bench", configured.bench, subject, out, root) if configured.bench
-                       else not_configured("bench", "bench"))
-    table = Table(title=f"test-gpu: {target.id} on {', '.join(str(g['name']) for g in gpus)}")
+        bench = configured.bench
+        results.append(_grouped(target, "bench", lambda: run_lane("bench", bench, subject, out, root))
+                       if bench else not_configured("bench", "bench"))
+    table = Table(title=escape(f"test-gpu: {target.id} on {', '.join(str(g['name']) for g in gpus)}"))
     for col in ("lane", "passed", "failed", "skipped", "status", "detail"):
         table.add_column(col)
     for r in results:
         style = "green" if r.status == "passed" else ("red" if r.status == "failed" else "yellow")
-        table.add_row(r.lane, str(r.passed), str(r.failed), str(r.skipped), f"[{style}]{r.status}[/]",
+        table.add_row(r.lane, str(r.passed), str(r.failed), str(r.skipped), f"[{style}]{escape(r.status)}[/]",
                       escape(r.detail))
-    console.print(table)
+    log.result(table)
     fsutil.atomic_write_json(out / "summary.json", {"target": target.id, "environment": info,
                                                     "lanes": [dataclasses.asdict(r) for r in results]})
     failed = [r.lane for r in results if r.status == "failed"]

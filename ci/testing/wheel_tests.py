@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ci import proc, settings, wheelmeta
 from ci.errors import UsageError
+from ci.log import log
 from ci.toolchain import envs
 from ci.universe import project_commands
 from ci.universe.targets import Target
@@ -83,13 +84,13 @@ def run_emulated(target: Target, wheel: Path) -> int:
 
     config = target.project
     torch_site = cross.ensure_torch(target.torch, cross.torch_python(target))
-    proc.console.print(f"import under qemu: {qemu.import_wheel(wheel, config.import_name, torch_site)}")
+    log.info(f"import under qemu: {qemu.import_wheel(wheel, config.import_name, torch_site)}")
     with qemu.wheel_python(wheel, torch_site) as python, tempfile.TemporaryDirectory(prefix="farm-out-") as out:
         cmd = project_commands.expand(config.commands.smoke, python=python, project_root=config.root, out=Path(out),
                               wheel=wheel)
         _run(cmd, config.commands.smoke, "smoke", config.root, {"FARM_LANE": "smoke"})
     if config.commands.test is not None:
-        proc.console.print("[yellow]test: not run under qemu[/] (an aarch64 machine runs the CPU tests)")
+        log.note("test: not run under qemu", "(an aarch64 machine runs the CPU tests)")
     return 0
 
 
@@ -102,7 +103,8 @@ def run_cpu_tests(target: Target, wheel: Path) -> int:
         run_env = {"PATH": os.pathsep.join([str(env.bin_dir), os.environ.get("PATH", "")]), "PYTHONPATH": ""}
         for name, command in (("smoke", config.commands.smoke), ("test", config.commands.test)):
             if command is None:
-                proc.console.print(f"[yellow]{name}: not configured[/] ([tool.cuda-ext-farm.commands] {name})")
+                # The key name in brackets is text, not markup (it printed as "( test)").
+                log.note(f"{name}: not configured", f"([tool.cuda-ext-farm.commands] {name})")
                 continue
             _run(_command_line(env, command, Path(out), wheel, config.root), command, name, config.root,
                  {**run_env, "FARM_LANE": name})

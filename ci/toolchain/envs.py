@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ci import fsutil, proc, toolenv
 from ci.errors import MissingRequirement, UsageError
+from ci.log import log
 from ci.universe import pins, shapes
 from ci.universe.targets import Target
 
@@ -122,7 +123,7 @@ def _made_once(root: Path, create: Callable[[PythonEnv], None], record: Mapping[
     with fsutil.locked(root.with_name(root.name + ".lock"), f"the Python environment {root.name}"):
         marker = root / ".farm-complete"
         if marker.is_file() and env.python.exists():
-            proc.console.print(f"[green]reusing[/] the environment {root}{reusing}")
+            log.reuse(f"the environment {root}{reusing}")
             return env
         shutil.rmtree(root, ignore_errors=True)
         try:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from ci import fsutil, proc
 from ci.errors import CommandFailed, MissingRequirement, UsageError, env_path
+from ci.log import log
 from ci.toolenv import cache_root
 from ci.universe import matrix, pins, shapes
 
@@ -119,9 +120,9 @@ def install_once(
                 shutil.rmtree(stale, ignore_errors=True)
         if (root / ".complete").exists():
             if verify is None or verify(root):
-                proc.console.print(f"[green]reusing[/] {name} in {root}")
+                log.reuse(f"{name} in {root}")
                 return root
-            proc.console.print(f"[yellow]the cached {name} in {root} is broken: reinstalling[/]")
+            log.note(f"the cached {name} in {root} is broken: reinstalling")
             shutil.rmtree(root, ignore_errors=True)
         tmp = root.with_name(root.name + f".tmp-pid{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)

@@ -90,10 +90,6 @@ def with_arch_list(cell: CellT, value: str | None) -> CellT:
     return dataclasses.replace(cell, sass_archs=archs, ptx_arch=ptx or archs[-1])  # type: ignore[type-var]
 
 
-def arch_key(arch: str) -> tuple[int, int]:
-    return _arch_key(arch)
-
-
 def with_torch_archs(cell: CellT, torch_sass: tuple[str, ...]) -> CellT:
     """``cell`` with the architectures of the target torch's own build (``TorchRelease.archs_for``): the wheel
     covers exactly the GPUs torch runs on. Those the cell's nvcc cannot compile (CUDA 12.4 and Blackwell) are

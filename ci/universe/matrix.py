@@ -71,9 +71,6 @@ TORCH_RELEASES: tuple[TorchRelease, ...] = (
 #: Compatibility view used by older callers: torch minor -> CUDA version of its PyPI wheels.
 TORCH_CUDA: Mapping[str, str] = {r.minor: r.cuda for r in TORCH_RELEASES}
 
-#: The oldest torch whose LibTorch stable ABI stable-ABI builds target.
-TORCH_TARGET = "2.10"
-
 #: The oldest CPython the abi3 wheels support (``Py_LIMITED_API``) unless a project says otherwise.
 PYTHON_LIMITED_API = "3.10"
 
@@ -320,10 +317,6 @@ def get_cell(key: str) -> Cell:
         f"pick one of {_known(c.cuda for c in CELLS)} (or a major: "
         f"{_known(sorted({str(c.cuda_major) for c in CELLS}))}), or add a cell to CELLS in ci/universe/matrix.py",
     )
-
-
-def release_cell(cuda_major: int) -> Cell:
-    return get_cell(str(cuda_major))
 
 
 def get_torch(version: str) -> TorchRelease:

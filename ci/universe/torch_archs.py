@@ -17,13 +17,9 @@ import ssl
 import urllib.request
 import zipfile
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from ci.errors import CommandFailed, MatrixError
 from ci.universe import lockcheck, shapes
-
-if TYPE_CHECKING:
-    from rich.console import Console
 
 PLATFORMS = {"x86_64": "manylinux_2_28_x86_64", "aarch64": "manylinux_2_28_aarch64"}
 _FLAGS = re.compile(rb"(?:sm|compute)_\d+[af]?(?: (?:sm|compute)_\d+[af]?)+")
@@ -121,20 +117,25 @@ def compare(releases: Iterable[shapes.TorchRelease], arch: str) -> list[tuple[Re
     return rows
 
 
-def check(releases: Iterable[shapes.TorchRelease], console: Console) -> None:
-    """Print each release's lists as PyPI's wheels have them; one line and a failure when the table differs."""
+def check(releases: Iterable[shapes.TorchRelease], console: object = None) -> None:
+    """Print each release's lists as PyPI's wheels have them; one line and a failure when the table differs.
+    ``console`` is ignored (the farm has one logger); it goes once its callers stop passing it."""
+    from rich.markup import escape
+
+    from ci.log import log  # here: ci/cli.py imports the universe, and must not import rich
+
     stale = []
     for arch in ("x86_64", "aarch64"):
         for read, recorded in compare(releases, arch):
             same = read.sass == recorded
-            console.print(f"torch {read.version} {arch}: SASS {' '.join(read.sass) or '-'}"
-                          f"{' PTX ' + ' '.join(read.ptx) if read.ptx else ''} ({read.wheel}, "
-                          f"{read.fetched / 2**20:.1f} MiB read)"
-                          + ("" if same else f" [red]recorded: {' '.join(recorded) or '-'}[/]"))
+            log.result(escape(f"torch {read.version} {arch}: SASS {' '.join(read.sass) or '-'}"
+                              f"{' PTX ' + ' '.join(read.ptx) if read.ptx else ''} ({read.wheel}, "
+                              f"{read.fetched / 2**20:.1f} MiB read)")
+                       + ("" if same else f" [red]recorded: {escape(' '.join(recorded) or '-')}[/]"), markup=True)
             if not same:
                 stale.append(f"{read.version} {arch}")
     if stale:
         raise MatrixError("ci/universe/matrix.py's torch architecture lists differ from PyPI's wheels",
                 ", ".join(stale),
                           "copy the lists above into TORCH_RELEASES (sass, sass_aarch64)")
-    console.print("every recorded list matches torch's own wheels")
+    log.result("every recorded list matches torch's own wheels")

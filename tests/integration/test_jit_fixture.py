@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from ci import toolenv
-from ci.audit import describe
+from ci.audit import gpu_code
 from ci.toolchain import envs, toolkit
 from ci.universe import matrix, project
 from windows import jit
@@ -144,7 +144,7 @@ def test_load_compiled_the_cuda_source_with_the_farms_nvcc(jit_run: JitRun) -> N
     cuobjdump = toolkit.ensure_cuobjdump()
     elf = subprocess.run([cuobjdump, "--list-elf", library], capture_output=True, text=True, check=True).stdout
     ptx = subprocess.run([cuobjdump, "--list-ptx", library], capture_output=True, text=True).stdout
-    assert describe.parse_cuobjdump(elf, ptx) == (("sm_90",), ()), elf + ptx
+    assert gpu_code.parse_cuobjdump(elf, ptx) == (("sm_90",), ()), elf + ptx
 
 
 @pytest.mark.slow

@@ -79,8 +79,9 @@ def test_a_relative_path_in_a_failed_command_gets_the_placeholder_hint(tmp_path:
 def test_a_logged_command_keeps_its_brackets() -> None:
     """The replayable line of the origin check (and any [tool.cuda-ext-farm] text) is not rich markup."""
     from ci import proc
+    from ci.log import log
 
-    with proc.console.capture() as captured:
+    with log.progress.capture() as captured:
         proc.log_command(["python", "-c", "d[k] [tool.cuda-ext-farm.commands]"])
     assert "'d[k] [tool.cuda-ext-farm.commands]'" in captured.get()
 

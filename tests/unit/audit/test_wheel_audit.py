@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ci import errors
-from ci.audit import checks, describe, naming, symbols, wheel_audit
+from ci.audit import checks, gpu_code, naming, symbols, wheel_audit
 from ci.audit import checks as audit_records
 from ci.toolchain import toolkit
 from ci.universe import project, targets
@@ -32,13 +32,13 @@ def release_target() -> targets.Target:
 
 
 def test_cuobjdump_listing_is_parsed_in_arch_order() -> None:
-    sass, ptx = describe.parse_cuobjdump(LIST_ELF, LIST_PTX)
+    sass, ptx = gpu_code.parse_cuobjdump(LIST_ELF, LIST_PTX)
     assert sass == ("sm_75", "sm_90", "sm_100")
     assert ptx == ("sm_100",)
 
 
 def test_missing_sass_and_ptx_fail() -> None:
-    checks = wheel_audit.check_archs(("sm_75", "sm_90"), (), ("7.5", "9.0", "10.0"), "10.0")
+    checks = gpu_code.check_archs(("sm_75", "sm_90"), (), ("7.5", "9.0", "10.0"), "10.0")
     by_name = {c.name: c for c in checks}
     assert not by_name["sass"].ok and "missing sm_100" in by_name["sass"].detail
     assert not by_name["ptx"].ok
@@ -94,8 +94,8 @@ def test_built_wheel_passes_every_audit_check(built_wheel: Path) -> None:
     search = symbols.environment_search(Path(sys.executable), None)
     result = wheel_audit.audit_wheel(built_wheel, target, toolkit.ensure_cuobjdump(), search=search)
     assert result.ok, [c for c in result.checks if not c.ok]
-    assert result.sass == tuple(wheel_audit.arch_to_sm(a) for a in target.cell.sass_archs)
-    assert result.ptx == ((wheel_audit.arch_to_sm(target.cell.ptx_arch),) if target.cell.ptx_arch else ())
+    assert result.sass == tuple(gpu_code.arch_to_sm(a) for a in target.cell.sass_archs)
+    assert result.ptx == ((gpu_code.arch_to_sm(target.cell.ptx_arch),) if target.cell.ptx_arch else ())
     assert all(t.startswith("cp310-abi3-manylinux") for t in result.tags)
     names = {c.name.split(":")[0] for c in result.checks}
     assert {"symbols", "cpu-only", "cuda-code", "cuda-runtime", "metadata", "abi3audit", "wheel-size", "torch-range",

@@ -1,0 +1,115 @@
+"""The GPU-code part of the audit, the same on Linux and Windows: which libraries must (or must not) hold CUDA
+code, what to do when one holds none, and what the CUDA libraries hold (SASS and PTX per architecture, read
+with ``cuobjdump``, checked against the cell's lists, with their bytes per architecture).
+
+``ci/audit/wheel_audit.py`` (ELF) and ``windows/audit.py`` (PE) read their libraries their own way and hand the
+CUDA ones here; ``ci/audit/describe.py`` reads the architectures it records through :func:`list_archs` too.
+It takes the project and the cell, not a target, so that it sits below ``describe`` on the import floors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from ci import proc
+from ci.audit import wheel_size
+from ci.audit.checks import Check
+from ci.universe.project import ProjectConfig
+from ci.universe.shapes import Cell
+
+
+def arch_to_sm(arch: str) -> str:
+    """``"9.0"`` -> ``"sm_90"``, ``"10.0"`` -> ``"sm_100"``, ``"9.0a"`` -> ``"sm_90a"``."""
+    major, minor = arch.split(".")
+    return f"sm_{major}{minor}"
+
+
+def matches(path: str, patterns: Sequence[str]) -> bool:
+    """Whether a library (its path in the wheel, or its file name) matches one of the project's patterns."""
+    name = Path(path).name
+    return any(fnmatch.fnmatch(path, p) or fnmatch.fnmatch(name, p) for p in patterns)
+
+
+def expects_cpu_only(path: str, project: ProjectConfig | None, cuda: bool) -> bool:
+    """A library that must load under a CPU-only torch: every one of a CPU build (or of an audit without a
+    target), else those the project lists in ``cpu-libraries``."""
+    if project is None or not cuda:
+        return True
+    return matches(path, project.cpu_libraries)
+
+
+def expects_cuda_code(path: str, project: ProjectConfig | None, cuda: bool) -> bool:
+    """A library of a CUDA build that must hold CUDA code: listed in ``cuda-libraries``, not in ``cpu-libraries``."""
+    if project is None or not cuda:
+        return False
+    return matches(path, project.cuda_libraries) and not matches(path, project.cpu_libraries)
+
+
+def no_cuda_code_advice(project: ProjectConfig, cell: Cell, found: str = "") -> str:
+    """Why a library of a CUDA build holds no CUDA code, and what to do (Linux and Windows audits)."""
+    keys = ", ".join(f"{k}={v}" for k, v in project.build_env.items()) or "nothing"
+    return (f"holds no CUDA code{found} although this is a CUDA build ({cell.name}). The usual cause: "
+            "setup.py decides on CUDA from torch.cuda.is_available(), which is False on a builder without a GPU. "
+            "Make it read an environment variable and set that in [tool.cuda-ext-farm] build-env (the farm sets "
+            f"{keys}); if this library is meant to be CPU-only, list the ones that must hold CUDA code in "
+            "[tool.cuda-ext-farm] cuda-libraries")
+
+
+def parse_cuobjdump(list_elf: str, list_ptx: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Architectures from ``cuobjdump --list-elf`` and ``--list-ptx`` output."""
+    elf_arch = re.compile(r"\.(sm_\d+[af]?)\.cubin")
+    ptx_arch = re.compile(r"\.(sm_\d+[af]?)\.ptx")
+    sass = sorted(set(elf_arch.findall(list_elf)), key=_sm_key)
+    ptx = sorted(set(ptx_arch.findall(list_ptx)), key=_sm_key)
+    return tuple(sass), tuple(ptx)
+
+
+def _sm_key(sm: str) -> int:
+    return int("".join(ch for ch in sm if ch.isdigit()))
+
+
+def list_archs(cuobjdump: Path, libraries: Sequence[Path]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The SASS and PTX architectures (``sm_90``) of the fatbinaries in ``libraries``."""
+    elf = [proc.run([cuobjdump, "--list-elf", p], capture=True, check=False).stdout for p in libraries]
+    ptx = [proc.run([cuobjdump, "--list-ptx", p], capture=True, check=False).stdout for p in libraries]
+    return parse_cuobjdump("\n".join(elf), "\n".join(ptx))
+
+
+def check_archs(sass: Sequence[str], ptx: Sequence[str], want_sass: Sequence[str], want_ptx: str) -> list[Check]:
+    want = [arch_to_sm(a) for a in want_sass]
+    missing = [a for a in want if a not in sass]
+    extra = [a for a in sass if a not in want]
+    sass_check = Check("sass", not missing, f"SASS for {', '.join(sass) or 'nothing'}"
+                       + (f"; missing {', '.join(missing)}" if missing else "")
+                       + (f"; unexpected {', '.join(extra)}" if extra else ""))
+    if not want_ptx:  # torch's own builds carry no PTX, nor do the wheels that follow them
+        return [sass_check, Check("ptx", True, f"PTX for {', '.join(ptx) or 'nothing'} (none asked for)")]
+    ptx_want = arch_to_sm(want_ptx)
+    return [sass_check, Check("ptx", ptx_want in ptx, f"PTX for {', '.join(ptx) or 'nothing'}"
+                              + ("" if ptx_want in ptx else f"; missing {ptx_want}"))]
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuCode:
+    """What the CUDA libraries of a wheel hold: SASS and PTX architectures, the ``sass``/``ptx`` checks, and the
+    bytes of CUDA code per architecture. Empty when nothing was read (a CPU build, no CUDA library, no
+    ``cuobjdump``)."""
+
+    sass: tuple[str, ...] = ()
+    ptx: tuple[str, ...] = ()
+    checks: tuple[Check, ...] = ()
+    arch_bytes: tuple[tuple[str, int], ...] = ()
+
+
+def read_gpu_code(cell: Cell | None, cuda_libs: Sequence[Path], cuobjdump: Path | None) -> GpuCode:
+    """Read the CUDA libraries ``cuda_libs`` with ``cuobjdump`` and check them against ``cell`` (None: a CPU
+    build, nothing to read)."""
+    if cell is None or not cuda_libs or cuobjdump is None:
+        return GpuCode()
+    sass, ptx = list_archs(cuobjdump, cuda_libs)
+    return GpuCode(sass=sass, ptx=ptx, checks=tuple(check_archs(sass, ptx, cell.sass_archs, cell.ptx_arch)),
+                   arch_bytes=tuple(wheel_size.arch_bytes(cuobjdump, cuda_libs).items()))
