@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ci import proc, wheelmeta
-from ci.audit import describe, symbols, wheel_size
+from ci.audit import debug_info, describe, symbols, wheel_size
 from ci.audit import glibc_floor as floors
 from ci.audit.checks import AuditResult, Check, LibraryInfo
 from ci.audit.naming import check_metadata, check_tags, expected_prefix
@@ -287,6 +287,8 @@ def audit_wheel(
         if target is not None and target.os == "linux":
             checks.append(check_machine(ext_files + bundled_files, root, target.arch))
         checks += floors.check_unpacked(root, wheel, floor)
+        checks.append(debug_info.check_debug_info(ext_files + bundled_files, root, target))
+        checks.append(debug_info.check_fatbin(ext_files, root))
         sass: tuple[str, ...] = ()
         ptx: tuple[str, ...] = ()
         per_arch: tuple[tuple[str, int], ...] = ()
