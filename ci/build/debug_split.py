@@ -76,8 +76,9 @@ class SplitResult:
 
 
 def objcopy_for(arch: str) -> str:
-    """binutils' objcopy for ``arch``'s ELF files: this machine's for its own architecture, else the cross one."""
-    candidates = ["objcopy"] if arch == platform.machine() else [f"{arch}-linux-gnu-objcopy"]
+    """binutils' objcopy for ``arch``'s ELF files: this machine's for its own architecture, else the cross one
+    (the cross compiler's binutils); LLVM's, which reads every architecture, where neither is installed."""
+    candidates = ["objcopy" if arch == platform.machine() else f"{arch}-linux-gnu-objcopy", "llvm-objcopy"]
     for name in candidates:
         found = proc.which(name) or shutil.which(name)
         if found:

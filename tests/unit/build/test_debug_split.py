@@ -131,3 +131,15 @@ def test_strip_debug_false_keeps_them_as_a_warning(tmp_path: Path) -> None:
                                              '[tool.cuda-ext-farm]\nstrip-debug = "no"\n')
     with pytest.raises(UsageError, match=r"strip-debug must be true or false \('no'\)"):
         project.load(tmp_path)
+
+
+@pytest.mark.skipif(not shutil.which("aarch64-linux-gnu-gcc") or platform.machine() == "aarch64",
+                    reason="needs the aarch64 cross compiler")
+def test_a_cross_built_library_is_split_with_the_cross_objcopy(tmp_path: Path) -> None:
+    (tmp_path / "x.c").write_text(SOURCE)
+    subprocess.run(["aarch64-linux-gnu-gcc", "-shared", "-fPIC", "-g", "-Wl,--build-id=sha1", "x.c", "-o",
+                    "_C.abi3.so"], cwd=tmp_path, check=True)
+    wheel = wheel_of(tmp_path, tmp_path / "_C.abi3.so")
+    result = debug_split.split_wheel(wheel, tmp_path / "out", tmp_path / "debug", "aarch64")
+    [split] = result.splits
+    assert split.after < split.before and (tmp_path / "debug" / f"{split.build_id}.debug").is_file()
