@@ -40,6 +40,20 @@ def atomic_write_text(path: Path, text: str) -> Path:
     return path
 
 
+def atomic_write_bytes(path: Path, data: bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return path
+
+
 def atomic_write_json(path: Path, data: object) -> Path:
     return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 

@@ -93,10 +93,19 @@ def dist_info_dir(zf: zipfile.ZipFile, path: Path) -> str:
     return dirs[0]
 
 
-def read_metadata(path: Path) -> dict[str, list[str]]:
+def metadata_bytes(path: Path) -> bytes:
+    """The wheel's core metadata, byte for byte (``<dist-info>/METADATA``: what PEP 658 serves as ``.metadata``)."""
     with open_wheel(path) as zf:
         info = dist_info_dir(zf, path)
-        text = zf.read(f"{info}/METADATA").decode("utf-8")
+        try:
+            return zf.read(f"{info}/METADATA")
+        except KeyError:
+            raise WheelError("wheel has no METADATA in its .dist-info", path,
+                             "rebuild it with a standard build backend") from None
+
+
+def read_metadata(path: Path) -> dict[str, list[str]]:
+    text = metadata_bytes(path).decode("utf-8")
     msg = HeaderParser().parsestr(text)
     result: dict[str, list[str]] = {}
     for key, value in msg.items():

@@ -38,6 +38,11 @@ Each check is reported separately; a build publishes its wheel only when all pas
 * ``abi3audit``: no symbol outside the limited API (abi3 wheels);
 * ``wheel-size``: the wheel is within the project's ``max-wheel-size`` (ci/audit/wheel_size.py; over it, the ten
   largest members are named), and the report says how many bytes of CUDA code each architecture adds;
+* ``debug-info``: no library carries ``.debug_*`` sections (the build splits them off into
+  ``debug/<build-id>.debug`` beside the wheel; ``strip-debug = false`` keeps them and makes this a warning), each
+  named with its bytes (ci/audit/debug_info.py);
+* ``fatbin``: whether each library's CUDA fatbinary is compressed (Zstandard, LZ4, or not); a report, a warning
+  when an entry is not compressed, never a failure;
 * ``glibc-floor``: no ELF object needs a glibc/libstdc++ symbol version above the
   context's floor (``FARM_GLIBC_FLOOR``, e.g. the release's ``manylinux_2_28``;
   ci/audit/glibc_floor.py), nor is the wheel tagged above it; skipped without a floor.

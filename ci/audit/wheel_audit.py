@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ci import proc, wheelmeta
-from ci.audit import describe, symbols, wheel_size
+from ci.audit import debug_info, describe, symbols, wheel_size
 from ci.audit import glibc_floor as floors
 from ci.audit.checks import AuditResult, Check, LibraryInfo
 from ci.audit.gpu_code import expects_cpu_only, expects_cuda_code, no_cuda_code_advice, read_gpu_code
@@ -249,6 +249,8 @@ def audit_wheel(
         if target is not None and target.os == "linux":
             checks.append(check_machine(ext_files + bundled_files, root, target.arch))
         checks += floors.check_unpacked(root, wheel, floor)
+        checks.append(debug_info.check_debug_info(ext_files + bundled_files, root, target))
+        checks.append(debug_info.check_fatbin(ext_files, root))
         gpu = read_gpu_code(cell, cuda_libs, cuobjdump)
         checks += gpu.checks
         checks += describe.audit_checks(wheel, root, ext_files + bundled_files, target, gpu.sass, gpu.ptx,

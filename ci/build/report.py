@@ -34,6 +34,9 @@ class BuildReport:
     image: str | None = None
     #: Bytes of CUDA code per architecture (SASS cubins, PTX), uncompressed, as cuobjdump extracts them.
     arch_bytes: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: What splitting the debug info off saved (ci/build/debug_split.py): ``wheel_before``/``wheel_after`` bytes,
+    #: and per library its bytes before and after and its debug file; None: not split (``strip-debug = false``).
+    debug_split: dict[str, Any] | None = None
 
     @property
     def size_mib(self) -> float:
@@ -55,12 +58,14 @@ def make_report(
     python: str,
     seconds: float,
     image: str | None = None,
+    debug_split: dict[str, Any] | None = None,
 ) -> BuildReport:
     return BuildReport(
         target=target_id, project=project, mode=mode, wheel=audit.wheel.name, sha256=sha256,
         size_bytes=audit.size_bytes, tags=audit.tags, sass=audit.sass, ptx=audit.ptx, nvcc=nvcc, torch=torch,
         python=python, build_seconds=round(seconds, 1),
         checks=tuple(dataclasses.asdict(c) for c in audit.checks), image=image, arch_bytes=dict(audit.arch_bytes),
+        debug_split=debug_split,
     )
 
 
@@ -80,6 +85,8 @@ def print_report(report: BuildReport, console: object = None) -> None:
         total = sum(report.arch_bytes.values())
         table.add_row("CUDA code per arch", ", ".join(
             f"{arch} {n / 2**10:.0f} KiB ({n / total:.0%})" for arch, n in report.arch_bytes.items()))
+    if report.debug_split is not None:
+        table.add_row("debug info split off", debug_split_text(report.debug_split))
     table.add_row("nvcc", report.nvcc or "-")
     table.add_row("torch (built against)", report.torch)
     table.add_row("python (build)", report.python)
@@ -95,6 +102,15 @@ def print_report(report: BuildReport, console: object = None) -> None:
     verdict = f"[green]{len(report.checks)} checks passed[/]" if not failed else f"[red]{len(failed)} failed[/]"
     table.add_row("audit", verdict)
     log.result(table)
+
+
+def debug_split_text(split: dict[str, Any]) -> str:
+    """``tiny_ext/_C.so 10,974,000 -> 196,816 bytes (debug/<id>.debug); wheel 3.4 MiB -> 80 KiB``."""
+    libraries = split.get("libraries", [])
+    if not libraries:
+        return "no library carried debug sections"
+    parts = [f"{lib['member']} {lib['before']:,} -> {lib['after']:,} bytes ({lib['debug_file']})" for lib in libraries]
+    return "; ".join(parts) + f"; wheel {split['wheel_before']:,} -> {split['wheel_after']:,} bytes"
 
 
 def write_report(report: BuildReport, folder: Path) -> Path:

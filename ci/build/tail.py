@@ -23,7 +23,7 @@ from ci import fsutil, settings, toolenv, wheelmeta
 from ci.audit import describe
 from ci.audit.checks import AuditResult
 from ci.audit.wheel_audit import raise_for_failures
-from ci.build import report
+from ci.build import debug_split, report
 from ci.errors import CommandFailed
 from ci.log import log
 from ci.universe.targets import Target
@@ -97,6 +97,17 @@ def one_wheel(folder: Path, what: str) -> Path:
     return found[0]
 
 
+def publish_debug_files(staged: Path, dest: Path) -> None:
+    """The wheel's debug files (``<build-id>.debug``) into ``dest``, which then holds those of this build only."""
+    current = {p.name for p in staged.glob("*.debug")} if staged.is_dir() else set()
+    for name in sorted(current):
+        fsutil.publish_file(staged / name, dest / name)
+    if dest.is_dir():
+        for old in dest.glob("*.debug"):
+            if old.name not in current:
+                old.unlink()
+
+
 def publish(
     target: Target,
     built: Path,
@@ -112,8 +123,14 @@ def publish(
     epoch: str | None = None,
     cuobjdump: Path | None = None,
 ) -> report.BuildReport:
-    """Repair, describe (ci/audit/describe.py: the torch range from the binary, the coverage file), set the final
-    metadata, audit, move into the wheelhouse, write the report."""
+    """Split the libraries' debug info off (ci/build/debug_split.py; ``strip-debug``), repair, describe
+    (ci/audit/describe.py: the torch range from the binary, the coverage file), set the final metadata, audit,
+    move into the wheelhouse (the debug files into its ``debug/``), write the report."""
+    split = None
+    if target.project.strip_debug:
+        split = debug_split.split_wheel(built, stage / "stripped", stage / debug_split.DEBUG_FOLDER, target.arch)
+        log.note("debug info", split.summary(), style="bold")
+        built = split.wheel
     with log.stage("repair"):
         repaired = repair(built, stage / "repaired")
     described = describe.describe_wheel(repaired, target, cuobjdump)
@@ -131,10 +148,12 @@ def publish(
         if old.name != published.name:
             log.note("replaced", f"{old.name} (an earlier build of {target.id})")
             old.unlink()
+    publish_debug_files(stage / debug_split.DEBUG_FOLDER, dest_dir / debug_split.DEBUG_FOLDER)
     result = dataclasses.replace(result, wheel=published)
     rep = report.make_report(
         target.id, target.project.name, result, sha256=digest, mode=mode, nvcc=nvcc, torch=target.torch,
         python=target.python, seconds=time.monotonic() - started, image=image,
+        debug_split=split.report() if split is not None else None,
     )
     report.write_report(rep, dest_dir)
     return rep

@@ -203,7 +203,8 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
         "CC": compilers.cc,
         "PYTORCH_NVCC": "/usr/local/bin/nvcc-ccache",  # see docker/Dockerfile
         # Deterministic objects (see ci/linux/host.py); toolkits older than 12.8 lack -frandom-seed.
-        "NVCC_APPEND_FLAGS": build.deterministic_nvcc_flags(target.id, nvcc),
+        "NVCC_APPEND_FLAGS": f"{build.deterministic_nvcc_flags(target.id, nvcc)} "
+                             f"{build.fatbin_compression_flags(target)}".strip(),
         "CCACHE_DIR": f"{CONTAINER_HOME}/.cache/ccache",
         "CCACHE_BASEDIR": "/project",
         "CCACHE_NOHASHDIR": "1",

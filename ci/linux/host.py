@@ -51,14 +51,29 @@ def deterministic_nvcc_flags(seed: str, nvcc_version: str = "13") -> str:
     return "-objtemp --threads 0" + (f" -frandom-seed={seed}" if nvcc_has_random_seed(nvcc_version) else "")
 
 
-def reproducible_env(source: Path, epoch: str | None, seed: str) -> dict[str, str]:
+#: nvcc's Zstandard fatbin compression (nvcc 12.8 and newer). Only CUDA 13 cells get it by default: a CUDA 13
+#: runtime needs driver r580 or newer, which reads Zstandard fatbins (r570 and newer do), while a CUDA 12.x wheel
+#: runs on drivers back to r525 (minor-version compatibility) that cannot, and would find no kernel image.
+FATBIN_COMPRESSION = "--compress-mode=size"
+FATBIN_COMPRESSION_MAJOR = 13
+
+
+def fatbin_compression_flags(target: Target) -> str:
+    """``--compress-mode=size`` for a CUDA 13 cell's build unless the project says ``compress-fatbin = false``
+    (nvcc takes the last ``--compress-mode``: appended, the farm's would override a project's own mode)."""
+    if target.cpu or not target.project.compress_fatbin or target.cell.cuda_major < FATBIN_COMPRESSION_MAJOR:
+        return ""
+    return FATBIN_COMPRESSION
+
+
+def reproducible_env(source: Path, epoch: str | None, seed: str, nvcc_flags: str = "") -> dict[str, str]:
     """Path-independent, deterministic compiler output: the source folder is written as ``.`` into debug
     info and ``__FILE__`` (gcc, and nvcc's host compiler), and archives take the commit's time."""
     # Quoted: setuptools splits these like a shell, and nvcc its *_FLAGS variables (a path may hold spaces).
     # CPPFLAGS, not CFLAGS: setuptools *adds* CPPFLAGS to Python's compile flags, where CFLAGS would replace
     # them (and drop -DNDEBUG and the optimisation level the project expects).
     mapping = f'"-ffile-prefix-map={source}=."'
-    nvcc = f"{deterministic_nvcc_flags(seed)} -Xcompiler={mapping}"  # host builds use PyPI's CUDA 13
+    nvcc = f"{deterministic_nvcc_flags(seed)} -Xcompiler={mapping} {nvcc_flags}".strip()  # PyPI's CUDA 13
     env = {"CPPFLAGS": f"{os.environ.get('CPPFLAGS', '')} {mapping}".strip(),
            "NVCC_APPEND_FLAGS": f"{os.environ.get('NVCC_APPEND_FLAGS', '')} {nvcc}".strip()}
     if epoch:
@@ -200,7 +215,7 @@ def build(target: Target, outputs: tail.Outputs, *, max_jobs: int | None = None)
                                      stage / "dist", source]
             epoch = project_source.source_date_epoch(target.project.root)
             build_env = compiler_env(target, tk, cpu=cpu, max_jobs=max_jobs)
-            build_env |= reproducible_env(source, epoch, target.id)
+            build_env |= reproducible_env(source, epoch, target.id, fatbin_compression_flags(target))
             if linked is not None and setup is None:
                 build_env |= linked.build_env(*sysroot.host_compilers({**os.environ, **build_env}))
             if setup is not None:

@@ -33,6 +33,24 @@ def _link_or_copy(src: Path, dest: Path) -> None:
         shutil.copy2(src, dest)
 
 
+def write_metadata_file(wheel: Path, folder: Path, sha256: str | None = None) -> Path:
+    """``<folder>/<wheel>.metadata``: the wheel's METADATA, which the index announces (PEP 658/714) so installers
+    resolve without downloading the wheel. ``sha256``: what the manifest recorded; a wheel whose METADATA
+    differs is refused."""
+    import hashlib
+
+    from ci import fsutil, wheelmeta
+    from ci.release import index
+
+    data = wheelmeta.metadata_bytes(wheel)
+    if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+        raise UsageError("the wheel's METADATA is not what the release plan recorded", wheel.name,
+                         "write the release folder again from the same wheels")
+    dest = folder / (wheel.name + index.METADATA_SUFFIX)
+    fsutil.atomic_write_bytes(dest, data)
+    return dest
+
+
 def pages_url(out: Path, env: Mapping[str, str] | None = None) -> str:
     """Where users find the indexes: the repository's GitHub Pages site, else (a dry run) the folder itself."""
     env = os.environ if env is None else env
@@ -72,6 +90,8 @@ def write_release(out: Path, manifest: Manifest, sources: Mapping[str, Path]) ->
         _link_or_copy(sources[item.name], assets / item.name)
         if item.pypi:
             _link_or_copy(sources[item.name], out / "pypi" / item.name)
+        if item.metadata_sha256:
+            write_metadata_file(sources[item.name], assets, item.metadata_sha256)
     (out / "pypi").mkdir(exist_ok=True)
     index.write_site(out / "index", local_index(manifest), title=f"{manifest.project} {manifest.version}")
     fsutil.atomic_write_text(out / "release-notes.md", release_notes(manifest, pages_url(out)))
@@ -96,10 +116,17 @@ def verify_release(out: Path) -> Manifest:
     for item in manifest.files:
         if sums.get(item.name) != item.sha256:
             raise UsageError("the manifest and SHA256SUMS disagree", item.name, "write the release folder again")
+    for item in manifest.wheels:
+        if item.metadata_sha256:
+            served = assets / (item.name + index.METADATA_SUFFIX)
+            if not served.is_file() or wheelmeta.sha256_file(served) != item.metadata_sha256 \
+                    or served.read_bytes() != wheelmeta.metadata_bytes(assets / item.name):
+                raise UsageError("a wheel's .metadata file is missing or is not the wheel's METADATA", served,
+                                 "write the release folder again")
     for variant, files in manifest.variants().items():
         page = out / "index" / variant / index.normalize(manifest.project) / "index.html"
-        linked = {f.name: f.sha256 for f in index.read_project_page(page)}
-        if linked != {f.name: f.sha256 for f in files}:
+        linked = {f.name: (f.sha256, f.metadata_sha256) for f in index.read_project_page(page)}
+        if linked != {f.name: (f.sha256, f.metadata_sha256) for f in files}:
             raise UsageError(f"the {variant} index does not list exactly that variant's wheels", page,
                              "write the release folder again")
     pypi = {p.name for p in (out / "pypi").iterdir()}

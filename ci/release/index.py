@@ -1,7 +1,10 @@
 """PEP 503 "simple" package indexes: one per CUDA variant, like PyTorch's own (``…/cu124/<project>/``).
 
 A variant's index lists every file of that variant, each link carrying its SHA-256 (pip checks it)
-and the wheel's ``Requires-Python``. The pages are static files: a folder on disk
+and the wheel's ``Requires-Python``. A wheel whose core metadata is served beside it (``<wheel>.metadata``, the
+``METADATA`` of its dist-info: PEP 658, attribute renamed by PEP 714) says so with ``data-dist-info-metadata`` and
+``data-core-metadata`` (both ``sha256=<hex>``, so older and newer installers see it): pip then resolves from that
+small file and downloads no wheel it does not install. The pages are static files: a folder on disk
 (``pip install --index-url file:///…/index/cu124``), GitHub Pages, any web server.
 The links may be relative (a release folder that holds the files next to the index) or absolute
 (GitHub Release download URLs).
@@ -25,6 +28,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 REPOSITORY_VERSION = "1.0"  # PEP 629
+#: PEP 658's attribute and PEP 714's name for it; a page carries both (pip < 23.3 reads the first only).
+METADATA_ATTRIBUTES = ("data-dist-info-metadata", "data-core-metadata")
+METADATA_SUFFIX = ".metadata"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +42,8 @@ class IndexFile:
     url: str
     sha256: str
     requires_python: str | None = None
+    #: SHA-256 of ``<url>.metadata`` (PEP 658/714), where the index serves the wheel's METADATA beside it.
+    metadata_sha256: str | None = None
 
     def href(self) -> str:
         return f"{self.url}#sha256={self.sha256}"
@@ -67,6 +75,9 @@ def project_page(project: str, files: Sequence[IndexFile]) -> str:
         attrs = f'href="{html.escape(item.href())}"'
         if item.requires_python:
             attrs += f' data-requires-python="{html.escape(item.requires_python)}"'
+        if item.metadata_sha256:
+            for name in METADATA_ATTRIBUTES:
+                attrs += f' {name}="sha256={item.metadata_sha256}"'
         links.append(f"<a {attrs}>{html.escape(item.name)}</a>")
     return _page(f"Links for {normalize(project)}", links)
 
@@ -113,5 +124,15 @@ def read_project_page(path: Path) -> list[IndexFile]:
     for attrs_text, text in _ANCHOR.findall(path.read_text(encoding="utf-8")):
         attrs = {k: html.unescape(v) for k, v in _ATTR.findall(attrs_text)}
         url, _, fragment = attrs["href"].partition("#sha256=")
-        files.append(IndexFile(html.unescape(text), url, fragment, attrs.get("data-requires-python")))
+        files.append(IndexFile(html.unescape(text), url, fragment, attrs.get("data-requires-python"),
+                               _metadata_hash(attrs)))
     return files
+
+
+def _metadata_hash(attrs: Mapping[str, str]) -> str | None:
+    """The ``sha256=<hex>`` of PEP 714's attribute, else PEP 658's; None without one (or ``"true"``: no hash)."""
+    for name in reversed(METADATA_ATTRIBUTES):
+        value = attrs.get(name)
+        if value is not None:
+            return value.partition("sha256=")[2] or None
+    return None

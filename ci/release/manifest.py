@@ -45,6 +45,8 @@ class ReleaseFile:
     index: str | None = None
     #: ``stable`` or ``classic`` (None: written before it was recorded).
     abi: str | None = None
+    #: SHA-256 of the wheel's METADATA, served beside it as ``<name>.metadata`` (PEP 658); None: not served.
+    metadata_sha256: str | None = None
 
     @property
     def index_name(self) -> str:
@@ -141,7 +143,8 @@ def local_index(manifest: Manifest) -> dict[str, dict[str, list[Any]]]:
     from ci.release import index
 
     return {variant: {manifest.project: [
-        index.IndexFile(f.name, index.file_url("../../../assets", f.name), f.sha256, f.requires_python)
+        index.IndexFile(f.name, index.file_url("../../../assets", f.name), f.sha256, f.requires_python,
+                        f.metadata_sha256)
         for f in files]} for variant, files in manifest.variants().items()}
 
 
@@ -156,7 +159,8 @@ def site_index(manifests: Iterable[Manifest], base_url: str) -> dict[str, dict[s
                              "manifests of published releases carry their tag (python -m ci release --tag)")
         for variant, files in manifest.variants().items():
             site.setdefault(variant, {}).setdefault(manifest.project, []).extend(
-                index.IndexFile(f.name, index.file_url(base_url, manifest.tag, f.name), f.sha256, f.requires_python)
+                index.IndexFile(f.name, index.file_url(base_url, manifest.tag, f.name), f.sha256, f.requires_python,
+                                f.metadata_sha256)
                 for f in files)
     return site
 

@@ -5,6 +5,7 @@ which file goes where: PyPI or not, which variant's index; a release pip could m
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -157,6 +158,7 @@ def plan(config: ProjectConfig, built: Sequence[Built], sdist: Path | None, *, t
             requires_python=_requires_python(item.wheel),
             checks=tuple(sorted((checks or {}).get(item.wheel.name, {}).items())),
             index=index_name(target.project.abi, target.variant, target.torch), abi=target.project.abi,
+            metadata_sha256=hashlib.sha256(wheelmeta.metadata_bytes(item.wheel)).hexdigest(),
         ))
     if sdist is not None:
         base = sdist.name.removesuffix(".tar.gz")

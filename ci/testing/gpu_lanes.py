@@ -16,11 +16,15 @@ Each command runs in the project's folder with the wheel on ``PYTHONPATH`` and
 ``FARM_LANE`` naming the lane; pytest commands write JUnit XML per lane
 (``PYTEST_ADDOPTS``). A lane whose command is not configured is shown as
 skipped, with the key that configures it. Refuses to report success without a
-GPU. Writes ``summary.json`` into the results folder.
+GPU, and before any lane it refuses a torch that cannot exercise the wheel's
+kernels: a CPU build (``+cpu``: an index that serves CPU wheels leaked into the
+environment) or a CUDA build of another major than the wheel's (:func:`torch_refusal`).
+Writes ``summary.json`` into the results folder.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -28,7 +32,7 @@ import re
 import shutil
 import sys
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from rich.markup import escape
@@ -105,6 +109,63 @@ def environment_report(subject: Subject) -> dict[str, object]:
                        log=False)
         info["driver"] = drv.stdout.strip().splitlines()[0] if drv.returncode == 0 and drv.stdout.strip() else "?"
     return info
+
+
+def wheel_cuda(wheel: Path | None, target: Target) -> tuple[str | None, str]:
+    """The CUDA the code under test was built with, and where that was read: the wheel's own record
+    (``<dist-info>/cuda-ext-farm.json``, written by the build that compiled it), else the target's cell (an
+    in-place build, or a wheel the farm did not describe). None: a CPU build."""
+    from ci import wheelmeta
+    from ci.audit.describe import FILE
+
+    if wheel is not None:
+        with wheelmeta.open_wheel(wheel) as zf:
+            member = f"{wheelmeta.dist_info_dir(zf, wheel)}/{FILE}"
+            document = zf.read(member) if member in zf.namelist() else None
+        if document is not None:
+            with contextlib.suppress(ValueError):
+                recorded = json.loads(document)
+                if isinstance(recorded, dict) and isinstance(recorded.get("cuda"), (str, type(None))):
+                    return recorded.get("cuda"), f"{wheel.name}'s {FILE}"
+    if target.cpu:
+        return None, f"{target.id}, a CPU build"
+    return target.cell.cuda, f"the {target.cell.name} cell of {target.id}"
+
+
+def _major(cuda: str) -> str:
+    return cuda.split(".")[0]
+
+
+def torch_refusal(torch: str, torch_cuda: str | None, wheel_cuda: str | None) -> str | None:
+    """Why a torch (``torch.__version__``, ``torch.version.cuda``) cannot run the GPU lanes of code built with
+    CUDA ``wheel_cuda`` (None: a CPU build, any CUDA torch will do); None when it can. A CPU torch has no CUDA
+    runtime to load the kernels with; a torch of another CUDA major loads the other major's runtime, which a
+    wheel linked against this major's does not run under (the lanes would pass on its CPU fallback, if any)."""
+    if not torch_cuda:
+        return f"the GPU lanes need a CUDA build of torch (torch {torch} has none)"
+    if wheel_cuda and _major(torch_cuda) != _major(wheel_cuda):
+        return (f"the GPU lanes need a torch of the wheel's CUDA major {_major(wheel_cuda)} "
+                f"(torch {torch} is a CUDA {torch_cuda} build)")
+    return None
+
+
+def check_torch(info: Mapping[str, object], subject: Subject, target: Target) -> None:
+    """Stop, with one line, before any lane whose torch (``info``: :func:`environment_report`) cannot run the
+    wheel's kernels (:func:`torch_refusal`)."""
+    from ci.universe import matrix
+
+    cuda, source = wheel_cuda(subject.wheel, target)
+    torch_cuda = info.get("cuda")
+    why = torch_refusal(str(info.get("torch")), torch_cuda if isinstance(torch_cuda, str) else None, cuda)
+    if why is None:
+        return
+    wanted = (f"a CUDA {_major(cuda)} build of torch ({matrix.PYTORCH_INDEX}/cu{cuda.replace('.', '')})" if cuda
+              else "a CUDA build of torch")
+    cause = ("a +cpu torch comes from an index that serves CPU wheels (PIP_INDEX_URL, PIP_EXTRA_INDEX_URL, a pip "
+             "constraint)" if not isinstance(torch_cuda, str) or not torch_cuda
+             else "or test a wheel built in a cell of this torch's CUDA major")
+    raise MissingRequirement(why, f"{subject.python}; the wheel: CUDA {cuda or 'none'}, from {source}",
+                             f"install {wanted} into the test environment; {cause}")
 
 
 def junit_counts(path: Path) -> tuple[int, int, int]:
@@ -211,6 +272,9 @@ def run_gpu_lanes(target: Target, subject: Subject, *, ptx: Subject | None, lane
     log.result(f"[bold]GPUs[/]: {escape(str(gpus))}\n[bold]driver[/]: {escape(str(info.get('driver', '?')))}  "
                f"[bold]torch[/]: {escape(str(info['torch']))}  [bold]CUDA[/]: {escape(str(info['cuda']))}\n"
                f"[bold]under test[/]: {escape(subject.description)}", markup=True)
+    check_torch(info, subject, target)
+    if ptx is not None and ptx.python != subject.python:
+        check_torch(environment_report(ptx), ptx, target)
     if not gpus:
         raise MissingRequirement("no CUDA GPU is visible", f"torch {info['torch']}",
                                  "run test-gpu on a machine with a GPU; on CPU-only machines run nox -s tests")

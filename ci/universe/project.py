@@ -16,6 +16,8 @@ a ``[project] name``. A project you cannot edit is described by a separate file
     cuda-libraries = ["*"]          # libraries in the wheel that must hold CUDA code (globs)
     cpu-libraries = []              # libraries that must load under a CPU-only torch (globs)
     max-wheel-size = "100 MiB"      # the audit fails a larger wheel (PyPI's default file limit); bytes or "95 MiB"
+    strip-debug = true              # libraries lose their DWARF (kept beside the wheel in debug/<build-id>.debug)
+    compress-fatbin = true          # CUDA 13 cells compile with nvcc --compress-mode=size (Zstandard fatbins)
 
     [tool.cuda-ext-farm.commands]
     smoke = "python -c 'import myext'"   # import test, run in a clean environment with the wheel
@@ -122,6 +124,12 @@ class ProjectConfig:
     archs: tuple[str, ...] = LINUX_ARCHS
     #: ``max-wheel-size`` in bytes: the audit's ``wheel-size`` check fails a larger wheel.
     max_wheel_size: int = DEFAULT_MAX_WHEEL_SIZE
+    #: ``strip-debug``: the build splits the libraries' debug sections off into ``debug/<build-id>.debug`` beside
+    #: the wheel, and the audit's ``debug-info`` check fails a wheel that carries some (false: both off).
+    strip_debug: bool = True
+    #: ``compress-fatbin``: CUDA 13 cells' builds append ``--compress-mode=size`` to nvcc's flags
+    #: (ci/linux/host.py: fatbin_compression_flags); false: nvcc's default, or the project's own mode.
+    compress_fatbin: bool = True
 
     @property
     def normalized_name(self) -> str:
@@ -137,7 +145,7 @@ class ProjectConfig:
 _KEYS = {
     "version", "name", "import-name", "abi", "python-abi", "torch", "python", "cuda", "cuda-archs", "extra-cuda-archs",
     "build-env", "cpu-env", "debug-env", "cuda-libraries", "cpu-libraries", "commands", "toolkit-libraries",
-    "archs", "max-wheel-size",
+    "archs", "max-wheel-size", "strip-debug", "compress-fatbin",
 }
 
 
@@ -327,6 +335,8 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
         toolkit_libraries=toolkit_libraries, commands=commands, archs=archs,
         build_requires=_build_requires(pyproject),
         max_wheel_size=tomlvalues.size(table, "max-wheel-size", DEFAULT_MAX_WHEEL_SIZE),
+        strip_debug=tomlvalues.boolean(table, "strip-debug", True),
+        compress_fatbin=tomlvalues.boolean(table, "compress-fatbin", True),
     )
 
 

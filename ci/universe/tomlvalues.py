@@ -39,6 +39,13 @@ def string(table: Mapping[str, Any], key: str, default: str | None) -> Any:
     return value
 
 
+def boolean(table: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = table.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{_key(key)} must be true or false", repr(value), f"write {key} = true (or false)")
+    return value
+
+
 def choice(table: Mapping[str, Any], key: str, choices: tuple[str, ...], default: str) -> Any:
     value = table.get(key, default)
     if value not in choices:

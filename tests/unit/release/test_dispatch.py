@@ -270,6 +270,8 @@ def published_release(tmp_path: Path, config: project.ProjectConfig, ids: list[s
     return downloaded
 
 
+@pytest.mark.xfail(strict=True, reason="dispatch.merge must carry each added wheel's .metadata file into new/, "
+                   "SHA256SUMS and ATTESTED-SUMS (H1's file; the change is in H5's report); then drop this mark")
 def test_only_the_selected_wheels_are_added_to_the_release_and_none_replaced(
         config: project.ProjectConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The install lines resolve against PyPI (release --assemble's tests run them); here: offline.
@@ -288,7 +290,8 @@ def test_only_the_selected_wheels_are_added_to_the_release_and_none_replaced(
     added = dispatch.merge(tmp_path / "release", published, tmp_path / "merged")
     merged_dir = tmp_path / "merged"
     assert sorted(added) == sorted(f.name for f in manifest.files)
-    assert sorted(p.name for p in (merged_dir / dispatch.NEW).iterdir()) == sorted(added)
+    served = {f"{f.name}.metadata" for f in manifest.wheels}  # PEP 658: each wheel's METADATA beside it
+    assert sorted(p.name for p in (merged_dir / dispatch.NEW).iterdir()) == sorted({*added, *served})
     merged = release_manifest.Manifest.from_json((merged_dir / release_manifest.MANIFEST).read_text())
     assert {f.name for f in merged.files} == {f.name for f in old.files} | set(added)
     assert (merged.tag, merged.commit, merged.version) == (old.tag, old.commit, old.version)
@@ -297,11 +300,12 @@ def test_only_the_selected_wheels_are_added_to_the_release_and_none_replaced(
     x86 = next(f for f in merged.files if f.target == X86)
     assert x86.pypi is False and x86.pypi_reason == dispatch.NOT_ON_PYPI
     sums = release_manifest.parse_sums((merged_dir / release_manifest.SUMS).read_text())
-    assert set(sums) == {f.name for f in merged.files} | {release_manifest.MANIFEST}
+    assert set(sums) == ({f.name for f in merged.files} | {f"{f.name}.metadata" for f in merged.wheels}
+                         | {release_manifest.MANIFEST})
     assert sums[release_manifest.MANIFEST] == hashlib.sha256((merged_dir / release_manifest.MANIFEST)
                                                              .read_bytes()).hexdigest()
     attested = release_manifest.parse_sums((merged_dir / dispatch.ATTESTED).read_text())
-    assert set(attested) == {*added, release_manifest.MANIFEST}
+    assert set(attested) == {*added, *served, release_manifest.MANIFEST}
     # The site of the merged release links every wheel, the old ones as before.
     site = release_manifest.site_index([merged], "https://github.com/o/r/releases/download")
     linked = {f.name for pages in site.values() for files in pages.values() for f in files}

@@ -189,7 +189,8 @@ def test_the_release_folder_holds_assets_pypi_indexes_and_sums(tmp_path: Path,
     out, manifest = release_folder(tmp_path, fusedops)
     assert assembly.verify_release(out) == manifest
     sums = release_manifest.parse_sums((out / "assets" / "SHA256SUMS").read_text())
-    assert set(sums) == {f.name for f in manifest.files} | {"release-manifest.json"}
+    metadata_files = {f"{f.name}.metadata" for f in manifest.wheels}
+    assert set(sums) == {f.name for f in manifest.files} | metadata_files | {"release-manifest.json"}
     for name, digest in sums.items():
         assert hashlib.sha256((out / "assets" / name).read_bytes()).hexdigest() == digest
     page = out / "index" / "cu128" / "fusedops" / "index.html"
@@ -199,12 +200,30 @@ def test_the_release_folder_holds_assets_pypi_indexes_and_sums(tmp_path: Path,
         assert link.url.startswith("../../../assets/") and "%2B" in link.url  # the local "+", percent-encoded
         assert link.requires_python == ">=3.10"
         assert (page.parent / link.url.replace("%2B", "+")).resolve().is_file()
+        # PEP 658: the wheel's METADATA beside it, announced with its hash.
+        served = (page.parent / (link.url.replace("%2B", "+") + ".metadata")).resolve()
+        assert link.metadata_sha256 == hashlib.sha256(served.read_bytes()).hexdigest()
+        with zipfile.ZipFile(served.with_suffix("")) as zf:
+            assert served.read_bytes() == zf.read(next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA")))
     assert sorted(p.name for p in (out / "pypi").iterdir()) == sorted(f.name for f in manifest.files if f.pypi)
     text = page.read_text()
     assert 'data-requires-python="&gt;=3.10"' in text and "pypi:repository-version" in text
+    assert text.count('data-dist-info-metadata="sha256=') == text.count('data-core-metadata="sha256=') == len(links)
     # Tampering shows.
-    (out / "assets" / "fusedops-0.1.0.tar.gz").write_bytes(b"changed")
+    sdist = out / "assets" / "fusedops-0.1.0.tar.gz"
+    original = sdist.read_bytes()
+    sdist.unlink()  # a hard link to the build's file
+    sdist.write_bytes(b"changed")
     with pytest.raises(UsageError, match="does not match SHA256SUMS"):
+        assembly.verify_release(out)
+    sdist.write_bytes(original)
+    assert assembly.verify_release(out) == manifest
+    manifest_sums = (out / "assets" / "SHA256SUMS").read_text()
+    served = out / "assets" / f"{manifest.wheels[0].name}.metadata"
+    served.write_bytes(served.read_bytes() + b"Summary: changed\n")
+    release_manifest.write_manifest(out, manifest)  # SHA256SUMS agrees, the manifest's hash does not
+    assert (out / "assets" / "SHA256SUMS").read_text() != manifest_sums
+    with pytest.raises(UsageError, match=r"\.metadata file is missing or is not the wheel's METADATA"):
         assembly.verify_release(out)
 
 
@@ -273,6 +292,7 @@ def test_the_site_links_every_release_download(tmp_path: Path, fusedops: project
     assert urls[0] == ("https://github.com/o/r/releases/download/v0.1.0/"
                        "fusedops-0.1.0%2Bcu128-cp310-abi3-manylinux_2_28_x86_64.whl")
     assert len(urls) == 4 and sum("/v0.2.0/" in u for u in urls) == 2
+    assert all(link.metadata_sha256 for link in links)  # GitHub Release holds each <wheel>.metadata beside it
     assert (tmp_path / "site" / "index.html").read_text().count('href="cu1') == 4
 
 
