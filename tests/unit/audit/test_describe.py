@@ -93,7 +93,7 @@ def test_a_shim_newer_than_the_table_fails_the_range(tmp_path: Path) -> None:
 
 
 def test_the_floor_of_a_pe_module(tmp_path: Path) -> None:
-    import pebuild
+    from tests.unit.windows import pebuild
 
     if pebuild.missing_tools():
         pytest.skip(f"LLVM tools missing: {', '.join(pebuild.missing_tools())}")
