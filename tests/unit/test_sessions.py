@@ -58,6 +58,35 @@ def test_the_readme_lists_every_session_and_only_sessions() -> None:
     assert listed == defined, f"README only: {sorted(listed - defined)}; noxfile only: {sorted(defined - listed)}"
 
 
+#: The commands of the table without a pass-through session of their own name, and what stands in for one.
+NO_PASS_THROUGH = {
+    "test": "none: `tests` is the farm's own suite; the project's test command runs as `python -m ci test`",
+    "run": "bench (`run bench`)",
+    "build-win": "build-win-cuda-13, build-win-cuda-12",
+    "lock": "lock, written in noxfile.py: it installs uv first",
+}
+
+
+def test_every_command_has_its_session_or_says_why() -> None:
+    """README, nox and the parser cannot drift: the pass-through sessions are the table's, and the table says which
+    commands have none."""
+    from ci.cli import build_parser
+    from ci.commands import COMMANDS
+
+    defined = noxfile_sessions()
+    without = {name for name, command in COMMANDS.items() if not command.session}
+    assert without == set(NO_PASS_THROUGH)
+    assert {name for name in COMMANDS if name not in without} <= defined
+    parser_commands = set(build_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
+    assert parser_commands == set(COMMANDS)
+    # Each pass-through session's docstring is its command's help (nox -l shows it).
+    listing = subprocess.run([NOX, "-f", str(ROOT / "noxfile.py"), "--list"], cwd=ROOT, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=True).stdout
+    for name, command in COMMANDS.items():
+        if command.session:
+            assert f"- {name} -> {command.help[:1].upper()}{command.help[1:]}." in listing
+
+
 @pytest.fixture(scope="module")
 def fresh_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The checkout's tracked and unignored files, nothing built: what a fresh clone of this tree holds."""
