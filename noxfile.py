@@ -23,7 +23,6 @@ import nox
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 from ci import cli, errors, toolenv  # noqa: E402  (stdlib + packaging only)
-from ci.commands import COMMANDS  # noqa: E402
 from ci.universe import matrix  # noqa: E402
 
 REQUIREMENTS = ROOT / "ci" / "requirements"
@@ -125,7 +124,7 @@ def _pass_through(command: str, help_text: str) -> None:
     nox.session(name=command, venv_backend="none")(session_body)
 
 
-for _command in COMMANDS.values():
+for _command in cli.COMMANDS.values():
     if _command.session:
         _pass_through(_command.name, _command.help)
 

@@ -14,7 +14,6 @@ import traceback
 from pathlib import Path
 
 from ci import cli, errors, proc, settings
-from ci.commands import COMMANDS
 from ci.log import log
 
 
@@ -41,7 +40,7 @@ def _main(argv: list[str]) -> int:
             for line in opts.settings.lines():
                 log.info(line)
         cli.validate(opts)
-        return int(COMMANDS[opts.command].run(opts))
+        return int(cli.COMMANDS[opts.command].run(opts))
     except errors.FarmError as exc:
         if errors.debug_enabled():
             traceback.print_exc()

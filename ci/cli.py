@@ -19,10 +19,57 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from ci import options, settings
-from ci.commands import COMMANDS
+from ci.commands import (
+    audit,
+    base_image,
+    bench_builds,
+    build,
+    build_all,
+    build_cuda,
+    build_win,
+    coverage,
+    develop,
+    doctor,
+    images,
+    jit,
+    lock,
+    matrix,
+    release,
+    reproduce,
+    run,
+    shell,
+    test,
+    test_gpu,
+    toolkit,
+    torch_archs,
+    workflows,
+)
 from ci.commands.command import Command, positive_int
 from ci.errors import UsageError
 from ci.universe.selection import Selection
+
+#: Every command, in the order ``--help`` lists them.
+COMMANDS: dict[str, Command] = {c.name: c for c in (
+    matrix.COMMAND, build.COMMAND, develop.COMMAND, audit.COMMAND, build_cuda.COMMAND, build_all.COMMAND,
+    coverage.COMMAND, doctor.COMMAND, shell.COMMAND, test_gpu.COMMAND, test.COMMAND, run.COMMAND, build_win.COMMAND,
+    jit.COMMAND, release.COMMAND, workflows.COMMAND, reproduce.COMMAND, bench_builds.COMMAND, torch_archs.COMMAND,
+    lock.COMMAND, base_image.COMMAND, images.COMMAND, toolkit.COMMAND,
+)}
+
+
+def commands_markdown() -> str:
+    """``docs/commands.md``: every command, its help, its traits and its nox session."""
+    lines = ["# Commands", "",
+             "<!-- generated from the command table (ci/cli.py) by tests/unit/commands/test_table.py "
+             "(FARM_WRITE_DOCS=1 rewrites it); do not edit -->", "",
+             "`python -m ci <command>` (`cuda-ext-farm <command>`); `--help` after a command lists its options. "
+             "Settings shared by every command: [settings.md](settings.md).", "",
+             "| command | what it does | compiles (MAX_JOBS) | nox session |", "| --- | --- | --- | --- |"]
+    for command in COMMANDS.values():
+        session = f"`nox -s {command.name}`" if command.session else "-"
+        lines.append(f"| `{command.name}` | {command.help} | {'yes' if command.traits.compiles else ''} | "
+                     f"{session} |")
+    return "\n".join(lines) + "\n"
 
 
 class Parser(argparse.ArgumentParser):

@@ -7,14 +7,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ci.errors import MissingRequirement
-
-if TYPE_CHECKING:
-    from ci.universe.targets import Target
 
 
 def add_build_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,21 +41,3 @@ def check_host() -> None:
         raise MissingRequirement("Windows builds need a Windows host with Visual Studio", sys.platform,
                                  "run this on Windows (or in the GitHub Actions release workflow)")
 
-
-def build_win(chosen: Sequence[Target], wheelhouse: str | None, build_dir: str | None, *, toolset: str | None,
-              dll_paths: Sequence[str], refresh_vcvars: bool, max_jobs: int | None, smoke: bool) -> int:
-    """``build-win``: each target built on this Windows host (the values resolved at the entry)."""
-    check_host()
-    from ci import proc
-    from ci.build import report, tail
-    from windows import build, vswhere
-
-    outputs = tail.Outputs.resolve(chosen[0].project.root, wheelhouse, build_dir, chosen[0].project.normalized_name)
-    build_options = build.Options(toolset=toolset, dll_paths=tuple(Path(p).resolve() for p in dll_paths),
-                                  refresh_vcvars=refresh_vcvars, max_jobs=max_jobs, smoke=smoke)
-    found = vswhere.discover()
-    for target in chosen:
-        rep = build.build_target(target, outputs, found, build_options)
-        report.print_report(rep)
-        proc.console.print(f"[green]wheel written to[/] {outputs.target_dir(target) / rep.wheel}")
-    return 0

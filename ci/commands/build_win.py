@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import Any
+from pathlib import Path
 
 from ci.commands.command import Command, Traits, output_args, selection_args
 from ci.options import Options
@@ -26,23 +26,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
     windows_cli.add_build_arguments(parser)
 
 
-def check(opts: Options[Any]) -> None:
-    """Windows builds run on Windows only: said at once, before anything is installed."""
-    from windows import cli as windows_cli
-
-    windows_cli.check_host()
-
-
 def run(opts: Options[Args]) -> int:
     from ci import options
-    from windows import cli as windows_cli
+    from ci.build import report, tail
+    from ci.log import log
+    from windows import build, vswhere
 
     a = opts.args
-    return windows_cli.build_win(options.resolve(opts, os_name="windows"), opts.wheelhouse, opts.build_dir,
-                                 toolset=opts.settings.get("FARM_MSVC_TOOLSET"), dll_paths=a.dll_path,
-                                 refresh_vcvars=a.refresh_vcvars, max_jobs=opts.max_jobs, smoke=not a.no_smoke)
+    chosen = options.resolve(opts, os_name="windows")
+    project = chosen[0].project
+    outputs = tail.Outputs.resolve(project.root, opts.wheelhouse, opts.build_dir, project.normalized_name)
+    build_options = build.Options(toolset=opts.settings.get("FARM_MSVC_TOOLSET"),
+                                  dll_paths=tuple(Path(p).resolve() for p in a.dll_path),
+                                  refresh_vcvars=a.refresh_vcvars, max_jobs=opts.max_jobs, smoke=not a.no_smoke)
+    found = vswhere.discover()
+    for target in chosen:
+        rep = build.build_target(target, outputs, found, build_options)
+        report.print_report(rep, log.results)
+        log.result(f"[green]wheel written to[/] {outputs.target_dir(target) / rep.wheel}", markup=True)
+    return 0
 
 
 COMMAND = Command("build-win", "build targets on this Windows host (vcvars64, CUDA toolkit, cibuildwheel, "
                   "delvewheel, PE audit)", configure, Args, run,
-                  Traits(compiles=True, selects=True, os="windows"), check=check, session=False)
+                  Traits(compiles=True, selects=True, os="windows"), session=False)

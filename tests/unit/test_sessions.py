@@ -70,8 +70,7 @@ NO_PASS_THROUGH = {
 def test_every_command_has_its_session_or_says_why() -> None:
     """README, nox and the parser cannot drift: the pass-through sessions are the table's, and the table says which
     commands have none."""
-    from ci.cli import build_parser
-    from ci.commands import COMMANDS
+    from ci.cli import COMMANDS, build_parser
 
     defined = noxfile_sessions()
     without = {name for name, command in COMMANDS.items() if not command.session}
