@@ -22,7 +22,7 @@ import nox
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
-from ci import cli, errors, toolenv  # noqa: E402  (stdlib + packaging only)
+from ci import cli, errors, settings, toolenv  # noqa: E402  (stdlib + packaging only)
 from ci.universe import matrix  # noqa: E402
 
 REQUIREMENTS = ROOT / "ci" / "requirements"
@@ -30,8 +30,9 @@ REQUIREMENTS = ROOT / "ci" / "requirements"
 
 def _envdir() -> str:
     """Session venvs: FARM_NOX_ENVDIR, else .nox in the farm's checkout, else (read-only checkout) the cache."""
-    if os.environ.get("FARM_NOX_ENVDIR", "").strip():
-        return os.environ["FARM_NOX_ENVDIR"].strip()
+    chosen = settings.value("FARM_NOX_ENVDIR")
+    if chosen:
+        return chosen
     if os.access(ROOT, os.W_OK):
         return str(ROOT / ".nox")
     return str(toolenv.cache_root() / "nox")
@@ -137,7 +138,7 @@ def _release_wheel(session: nox.Session, python: str) -> Path:
     from ci.universe import project, targets
 
     target = targets.default_target(project.load(ROOT), prefer_python=targets.current_python())
-    folder = Path(os.environ.get("FARM_WHEELHOUSE") or ROOT / "wheelhouse") / target.id
+    folder = Path(settings.value("FARM_WHEELHOUSE") or ROOT / "wheelhouse") / target.id
     wheels = sorted(folder.glob("*.whl"))
     if not wheels:
         _run_farm(session, python, "build", "--project", str(ROOT))
@@ -183,7 +184,7 @@ def compat(session: nox.Session, torch: str) -> None:
     from ci.universe import project, targets
 
     target = targets.default_target(project.load(ROOT), prefer_python=targets.current_python())
-    wheels = sorted((Path(os.environ.get("FARM_WHEELHOUSE") or ROOT / "wheelhouse") / target.id).glob("*.whl"))
+    wheels = sorted((Path(settings.value("FARM_WHEELHOUSE") or ROOT / "wheelhouse") / target.id).glob("*.whl"))
     if not wheels:
         _fail(errors.UsageError("no built wheel of the release target", ROOT / "wheelhouse",
                                 "run nox -s build first"))
@@ -204,7 +205,7 @@ def compat_floor(session: nox.Session) -> None:
     from ci.universe import project, targets
 
     target = targets.default_target(project.load(ROOT), prefer_python=targets.current_python())
-    wheels = sorted((Path(os.environ.get("FARM_WHEELHOUSE") or ROOT / "wheelhouse") / target.id).glob("*.whl"))
+    wheels = sorted((Path(settings.value("FARM_WHEELHOUSE") or ROOT / "wheelhouse") / target.id).glob("*.whl"))
     if not wheels:
         _fail(errors.UsageError("no built wheel of the release target", ROOT / "wheelhouse", "run nox -s build first"))
     at, below = describe.floor_releases(wheels[-1])

@@ -8,7 +8,6 @@ failure ends with one line ``error: <what> (<value>): <how to fix>`` and the exi
 
 from __future__ import annotations
 
-import os
 import sys
 import traceback
 from pathlib import Path
@@ -19,7 +18,7 @@ from ci.log import log
 
 def _write_status(code: int) -> None:
     """For noxfile.py: the exit code, so the session can end with the farm's last line and code."""
-    path = os.environ.get("FARM_STATUS_FILE")
+    path = settings.value("FARM_STATUS_FILE")
     if path:
         Path(path).write_text(str(code))
 

@@ -67,8 +67,17 @@ def commands_markdown() -> str:
              "| command | what it does | compiles (MAX_JOBS) | nox session |", "| --- | --- | --- | --- |"]
     for command in COMMANDS.values():
         session = f"`nox -s {command.name}`" if command.session else "-"
-        lines.append(f"| `{command.name}` | {command.help} | {'yes' if command.traits.compiles else ''} | "
-                     f"{session} |")
+        lines.append(f"| `{command.name}` | {command.help.replace('<', '&lt;')} | "
+                     f"{'yes' if command.traits.compiles else ''} | {session} |")
+    lines += ["", "## Verbs", ""]
+    lines += [f"* `release {verb}{' ' + arg if arg else ''}`: {text.replace('<', '&lt;')}"
+              for verb, (arg, text) in release.VERBS.items()]
+    lines += [f"* `workflows {verb}`: {text}" for verb, text in workflows.VERBS.items()]
+    lines += ["* `images pull CELL`, `images push CELL`: a cell's builder image from / to the registry "
+              "(`--registry`, FARM_REGISTRY); `images changed`: the project's Linux cells whose image tag the "
+              "registry lacks, as JSON",
+              "", "The old spellings (`release --dry-run`, `workflows --check`, `workflows --pull-image CELL`, "
+              "`workflows --dispatch-plan`, ...) still work for one release and print a note naming the verb."]
     return "\n".join(lines) + "\n"
 
 
@@ -118,8 +127,9 @@ RENAMED: dict[tuple[str, str], tuple[str, str, bool]] = {
 }
 
 
-def translate(argv: Sequence[str]) -> list[str]:
-    """``release --dry-run ...`` -> ``release dry-run ...`` (and the other renamed modes), with one note on stderr."""
+def translate(argv: Sequence[str], *, notes: bool = True) -> list[str]:
+    """``release --dry-run ...`` -> ``release dry-run ...`` (and the other renamed modes), with one note on stderr
+    (``notes``: the process that runs the command says it; nox's and the launcher's checks stay quiet)."""
     argv = list(argv)
     at = next((i for i, a in enumerate(argv) if a not in GLOBAL_FLAGS), len(argv))
     if at == len(argv):
@@ -147,7 +157,8 @@ def translate(argv: Sequence[str]) -> list[str]:
         raise UsageError(f"two {command} modes given", " and ".join(f for _, f, _ in found), "give one")
     index, flag, argument = found[0]
     new_command, verb, takes = RENAMED[(command, flag)]
-    print(f'note: {flag} is now "{new_command} {verb}"', file=sys.stderr, flush=True)
+    if notes:
+        print(f'note: {flag} is now "{new_command} {verb}"', file=sys.stderr, flush=True)
     kept = rest[:index] + rest[index + (2 if takes and "=" not in rest[index] else 1):]
     return [*argv[:at], new_command, verb, *([argument] if argument is not None else []), *kept]
 
@@ -156,14 +167,14 @@ def translate(argv: Sequence[str]) -> list[str]:
 
 
 def parse(argv: Sequence[str], *, cwd: Path | None = None, prog: str | None = None,
-          environ: Mapping[str, str] | None = None) -> options.Options[Any]:
+          environ: Mapping[str, str] | None = None, notes: bool = True) -> options.Options[Any]:
     """Parse ``argv`` (``[command, *args]``) and resolve its settings into the frozen options; raises UsageError with
     one line on bad input.
 
     Every path option is made absolute here, against ``cwd`` (the folder the user ran the command in: nox gives it as
     ``session.invoked_from``), so nothing below depends on the folder the farm happens to run in."""
     environ = os.environ if environ is None else environ
-    argv = translate(argv)
+    argv = translate(argv, notes=notes)
     extra: list[str] = []
     first = next((a for a in argv if a not in GLOBAL_FLAGS), None)
     if first == "run" and "--" in argv:
@@ -281,7 +292,7 @@ def session_args(command: str, posargs: Sequence[str], *, cwd: Path | None = Non
                  prog: str | None = None) -> options.Options[Any]:
     """For noxfile.py and the installable command: parse and validate a command's arguments (paths read from
     ``cwd``, default the current folder); raise UsageError on bad input."""
-    opts = parse([command, *posargs], cwd=cwd, prog=prog)
+    opts = parse([command, *posargs], cwd=cwd, prog=prog, notes=False)
     validate(opts)
     return opts
 

@@ -73,7 +73,8 @@ DECLARED: tuple[Setting, ...] = (
       "the target torch's own (plus extra-cuda-archs)", flag="--arch-list", key="cuda-archs", group="build"),
     S("MAX_JOBS", "parallel compile jobs of the commands that compile", "the number of CPUs", flag="--max-jobs",
       group="build"),
-    S("SOURCE_DATE_EPOCH", "the time stamp written into wheels (reproducible builds)", "the last commit's time",
+    S("SOURCE_DATE_EPOCH", "the time stamp of the wheel's entries (reproducible builds); builds set it from the "
+      "commit", "1980-01-01 (the zip epoch)",
       group="build"),
     S("FARM_SYSROOT", "`none`: link against the build machine's glibc instead of the bullseye sysroot", "the sysroot",
       group="build"),
@@ -183,7 +184,7 @@ class Settings:
             if setting.kind != "setting" or setting.prefix:
                 continue
             found = self.values[setting.env]
-            shown = found.value if found.value is not None else f"<{setting.default}>"
+            shown = found.value if found.value is not None else setting.default
             out.append(f"{setting.env:22} = {shown} ({found.source})")
         return out
 
@@ -249,7 +250,8 @@ def _row(setting: Setting) -> str:
     flag = f"`{setting.flag}`" + (f" ({', '.join(setting.commands)})" if setting.commands else "") \
         if setting.flag else ""
     key = f"`{setting.key}`" if setting.key else ""
-    return f"| {name} | {flag} | {key} | {setting.default} | {setting.help} |"
+    default = f"`{setting.default}`" if any(c in setting.default for c in "<$/") else setting.default
+    return f"| {name} | {flag} | {key} | {default} | {setting.help} |"
 
 
 def markdown(declared: Iterable[Setting] = DECLARED) -> str:

@@ -30,7 +30,7 @@ def run(opts: Options[Args]) -> int:
     from ci.universe import matrix
 
     config = options.load_project(opts)
-    cell = matrix.resolve(opts.args.cuda)
+    cell = matrix.resolve(opts.args.cuda, opts.settings.get("TORCH_CUDA_ARCH_LIST"))
     spec = images.spec_for(cell, opts.args.base_image)
     command = list(opts.args.command)
     command = command[1:] if command[:1] == ["--"] else command

@@ -26,7 +26,7 @@ def check_cuda(opts: Options[Any]) -> None:
     """shell, toolkit and jit: the cell their --cuda names exists."""
     from ci.universe import matrix
 
-    matrix.resolve(opts.args.cuda)
+    matrix.resolve(opts.args.cuda, opts.settings.get("TORCH_CUDA_ARCH_LIST"))
 
 
 def run(opts: Options[Args]) -> int:
@@ -34,7 +34,7 @@ def run(opts: Options[Args]) -> int:
     from ci.toolchain import toolkit
     from ci.universe import matrix
 
-    cell = matrix.resolve(opts.args.cuda)
+    cell = matrix.resolve(opts.args.cuda, opts.settings.get("TORCH_CUDA_ARCH_LIST"))
     if sys.platform == "win32":
         # Windows' toolkits are laid out differently (nvcc.exe, lib\x64) and CUDA 12's comes from NVIDIA's
         # installer: the Windows code installs (and checks) what `build-win` will then find.
