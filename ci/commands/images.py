@@ -53,6 +53,8 @@ def check(opts: Options[Any]) -> None:
 
     if opts.args.verb == "changed":
         options.load_project(opts)
+    elif opts.args.verb in ("pull", "push"):
+        matrix.validate(matrix.get_cell(opts.args.cells[0]))
     elif opts.args.verb is None:
         matrix.cells(list(opts.args.cells) or None)
 

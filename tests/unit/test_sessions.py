@@ -23,7 +23,7 @@ NOX = shutil.which("nox") or str(Path(sys.executable).parent / "nox")
 #: session -> (nox arguments after the session, exit code, text the output must contain)
 FULL = {
     "matrix": (["--", "--json"], 0, '"id": "fusedops-stable-cu130-cp310abi3-linux_x86_64"'),
-    "workflows": (["--", "--check"], 0, "follow the matrix"),
+    "workflows": (["--", "check"], 0, "follow the matrix"),
     "build-win-cuda-13": ([], 3, "Windows builds need a Windows host with Visual Studio"),
     "build-win-cuda-12": ([], 3, "Windows builds need a Windows host with Visual Studio"),
     "bench": ([], 2, "error: no built wheel of fusedops-stable-cu130"),
