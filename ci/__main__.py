@@ -12,8 +12,16 @@ import sys
 import traceback
 from pathlib import Path
 
+from rich.markup import escape
+
 from ci import cli, errors, proc, settings
 from ci.log import log
+
+
+def _last_line(line: str) -> None:
+    """The one error line (and the details before it) on stdout, where the farm has always written it: nox, the
+    tests and the workflows read a command's last line there, after its tools' output on stderr."""
+    log.results.print(f"[bold red]error:[/] {escape(line.removeprefix('error: '))}", markup=True)
 
 
 def _write_status(code: int) -> None:
@@ -33,7 +41,7 @@ def _main(argv: list[str]) -> int:
     proc.install_signal_handlers()
     try:
         opts = cli.parse(argv)
-        settings.install(opts.settings)
+        settings.install(opts.settings)  # for the modules below that read a setting through settings.current()
         leading = argv[:next((i for i, a in enumerate(argv) if a not in cli.GLOBAL_FLAGS), len(argv))]
         if "--show-settings" in leading or errors.debug_enabled():
             for line in opts.settings.lines():
@@ -44,27 +52,29 @@ def _main(argv: list[str]) -> int:
         if errors.debug_enabled():
             traceback.print_exc()
         if exc.details:
-            log.details(exc.details)
-        log.error(exc.line())
+            log.results.print(exc.details, markup=False)
+        _last_line(exc.line())
         return exc.exit_code
     except errors.Interrupted as exc:
-        log.progress.print(f"[bold red]interrupted[/] (signal {exc.signum}): child processes stopped, partial "
-                           "outputs removed; nothing was written to the wheelhouse")
+        log.results.print(f"[bold red]interrupted[/] (signal {exc.signum}): child processes stopped, partial "
+                          "outputs removed; nothing was written to the wheelhouse", markup=True)
         return exc.exit_code
     except KeyboardInterrupt:
         return errors.EXIT_SIGINT
     except ModuleNotFoundError as exc:
         if errors.debug_enabled():
             traceback.print_exc()
-        log.error(f"a tool the farm needs is not installed ({exc.name}): run the farm through nox, or pip install "
+        _last_line(f"a tool the farm needs is not installed ({exc.name}): run the farm through nox, or pip install "
                   "--require-hashes -r ci/requirements/farm.txt")
         return errors.EXIT_MISSING
     except Exception as exc:
         if errors.debug_enabled():
             traceback.print_exc()
-        log.error(f"internal error in the farm ({type(exc).__name__}: {exc}): rerun with --traceback (or "
+        _last_line(f"internal error in the farm ({type(exc).__name__}: {exc}): rerun with --traceback (or "
                   "FARM_DEBUG=1) and report it")
         return 70
+    finally:
+        settings.install(None)
 
 
 if __name__ == "__main__":

@@ -216,8 +216,9 @@ def resolve(environ: Mapping[str, str], flags: Mapping[str, object] | None = Non
 _installed: Settings | None = None
 
 
-def install(resolved: Settings) -> None:
-    """At the entry: the settings every module below reads through :func:`current`."""
+def install(resolved: Settings | None) -> None:
+    """At the entry: the settings every module below reads through :func:`current` (None when the command is done:
+    a caller that runs the entry in its own process, a test, reads its environment again)."""
     global _installed
     _installed = resolved
 
