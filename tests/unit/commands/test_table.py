@@ -92,4 +92,4 @@ def test_bare_release_still_refuses_with_one_line() -> None:
     result = subprocess.run([sys.executable, "-m", "ci", "release"], cwd=ROOT, capture_output=True, text=True,
                             env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines()[-1].startswith("error: no release mode given (python -m ci release)")
+    assert result.stdout.strip().splitlines()[-1].startswith("error: no release mode given (python -m ci release)")
