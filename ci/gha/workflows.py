@@ -327,7 +327,9 @@ def _spec(cell_key: str) -> tuple[shapes.Cell, str]:
 
 
 def _output(key: str, value: str) -> None:
-    path = os.environ.get("GITHUB_OUTPUT")
+    from ci import settings
+
+    path = settings.current().environ.get("GITHUB_OUTPUT")  # the environment the entry read
     if path:
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(f"{key}={value}\n")
