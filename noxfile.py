@@ -1,5 +1,6 @@
 """The farm's interface. Sessions stay thin: they validate their arguments with the farm's own
-parser (before anything is created or installed), then call ``python -m ci``.
+parser (before anything is created or installed), then call ``python -m ci``. The sessions that only pass their
+arguments through are made from the command table (``ci/commands/__init__.py``); the ones written here do more.
 
 Another project uses the farm without copying it:
 
@@ -21,7 +22,7 @@ import nox
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
-from ci import cli, errors, toolenv  # noqa: E402  (stdlib + packaging only)
+from ci import cli, errors, settings, toolenv  # noqa: E402  (stdlib + packaging only)
 from ci.universe import matrix  # noqa: E402
 
 REQUIREMENTS = ROOT / "ci" / "requirements"
@@ -29,8 +30,9 @@ REQUIREMENTS = ROOT / "ci" / "requirements"
 
 def _envdir() -> str:
     """Session venvs: FARM_NOX_ENVDIR, else .nox in the farm's checkout, else (read-only checkout) the cache."""
-    if os.environ.get("FARM_NOX_ENVDIR", "").strip():
-        return os.environ["FARM_NOX_ENVDIR"].strip()
+    chosen = settings.value("FARM_NOX_ENVDIR")
+    if chosen:
+        return chosen
     if os.access(ROOT, os.W_OK):
         return str(ROOT / ".nox")
     return str(toolenv.cache_root() / "nox")
@@ -109,37 +111,23 @@ def _farm(session: nox.Session, command: str, *args: str) -> None:
     _run_farm(session, farm_python(), command, *argv)
 
 
-# --- the matrix and host builds ----------------------------------------------------------------
+# --- the pass-through sessions: one per command of the table that has one (ci/commands/__init__.py) ---------------
 
 
-@nox.session(name="matrix", venv_backend="none")
-def matrix_(session: nox.Session) -> None:
-    """The project's targets (torch x Python x CUDA, Linux and Windows): -- [--project DIR] [--json]."""
-    _farm(session, "matrix")
+def _pass_through(command: str, help_text: str) -> None:
+    """``nox -s COMMAND -- ARGS``: validate, then ``python -m ci COMMAND ARGS``; its docstring is the command's help."""
+
+    def session_body(session: nox.Session) -> None:
+        _farm(session, command)
+
+    session_body.__doc__ = help_text[:1].upper() + help_text[1:] + "."
+    session_body.__name__ = session_body.__qualname__ = command.replace("-", "_")
+    nox.session(name=command, venv_backend="none")(session_body)
 
 
-@nox.session(venv_backend="none")
-def build(session: nox.Session) -> None:
-    """Host build: hermetic toolkit, wheel, repair, audit -> wheelhouse/<target>/ [-- --cuda/--torch/--python]."""
-    _farm(session, "build")
-
-
-@nox.session(venv_backend="none")
-def develop(session: nox.Session) -> None:
-    """In-place incremental build for editing [-- --debug --clean --no-cache --arch-list A --release-archs]."""
-    _farm(session, "develop")
-
-
-@nox.session(venv_backend="none")
-def audit(session: nox.Session) -> None:
-    """Audit a wheel: -- WHEEL [--project DIR] [--torch-env ENV]."""
-    _farm(session, "audit")
-
-
-@nox.session(venv_backend="none")
-def toolkit(session: nox.Session) -> None:
-    """Install (or reuse) a cell's hermetic CUDA toolkit [-- --cuda 13.2 --print-env]."""
-    _farm(session, "toolkit")
+for _command in cli.COMMANDS.values():
+    if _command.session:
+        _pass_through(_command.name, _command.help)
 
 
 # --- the farm's own tests ----------------------------------------------------------------------
@@ -150,7 +138,7 @@ def _release_wheel(session: nox.Session, python: str) -> Path:
     from ci.universe import project, targets
 
     target = targets.default_target(project.load(ROOT), prefer_python=targets.current_python())
-    folder = Path(os.environ.get("FARM_WHEELHOUSE") or ROOT / "wheelhouse") / target.id
+    folder = Path(settings.value("FARM_WHEELHOUSE") or ROOT / "wheelhouse") / target.id
     wheels = sorted(folder.glob("*.whl"))
     if not wheels:
         _run_farm(session, python, "build", "--project", str(ROOT))
@@ -196,7 +184,7 @@ def compat(session: nox.Session, torch: str) -> None:
     from ci.universe import project, targets
 
     target = targets.default_target(project.load(ROOT), prefer_python=targets.current_python())
-    wheels = sorted((Path(os.environ.get("FARM_WHEELHOUSE") or ROOT / "wheelhouse") / target.id).glob("*.whl"))
+    wheels = sorted((Path(settings.value("FARM_WHEELHOUSE") or ROOT / "wheelhouse") / target.id).glob("*.whl"))
     if not wheels:
         _fail(errors.UsageError("no built wheel of the release target", ROOT / "wheelhouse",
                                 "run nox -s build first"))
@@ -217,7 +205,7 @@ def compat_floor(session: nox.Session) -> None:
     from ci.universe import project, targets
 
     target = targets.default_target(project.load(ROOT), prefer_python=targets.current_python())
-    wheels = sorted((Path(os.environ.get("FARM_WHEELHOUSE") or ROOT / "wheelhouse") / target.id).glob("*.whl"))
+    wheels = sorted((Path(settings.value("FARM_WHEELHOUSE") or ROOT / "wheelhouse") / target.id).glob("*.whl"))
     if not wheels:
         _fail(errors.UsageError("no built wheel of the release target", ROOT / "wheelhouse", "run nox -s build first"))
     at, below = describe.floor_releases(wheels[-1])
@@ -232,12 +220,6 @@ def compat_floor(session: nox.Session) -> None:
         session.error(f"pip did not refuse the wheel with torch {below}, below its floor {at}:\n{refused}")
     session.log(f"pip refuses it with torch {below}: " + next(
         (line.strip() for line in str(refused).splitlines() if "depends on torch" in line), "ResolutionImpossible"))
-
-
-@nox.session(name="torch-archs", venv_backend="none")
-def torch_archs(session: nox.Session) -> None:
-    """Read the CUDA architectures of every torch release's own wheels from PyPI; compare with ci/universe/matrix.py."""
-    _run_farm(session, farm_python(), "torch-archs", *session.posargs)
 
 
 @nox.session
@@ -258,8 +240,8 @@ def lint(session: nox.Session) -> None:
     session.run(python, "-m", "ruff", "check", "ci", "windows", "noxfile.py", "tests", "setup.py", "package", "farm",
                 external=True)
     session.run(python, "-m", "mypy", "ci", "windows", external=True)
-    _run_farm(session, python, "workflows", "--check", "--project", str(ROOT))
-    _run_farm(session, python, "workflows", "--lint", "--project", str(ROOT))
+    _run_farm(session, python, "workflows", "check", "--project", str(ROOT))
+    _run_farm(session, python, "workflows", "lint", "--project", str(ROOT))
 
 
 @nox.session(venv_backend="none")
@@ -272,18 +254,6 @@ def bench(session: nox.Session) -> None:
 # --- container builds (docker/, ci/linux/images.py, ci/linux/container.py) -----------------------------------
 
 
-@nox.session(name="base-image", venv_backend="none")
-def base_image(session: nox.Session) -> None:
-    """Bootstrap a Debian base image with debootstrap (no registry needed) [-- --suite trixie]."""
-    _farm(session, "base-image")
-
-
-@nox.session(venv_backend="none")
-def images(session: nox.Session) -> None:
-    """Build (or reuse) every cell's builder image; print tags and sizes."""
-    _farm(session, "images")
-
-
 @nox.session(name="build-cuda-13", venv_backend="none")
 def build_cuda_13(session: nox.Session) -> None:
     """The project's targets in the CUDA 13 release cell, built by cibuildwheel in its image."""
@@ -294,36 +264,6 @@ def build_cuda_13(session: nox.Session) -> None:
 def build_cuda_12(session: nox.Session) -> None:
     """The project's targets in the CUDA 12 release cell, built by cibuildwheel in its image."""
     _farm(session, "build-cuda", "--cuda", "12")
-
-
-@nox.session(name="build-cuda", venv_backend="none")
-def build_cuda(session: nox.Session) -> None:
-    """Any cell: nox -s build-cuda -- 13.2 [--torch 2.13 --python 3.11]."""
-    _farm(session, "build-cuda")
-
-
-@nox.session(name="build-all", venv_backend="none")
-def build_all(session: nox.Session) -> None:
-    """Every Linux target of the project in its container, with a final table [-- --jobs N --missing]."""
-    _farm(session, "build-all")
-
-
-@nox.session(venv_backend="none")
-def coverage(session: nox.Session) -> None:
-    """Which targets a wheelhouse or release index holds and which are missing: -- FOLDER [--json]."""
-    _farm(session, "coverage")
-
-
-@nox.session(venv_backend="none")
-def doctor(session: nox.Session) -> None:
-    """Which wheel of an index fits this machine, and why each other one does not: -- INDEX [--python P --env F]."""
-    _farm(session, "doctor")
-
-
-@nox.session(venv_backend="none")
-def shell(session: nox.Session) -> None:
-    """docker run in a cell's image with the project mounted: nox -s shell [-- --cuda 12.4] [-- command]."""
-    _farm(session, "shell")
 
 
 # --- Windows (windows/) -------------------------------------------------------------------------
@@ -341,49 +281,7 @@ def build_win_cuda_12(session: nox.Session) -> None:
     _farm(session, "build-win", "--cuda", "12")
 
 
-@nox.session(venv_backend="none")
-def jit(session: nox.Session) -> None:
-    """Run a command where torch.utils.cpp_extension.load() finds cl.exe/g++ and the farm's CUDA toolkit:
-    nox -s jit -- python train.py."""
-    _farm(session, "jit")
-
-
-# --- release and workflows (ci/commands/release.py, ci/gha/workflows.py) ----------------------------------
-
-
-@nox.session(venv_backend="none")
-def release(session: nox.Session) -> None:
-    """Every Linux target built, audited, import-tested; per-variant indexes, SHA256SUMS, manifest
-    [-- --dry-run]."""
-    _farm(session, "release")
-
-
-@nox.session(venv_backend="none")
-def workflows(session: nox.Session) -> None:
-    """Render .github/workflows from the matrix [-- --check]."""
-    _farm(session, "workflows")
-
-
-@nox.session(name="bench-builds", venv_backend="none")
-def bench_builds(session: nox.Session) -> None:
-    """Cold, warm-no-change and warm-one-file times of the host build and the CUDA 13 and 12 container builds."""
-    _farm(session, "bench-builds")
-
-
-@nox.session(venv_backend="none")
-def reproduce(session: nox.Session) -> None:
-    """Build a target twice from two clean clones and compare the bytes [-- --container --cuda 12 ...]."""
-    _farm(session, "reproduce")
-
-
 # --- GPU test lanes (ci/testing/gpu_lanes.py) ----------------------------------------------------------------
-
-
-@nox.session(name="test-gpu", venv_backend="none")
-def test_gpu(session: nox.Session) -> None:
-    """The project's wheel on this machine's GPUs, in a clean environment with the target's torch: lanes default,
-    sanitizer, ptx-jit, multi-gpu, bench [-- --wheel W --lanes default,sanitizer --quick]."""
-    _farm(session, "test-gpu")
 
 
 @nox.session(name="test-gpu-system", venv_backend="none")

@@ -24,7 +24,7 @@ PROG = "cuda-ext-farm"
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     args = list(sys.argv[1:] if argv is None else argv)
     leading = 0
-    while leading < len(args) and args[leading] == "--traceback":  # the one option before the command
+    while leading < len(args) and args[leading] in cli.GLOBAL_FLAGS:  # the options before the command
         leading += 1
     command = args[leading:]
     try:

@@ -1,36 +1,51 @@
-"""Options resolved once, at the top: the project, the targets, and every path made absolute.
+"""The options a command receives, resolved once at the entry (``ci/cli.py``): the command's own arguments as a
+frozen dataclass, the resolved settings (``ci/settings.py``), the project, the selection of targets and the output
+folders, every path absolute.
 
-Below the command line nothing reads ``sys.argv``; the modules that need a resolved value (the targets of a
-command, a folder from the option/variable/default cascade) import this module, never ``ci/cli.py``, so the
-command line sits on top of the import graph.
+Below the entry nothing reads ``sys.argv``; the modules that need a resolved value (the targets of a command) take
+:class:`Options` or plain values, never an ``argparse.Namespace``. This module imports neither ``ci/cli.py`` nor
+``ci/commands``: the command line sits on top of the import graph.
 
 Standard library plus ``packaging`` only (nox brings it).
 """
 
 from __future__ import annotations
 
-import argparse
-import os
+import dataclasses
 from pathlib import Path
+from typing import Any, Generic, TypeVar
 
+from ci import settings as farm_settings
 from ci.errors import UsageError
 from ci.universe import project, shapes, targets
 from ci.universe.selection import Selection, select
 
-
-def load_project(args: argparse.Namespace) -> project.ProjectConfig:
-    return project.load(getattr(args, "project", None), getattr(args, "config", None))
+A = TypeVar("A")
 
 
-def selection(args: argparse.Namespace) -> Selection:
-    return Selection(
-        target_ids=tuple(getattr(args, "target", []) or ()),
-        cuda=getattr(args, "cuda", None),
-        torch=getattr(args, "torch", None),
-        python=getattr(args, "python", None),
-        arch_list=getattr(args, "arch_list", None) or os.environ.get("TORCH_CUDA_ARCH_LIST") or None,
-        arch=getattr(args, "arch", None),
-    )
+@dataclasses.dataclass(frozen=True)
+class Options(Generic[A]):
+    """What a command runs with: its arguments (``args``, the command's own dataclass) and what the entry resolved."""
+
+    command: str
+    args: A
+    settings: farm_settings.Settings
+    project: str | None = None
+    config: str | None = None
+    selection: Selection = dataclasses.field(default_factory=Selection)
+    wheelhouse: str | None = None
+    build_dir: str | None = None
+    max_jobs: int | None = None
+    #: an empty selection means the project's default target (build, develop, test, ...)
+    default_target: bool = False
+    #: of several selected targets, one (the current Python's, else the newest): build without --all, develop
+    one_target: bool = False
+    #: the CUDA an empty selection means (build-cuda: 13)
+    default_cuda: str | None = None
+
+
+def load_project(opts: Options[Any]) -> project.ProjectConfig:
+    return project.load(opts.project, opts.config)
 
 
 def selection_from_wheel(name: str, arch_list: str | None) -> Selection:
@@ -56,23 +71,20 @@ def selection_from_wheel(name: str, arch_list: str | None) -> Selection:
     return Selection(cuda=cuda, torch=torch, python=python, arch_list=arch_list, arch=arch)
 
 
-def resolve(args: argparse.Namespace, *, os_name: str = "linux") -> tuple[targets.Target, ...]:
-    """The targets a command acts on; validates project, configuration and selection."""
-    config = load_project(args)
-    sel = selection(args)
-    wheel = getattr(args, "wheel", None)
-    if sel.empty and wheel and args.subcommand in ("test-gpu", "test", "run", "audit"):
-        sel = selection_from_wheel(wheel, sel.arch_list)
-    if sel.empty and args.subcommand in ("build", "develop", "test-gpu", "test", "audit", "run", "reproduce") \
-            and not getattr(args, "all", False):
+def resolve(opts: Options[Any], *, os_name: str = "linux") -> tuple[targets.Target, ...]:
+    """The targets a command acts on; validates project, configuration and selection. The architectures
+    (``--arch-list`` / ``TORCH_CUDA_ARCH_LIST``, resolved once in ``opts.selection``) are applied here."""
+    config = load_project(opts)
+    sel = opts.selection
+    if sel.empty and opts.default_target:
         default = targets.default_target(config, os_name, prefer_python=targets.current_python())
         if sel.arch_list:
             default = targets.with_arch_list(default, sel.arch_list)
         return (default,)
-    if sel.empty and args.subcommand in ("build-cuda",):
-        sel = Selection(cuda="13", arch_list=sel.arch_list)
+    if sel.empty and opts.default_cuda:
+        sel = Selection(cuda=opts.default_cuda, arch_list=sel.arch_list)
     chosen = select(config, sel, os_name)
-    if args.subcommand in ("build", "develop") and not getattr(args, "all", False) and len(chosen) > 1:
+    if opts.one_target and len(chosen) > 1:
         current = [t for t in chosen if t.python == targets.current_python()]
         newest = max(chosen, key=lambda t: (shapes.version_key(t.torch), shapes.version_key(t.python)))
         chosen = (current[0] if current else newest,)

@@ -6,16 +6,14 @@ Standard library only: ``ci/cli.py`` (and so ``noxfile.py``) imports this module
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from pathlib import Path
 
 from ci.errors import MissingRequirement
 
 
 def add_build_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``python -m ci build-win`` beyond the shared selection and output options."""
-    parser.add_argument("--toolset", default=os.environ.get("FARM_MSVC_TOOLSET") or None,
+    parser.add_argument("--toolset",
                         help="MSVC toolset to activate (14.44; default FARM_MSVC_TOOLSET, else the cell's)")
     parser.add_argument("--dll-path", action="append", default=[], metavar="DIR",
                         help="a folder with DLLs the wheel needs that delvewheel should vendor; repeatable")
@@ -27,8 +25,8 @@ def add_build_arguments(parser: argparse.ArgumentParser) -> None:
 def add_jit_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``python -m ci jit``."""
     parser.add_argument("--cuda", default="13", help="CUDA toolkit of the environment (version, name or major)")
-    parser.add_argument("--toolset", default=os.environ.get("FARM_MSVC_TOOLSET") or None,
-                        help="MSVC toolset to activate on Windows (14.44; default: the cell's)")
+    parser.add_argument("--toolset", help="MSVC toolset to activate on Windows (14.44; default FARM_MSVC_TOOLSET, "
+                        "else the cell's)")
     parser.add_argument("--print-env", action="store_true",
                         help="print the environment as shell lines (set/export) instead of running a command")
     parser.add_argument("--refresh-vcvars", action="store_true", help="run vcvarsall.bat again (Windows)")
@@ -43,28 +41,3 @@ def check_host() -> None:
         raise MissingRequirement("Windows builds need a Windows host with Visual Studio", sys.platform,
                                  "run this on Windows (or in the GitHub Actions release workflow)")
 
-
-def cmd_build_win(args: argparse.Namespace) -> int:
-    check_host()
-    from ci import options, proc
-    from ci.build import report, tail
-    from windows import build, vswhere
-
-    chosen = options.resolve(args, os_name="windows")
-    outputs = tail.Outputs.resolve(chosen[0].project.root, args.wheelhouse, args.build_dir,
-                                      chosen[0].project.normalized_name)
-    build_options = build.Options(toolset=args.toolset, dll_paths=tuple(Path(p).resolve() for p in args.dll_path),
-                                  refresh_vcvars=args.refresh_vcvars, max_jobs=args.max_jobs, smoke=not args.no_smoke)
-    found = vswhere.discover()
-    for target in chosen:
-        rep = build.build_target(target, outputs, found, build_options)
-        report.print_report(rep)
-        proc.console.print(f"[green]wheel written to[/] {outputs.target_dir(target) / rep.wheel}")
-    return 0
-
-
-def cmd_jit(args: argparse.Namespace) -> int:
-    from windows import jit
-
-    return jit.main(args.cuda, args.jit_command, toolset=args.toolset, print_env=args.print_env,
-                    refresh=args.refresh_vcvars)

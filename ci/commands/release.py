@@ -1,5 +1,5 @@
 """The release: every Linux target built, audited and import-tested, per-variant PEP 503 indexes, SHA256SUMS
-and a manifest in one folder (``nox -s release -- --dry-run`` does what the release workflow does for the Linux
+and a manifest in one folder (``nox -s release -- dry-run`` does what the release workflow does for the Linux
 targets, uploading nothing).
 
 The release folder (``--out``, default ``<build>/release``)::
@@ -20,13 +20,16 @@ Which wheels go where (one rule, for every project the farm serves):
 * two different files may not share a name: a GitHub Release is one flat folder, and pip cannot tell two
   same-named files apart. Wheels of different variants must differ in their local label.
 
-Modes: ``--dry-run`` (the whole pipeline for the Linux targets, here), ``--assemble ARTIFACTS`` (the release
-workflow's assemble job: the downloaded build artifacts of every OS -> the same folder), ``--import-test WHEEL``
-(the workflow's import-test jobs), ``--sdist DIR``, ``--site DIR`` (the GitHub Pages index of every release, from
-the releases' manifests).
+Verbs: ``release dry-run`` (the whole pipeline for the Linux targets, here), ``release assemble ARTIFACTS`` (the
+release workflow's assemble job: the downloaded build artifacts of every OS -> the same folder), ``release
+import-test WHEEL`` (the workflow's import-test jobs), ``release sdist DIR``, ``release wheel-from-sdist DIR``,
+``release site DIR`` (the GitHub Pages index of every release, from the releases' manifests), and the dispatch
+workflow's ``release dispatch-plan | dispatch-assemble ARTIFACTS | dispatch-merge RELEASE``
+(``ci/release/dispatch.py``). The old spellings (``--dry-run``, ``--assemble ARTIFACTS``, ..., and ``workflows
+--dispatch-*``) still work for one release, with a note naming the verb (``ci/cli.py``).
 
-The argument hook is standard library only (``ci/cli.py`` imports it before any environment exists); the
-commands import the rest when they run:
+The parser hook is standard library only (``ci/cli.py`` imports it before any environment exists); the verbs
+import the rest when they run:
 
 * ``ci/release/plan.py``: the built wheels a release takes and which file goes where (PyPI, variant indexes);
 * ``ci/release/manifest.py``: the release's records: ``ReleaseFile``, the manifest, SHA256SUMS, the indexes' links;
@@ -39,17 +42,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ci import settings
+from ci.commands.command import Command, Traits, output_args, selection_args
 from ci.errors import UsageError
+from ci.options import Options
 from ci.universe.matrix import PYTORCH_INDEX
 from ci.universe.selection import select
 
@@ -58,72 +61,164 @@ if TYPE_CHECKING:
     from ci.universe.project import ProjectConfig
     from ci.universe.targets import Target
 
+#: verb -> (the argument it takes, its help)
+VERBS: dict[str, tuple[str | None, str]] = {
+    "dry-run": (None, "build, audit and import-test every Linux target here; write the release folder (indexes, "
+                "SHA256SUMS, manifest) and check that the indexes install; upload nothing"),
+    "assemble": ("ARTIFACTS", "the release workflow's assemble step: the built wheels under ARTIFACTS (<target-id>/ or "
+                 "wheel-<target-id>/ folders with report.json) and the sdist -> --out"),
+    "import-test": ("WHEEL", "install WHEEL (or the one wheel in a folder) into a new environment with a torch of "
+                    "--torch-kind and run the project's smoke command"),
+    "sdist": ("DIR", "build the project's sdist into DIR (without the CUDA torch; --torch-index: where a CPU torch "
+              "comes from when setup.py imports torch) and check it"),
+    "wheel-from-sdist": ("DIR", "build the release target's wheel from the sdist in DIR alone, audited (into --out, "
+                         "default sdist-wheel): the proof that the sdist builds"),
+    "site": ("DIR", "write the per-variant indexes of every release in --manifests into DIR, linking the GitHub "
+             "Release downloads under --base-url"),
+    "dispatch-plan": (None, "(dispatch.yml) the targets the FARM_DISPATCH_* inputs select; writes targets=<JSON list> "
+                      "to GITHUB_OUTPUT"),
+    "dispatch-assemble": ("ARTIFACTS", "(dispatch.yml) the selected targets' wheels (FARM_DISPATCH_SELECTED) audited "
+                          "again into a release folder (--out)"),
+    "dispatch-merge": ("RELEASE", "(dispatch.yml) that release folder merged into the published manifest and "
+                       "SHA256SUMS (--published) in --out; a replaced file is refused"),
+}
+#: The verbs whose argument names something the user has (it must exist), and those naming where the farm writes.
+INPUTS = ("assemble", "import_test", "wheel_from_sdist", "dispatch_assemble", "dispatch_merge")
+OUTPUTS = ("sdist", "site")
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--dry-run", action="store_true",
-                      help="build, audit and import-test every Linux target here; write the release folder "
-                           "(indexes, SHA256SUMS, manifest) and check that the indexes install; upload nothing")
-    mode.add_argument("--assemble", metavar="ARTIFACTS",
-                      help="the release workflow's assemble step: the built wheels under ARTIFACTS "
-                           "(<target-id>/ or wheel-<target-id>/ folders with report.json) and the sdist -> --out")
-    mode.add_argument("--import-test", metavar="WHEEL",
-                      help="install WHEEL (or the one wheel in a folder) into a new environment with a torch of "
-                           "--torch-kind and run the project's smoke command")
-    mode.add_argument("--sdist", metavar="DIR", help="build the project's sdist into DIR (without the CUDA torch; "
-                      "--torch-index: where a CPU torch comes from when setup.py imports torch) and check it")
-    mode.add_argument("--wheel-from-sdist", metavar="DIR",
-                      help="build the release target's wheel from the sdist in DIR alone, audited (into --out, "
-                           "default sdist-wheel): the proof that the sdist builds")
-    mode.add_argument("--site", metavar="DIR",
-                      help="write the per-variant indexes of every release in --manifests into DIR, linking "
-                           "the GitHub Release downloads under --base-url")
-    parser.add_argument("--out", help="the release folder (default: <build>/release); replaced")
+
+@dataclasses.dataclass(frozen=True)
+class Args:
+    verb: str | None = None
+    out: str | None = None
+    tag: str | None = None
+    sdist_dir: str | None = None
+    manifests: str | None = None
+    base_url: str | None = None
+    base_image: str | None = None
+    reuse_wheels: bool = False
+    no_audit: bool = False
+    torch_kind: str = "cuda"
+    torch_index: str | None = None
+    test_python: str | None = None
+    cpu_test_python: str | None = None
+    cpu_torch: str | None = None
+    published: str | None = None
+    # the verb's argument, under the verb's name (finish puts it there)
+    assemble: str | None = None
+    import_test: str | None = None
+    sdist: str | None = None
+    wheel_from_sdist: str | None = None
+    site: str | None = None
+    dispatch_assemble: str | None = None
+    dispatch_merge: str | None = None
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    selection_args(parser)
+    output_args(parser)
+    parser.add_argument("verb", nargs="?", choices=tuple(VERBS), metavar="VERB",
+                        help="; ".join(f"{v}{' ' + a if a else ''}: {h}" for v, (a, h) in VERBS.items()))
+    parser.add_argument("path", nargs="?", metavar="ARG", help="the verb's argument (ARTIFACTS, WHEEL, DIR, RELEASE)")
+    parser.add_argument("--out", help="the release folder (default: FARM_RELEASE_DIR, else <build>/release); replaced")
     parser.add_argument("--tag", help="the release tag; must be v<version> of the wheels")
-    parser.add_argument("--sdist-dir", help="--assemble: the folder holding the sdist")
-    parser.add_argument("--manifests", help="--site: a folder holding the releases' release-manifest.json files")
-    parser.add_argument("--base-url", help="--site: the releases' download URL "
+    parser.add_argument("--sdist-dir", help="assemble: the folder holding the sdist")
+    parser.add_argument("--manifests", help="site: a folder holding the releases' release-manifest.json files")
+    parser.add_argument("--base-url", help="site: the releases' download URL "
                         "(https://github.com/OWNER/REPO/releases/download)")
-    parser.add_argument("--base-image", help="--dry-run: base image of the container builds (default: "
+    parser.add_argument("--base-image", help="dry-run: base image of the container builds (default: "
                         "FARM_BASE_IMAGE or the cell's)")
     parser.add_argument("--reuse-wheels", action="store_true",
-                        help="--dry-run: do not rebuild a target whose audited wheel and report are in the wheelhouse")
+                        help="dry-run: do not rebuild a target whose audited wheel and report are in the wheelhouse")
     parser.add_argument("--no-audit", action="store_true",
-                        help="--assemble: trust the build reports instead of auditing the Linux wheels again")
+                        help="assemble: trust the build reports instead of auditing the Linux wheels again")
     parser.add_argument("--torch-kind", choices=("cuda", "cpu"), default="cuda",
-                        help="--import-test: the CUDA torch of the target's cell, or a CPU-only torch")
-    parser.add_argument("--torch-index", help="--import-test: the index torch comes from (default: pip's own, "
+                        help="import-test: the CUDA torch of the target's cell, or a CPU-only torch")
+    parser.add_argument("--torch-index", help="import-test: the index torch comes from (default: pip's own, "
                         f"e.g. {PYTORCH_INDEX}/cpu)")
     parser.add_argument("--test-python", metavar="VERSION",
-                        help="--import-test: the CPython of the test environment (default: the target's oldest; "
+                        help="import-test: the CPython of the test environment (default: the target's oldest; "
                              "FARM_PYTHON_3_10 and the like name an interpreter); the farm itself runs on its own")
     parser.add_argument("--cpu-test-python", metavar="VERSION",
-                        help="--dry-run: the CPython of the CPU-only import tests where the --cpu-torch here has no "
+                        help="dry-run: the CPython of the CPU-only import tests where the --cpu-torch here has no "
                              "wheel for the target's (the workflow uses the target's; recorded in the check)")
     parser.add_argument("--cpu-torch", help="the CPU torch release of the CPU-only import test, used when it fits "
                         "the wheel (stable-ABI: at or above its floor; classic: its own torch minor) and pip can see "
                         "its +cpu build; otherwise the wheel's own CPU build if the index has it, else PyPI's build "
                         "of its torch imported with no GPU (recorded in the manifest)")
+    parser.add_argument("--published", help="dispatch-merge: the release's release-manifest.json and SHA256SUMS")
 
 
-def cmd_release(args: argparse.Namespace) -> int:
-    if args.import_test:
-        return _cmd_import_test(args)
-    if args.sdist:
-        return _cmd_sdist(args)
-    if args.wheel_from_sdist:
-        return _cmd_wheel_from_sdist(args)
-    if args.site:
-        return _cmd_site(args)
-    if args.assemble:
-        return _cmd_assemble(args)
-    if args.dry_run:
-        return _cmd_dry_run(args)
-    raise UsageError("no release mode given", "python -m ci release",
-                     "pass --dry-run (here), or --assemble/--import-test/--sdist/--site (the release workflow)")
+def finish(ns: argparse.Namespace) -> None:
+    """The verb's argument goes to the verb's name (so the entry checks it as an input or output path)."""
+    for verb in VERBS:
+        setattr(ns, verb.replace("-", "_"), None)
+    takes = VERBS[ns.verb][0] if ns.verb else None
+    if ns.verb and takes and not ns.path:
+        raise UsageError(f"release {ns.verb} needs its {takes}", f"release {ns.verb}",
+                         f"run `release {ns.verb} {takes}`")
+    if ns.path and not takes:
+        raise UsageError(f"release {ns.verb or ''} takes no argument".replace("  ", " "), ns.path,
+                         "drop it (the verbs: " + ", ".join(VERBS) + ")")
+    if ns.verb and takes:
+        setattr(ns, ns.verb.replace("-", "_"), ns.path)
 
 
-# --- commands --------------------------------------------------------------------------------------------
+def run(opts: Options[Args]) -> int:
+    verb = opts.args.verb
+    if verb is None:
+        raise UsageError("no release mode given", "python -m ci release",
+                         "run `release dry-run` (here), or release assemble/import-test/sdist/site (the release "
+                         "workflow)")
+    return _VERBS[verb](opts)
+
+
+# --- the dispatch workflow's verbs (ci/release/dispatch.py) ------------------------------------------------------
+
+
+def _dispatch_plan(opts: Options[Args]) -> int:
+    from ci import options
+    from ci.release import dispatch
+
+    env = opts.settings.environ
+    chosen = dispatch.plan(options.load_project(opts), dispatch.Request.from_env(env), env)
+    dispatch.write_plan(chosen, env)
+    return 0
+
+
+def _dispatch_out(opts: Options[Args]) -> Path:
+    if not opts.args.out:
+        raise UsageError("release dispatch-assemble and dispatch-merge write a folder", "--out", "pass --out DIR")
+    return Path(opts.args.out)
+
+
+def _dispatch_assemble(opts: Options[Args]) -> int:
+    from ci import options
+    from ci.release import dispatch
+
+    out = _dispatch_out(opts)
+    assert opts.args.dispatch_assemble is not None
+    ids = dispatch.selected_ids(opts.settings.get(dispatch.SELECTED_ENV) or "")
+    dispatch.assemble(options.load_project(opts), Path(opts.args.dispatch_assemble), ids, out, opts.args.tag,
+                      commit=opts.settings.environ.get("GITHUB_SHA") or None)
+    return 0
+
+
+def _dispatch_merge(opts: Options[Args]) -> int:
+    from ci import proc
+    from ci.release import dispatch
+
+    out = _dispatch_out(opts)
+    assert opts.args.dispatch_merge is not None
+    if not opts.args.published:
+        raise UsageError("release dispatch-merge needs the published release's files", "--published",
+                         "download its release-manifest.json and SHA256SUMS into a folder and pass it")
+    added = dispatch.merge(Path(opts.args.dispatch_merge), Path(opts.args.published), out)
+    proc.console.print(f"[green]merged[/]: {len(added)} new files -> {out}")
+    return 0
+
+
+# --- the verbs --------------------------------------------------------------------------------------------
 
 
 def _git_commit(root: Path) -> str | None:
@@ -137,11 +232,11 @@ def _git_commit(root: Path) -> str | None:
     return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
-def _default_out(args: argparse.Namespace, config: ProjectConfig) -> Path:
+def _default_out(opts: Options[Args], config: ProjectConfig) -> Path:
     from ci.build import tail
 
-    outputs = tail.Outputs.resolve(config.root, getattr(args, "wheelhouse", None), getattr(args, "build_dir", None))
-    return settings.path_option(args.out, "FARM_RELEASE_DIR", outputs.build_root / "release")
+    outputs = tail.Outputs.resolve(config.root, opts.wheelhouse, opts.build_dir)
+    return settings.path_option(opts.args.out, "FARM_RELEASE_DIR", outputs.build_root / "release")
 
 
 def _print_summary(manifest: Manifest, out: Path, seconds: float | None = None) -> None:
@@ -162,7 +257,8 @@ def _print_summary(manifest: Manifest, out: Path, seconds: float | None = None) 
                        + (f"; {seconds:.0f} s" if seconds is not None else ""))
 
 
-def _cmd_dry_run(args: argparse.Namespace) -> int:
+def _cmd_dry_run(opts: Options[Args]) -> int:
+    args = opts.args
     from ci import options, proc
     from ci.audit import wheel_audit
     from ci.build import tail
@@ -171,19 +267,19 @@ def _cmd_dry_run(args: argparse.Namespace) -> int:
     from ci.release.assembly import prepare_out, verify_release, write_release
     from ci.release.install_checks import check_extra_index, check_index_install
     from ci.release.install_lines import check_install_lines
-    from ci.release.manifest import write_manifest
+    from ci.release.manifest import record_checks, record_file, record_install_lines, write_manifest
     from ci.release.plan import find_built, plan, verify_built
     from ci.release.sdist import build_sdist, build_wheel_from_sdist
     from ci.toolchain import envs, toolkit
     from ci.universe import targets
 
     started = time.monotonic()
-    config = options.load_project(args)
-    sel = options.selection(args)
+    config = options.load_project(opts)
+    sel = opts.selection
     chosen = select(config, sel, "linux") if not sel.empty else targets.platform_targets(config, "linux")
     chosen = buildall.local_equivalents(chosen, proc.console)  # cu128 -> its stand-in cu124 without NVIDIA's repo
-    outputs = tail.Outputs.resolve(config.root, args.wheelhouse, args.build_dir)
-    out = _default_out(args, config)
+    outputs = tail.Outputs.resolve(config.root, opts.wheelhouse, opts.build_dir)
+    out = _default_out(opts, config)
     proc.console.print(f"[bold]release dry run[/] of {config.name}: {len(chosen)} Linux targets -> {out}")
     # Preflight: what the build needs, before hours of compiling.
     images.require_engine()
@@ -212,7 +308,7 @@ def _cmd_dry_run(args: argparse.Namespace) -> int:
     if reusable:
         proc.console.print(f"[green]reusing[/] the audited wheels of {', '.join(reusable)}")
     if to_build:
-        buildall.build_all(to_build, outputs, jobs=1, base_image=args.base_image, max_jobs=args.max_jobs,
+        buildall.build_all(to_build, outputs, jobs=1, base_image=args.base_image, max_jobs=opts.max_jobs,
                            console=proc.console)
     built = find_built(outputs.wheelhouse, by_id)
     checks: dict[str, dict[str, str]] = {}
@@ -225,26 +321,26 @@ def _cmd_dry_run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="farm-release-") as tmp:
         # As the workflow: the sdist written without the CUDA torch and checked, then a wheel built from it alone.
         sdist = build_sdist(config, Path(tmp) / "sdist", cpu_torch=args.cpu_torch)
-        from_sdist = build_wheel_from_sdist(config, sdist, Path(tmp) / "sdist-wheel", max_jobs=args.max_jobs)
+        from_sdist = build_wheel_from_sdist(config, sdist, Path(tmp) / "sdist-wheel", max_jobs=opts.max_jobs)
         manifest = plan(config, built, sdist, tag=args.tag, commit=_git_commit(config.root), checks=checks)
-        manifest = _record_all(manifest, sdist.name, {
+        manifest = record_file(manifest, sdist.name, {
             "wheel-from-sdist": f"ok: {from_sdist.name}, built from the sdist alone and audited"})
         prepare_out(out)
         sources = {item.wheel.name: item.wheel for item in built} | {sdist.name: sdist}
         write_release(out, manifest, sources)
-    manifest = _record_checks(manifest, check_index_install(out, manifest), "index-install")
-    manifest = _record_checks(manifest, check_extra_index(out, manifest), "extra-index")
+    manifest = record_checks(manifest, check_index_install(out, manifest), "index-install")
+    manifest = record_checks(manifest, check_extra_index(out, manifest), "extra-index")
     release = targets.default_target(config)
     torch_env = envs.build_env(targets.current_python(), release.torch_requirement, config.build_requires)
-    manifest = _record_install_lines(manifest, check_install_lines(out, manifest, torch_envs=(torch_env,)))
+    manifest = record_install_lines(manifest, check_install_lines(out, manifest, torch_envs=(torch_env,)))
     for name, results in rehearsal.import_tests(out, manifest, by_id, config.root, cpu_torch=args.cpu_torch,
                                                  cpu_python=args.cpu_test_python).items():
-        manifest = _record_all(manifest, name, results)
+        manifest = record_file(manifest, name, results)
     for released in manifest.files:
         emulated_target = by_id.get(released.target or "")
         if emulated_target is not None and emulated_target.cross:
             imported = _emulated_import(out / "assets" / released.name, emulated_target)
-            manifest = _record_all(manifest, released.name, {"import-qemu": imported})
+            manifest = record_file(manifest, released.name, {"import-qemu": imported})
     write_manifest(out, manifest)
     verify_release(out)
     _print_summary(manifest, out, time.monotonic() - started)
@@ -262,63 +358,47 @@ def _emulated_import(wheel: Path, target: Target) -> str:
     return f"ok: {line} (qemu-aarch64, no GPU)"
 
 
-def _record_checks(manifest: Manifest, results: Mapping[str, str], name: str) -> Manifest:
-    files = tuple(f.with_checks({name: results[f.name]}) if f.name in results else f for f in manifest.files)
-    return dataclasses.replace(manifest, files=files)
-
-
-def _record_install_lines(manifest: Manifest, results: Mapping[str, str]) -> Manifest:
-    """``{"<line id> <wheel>": result}`` -> each wheel's ``install-line <line id>`` checks."""
-    for key, result in sorted(results.items()):
-        line_id, _, wheel = key.rpartition(" ")
-        manifest = _record_all(manifest, wheel, {f"install-line {line_id}": result})
-    return manifest
-
-
-def _record_all(manifest: Manifest, file_name: str, results: Mapping[str, str]) -> Manifest:
-    files = tuple(f.with_checks(results) if f.name == file_name else f for f in manifest.files)
-    return dataclasses.replace(manifest, files=files)
-
-
-def _cmd_assemble(args: argparse.Namespace) -> int:
+def _cmd_assemble(opts: Options[Args]) -> int:
+    args = opts.args
     from ci import options, proc
     from ci.release.assembly import prepare_out, verify_release, write_release
     from ci.release.install_checks import check_extra_index, check_index_install
     from ci.release.install_lines import check_install_lines
-    from ci.release.manifest import write_manifest
+    from ci.release.manifest import record_checks, record_install_lines, write_manifest
     from ci.release.plan import all_targets, audit_again, find_built, plan
     from ci.release.sdist import find_sdist
 
-    config = options.load_project(args)
-    out = _default_out(args, config)
+    config = options.load_project(opts)
+    out = _default_out(opts, config)
     by_id = all_targets(config)
-    built = find_built(Path(args.assemble), by_id)
+    built = find_built(_arg(args.assemble), by_id)
     checks = audit_again(built, not args.no_audit)
     sdist = find_sdist(Path(args.sdist_dir)) if args.sdist_dir else None
     if sdist is None:
         proc.console.print("[yellow]no --sdist-dir[/]: the release has no sdist")
-    manifest = plan(config, built, sdist, tag=args.tag, commit=os.environ.get("GITHUB_SHA") or _git_commit(config.root),
-                    checks=checks)
+    commit = opts.settings.environ.get("GITHUB_SHA") or _git_commit(config.root)
+    manifest = plan(config, built, sdist, tag=args.tag, commit=commit, checks=checks)
     prepare_out(out)
     write_release(out, manifest, {item.wheel.name: item.wheel for item in built} | ({sdist.name: sdist} if sdist
                                                                                      else {}))
-    manifest = _record_checks(manifest, check_index_install(out, manifest), "index-install")
-    manifest = _record_checks(manifest, check_extra_index(out, manifest), "extra-index")
-    manifest = _record_install_lines(manifest, check_install_lines(out, manifest))
+    manifest = record_checks(manifest, check_index_install(out, manifest), "index-install")
+    manifest = record_checks(manifest, check_extra_index(out, manifest), "extra-index")
+    manifest = record_install_lines(manifest, check_install_lines(out, manifest))
     write_manifest(out, manifest)
     verify_release(out)
     _print_summary(manifest, out)
     return 0
 
 
-def _cmd_import_test(args: argparse.Namespace) -> int:
+def _cmd_import_test(opts: Options[Args]) -> int:
+    args = opts.args
     from ci import options, proc
     from ci.release.install_checks import import_test
 
-    if not args.target:
-        raise UsageError("--import-test needs the wheel's target", "--target", "pass --target ID (nox -s matrix)")
-    (target,) = options.resolve(args, os_name=_host_os())[:1]
-    path = Path(args.import_test)
+    if not opts.selection.target_ids:
+        raise UsageError("release import-test needs the wheel's target", "--target", "pass --target ID (nox -s matrix)")
+    (target,) = options.resolve(opts, os_name=_host_os())[:1]
+    path = _arg(args.import_test)
     wheels = sorted(path.glob("*.whl")) if path.is_dir() else [path]
     if len(wheels) != 1 or not wheels[0].is_file():
         raise UsageError("expected one wheel", f"{path}: {', '.join(w.name for w in wheels) or 'none'}",
@@ -335,45 +415,67 @@ def _cmd_import_test(args: argparse.Namespace) -> int:
     return 0
 
 
+def _arg(value: str | None) -> Path:
+    """The verb's argument (``finish`` refused a verb without it)."""
+    assert value is not None
+    return Path(value)
+
+
 def _host_os() -> str:
     return "windows" if sys.platform == "win32" else "linux"
 
 
-def _cmd_sdist(args: argparse.Namespace) -> int:
+def _cmd_sdist(opts: Options[Args]) -> int:
+    args = opts.args
     from ci import options, proc
     from ci.release.sdist import build_sdist
 
-    sdist = build_sdist(options.load_project(args), Path(args.sdist), cpu_torch=args.cpu_torch,
+    sdist = build_sdist(options.load_project(opts), _arg(args.sdist), cpu_torch=args.cpu_torch,
                         torch_index=args.torch_index)
     proc.console.print(f"[green]sdist[/] {sdist}")
     return 0
 
 
-def _cmd_wheel_from_sdist(args: argparse.Namespace) -> int:
+def _cmd_wheel_from_sdist(opts: Options[Args]) -> int:
+    args = opts.args
     from ci import options
     from ci.release.sdist import build_wheel_from_sdist, find_sdist
 
-    config = options.load_project(args)
+    config = options.load_project(opts)
     out = settings.path_option(args.out, "FARM_SDIST_WHEEL_DIR", Path.cwd() / "sdist-wheel")
-    build_wheel_from_sdist(config, find_sdist(Path(args.wheel_from_sdist)), out, max_jobs=args.max_jobs)
+    build_wheel_from_sdist(config, find_sdist(_arg(args.wheel_from_sdist)), out, max_jobs=opts.max_jobs)
     return 0
 
 
-def _cmd_site(args: argparse.Namespace) -> int:
+def _cmd_site(opts: Options[Args]) -> int:
+    args = opts.args
     from ci import proc
     from ci.release import index
     from ci.release.manifest import MANIFEST, Manifest, site_index
 
     if not args.manifests or not args.base_url:
-        raise UsageError("--site needs --manifests and --base-url", args.site,
+        raise UsageError("release site needs --manifests and --base-url", args.site,
                          "pass the folder of downloaded release-manifest.json files and the releases' download URL")
     found = sorted(Path(args.manifests).rglob(MANIFEST))
     if not found:
         raise UsageError("no release manifest found", args.manifests, f"download each release's {MANIFEST} there")
     manifests = [Manifest.from_json(p.read_text(), p) for p in found]
-    site = Path(args.site)
+    site = _arg(args.site)
     if site.exists():
         shutil.rmtree(site)
     pages = index.write_site(site, site_index(manifests, args.base_url))
     proc.console.print(f"[green]index site[/] {site}: {len(manifests)} releases, {len(pages)} pages")
     return 0
+
+
+_VERBS = {"dry-run": _cmd_dry_run, "assemble": _cmd_assemble, "import-test": _cmd_import_test, "sdist": _cmd_sdist,
+          "wheel-from-sdist": _cmd_wheel_from_sdist, "site": _cmd_site, "dispatch-plan": _dispatch_plan,
+          "dispatch-assemble": _dispatch_assemble, "dispatch-merge": _dispatch_merge}
+
+
+COMMAND = Command("release", "build, audit and test every Linux target; per-variant indexes, SHA256SUMS and a "
+                  "manifest (verbs: " + ", ".join(VERBS) + ")", configure, Args, run,
+                  Traits(compiles=True, selects=True, input_paths=(*INPUTS, "sdist_dir", "manifests", "published"),
+                         output_paths=("out", *OUTPUTS),
+                         labels=tuple((v.replace("-", "_"), f"release {v}'s {a}") for v, (a, _) in VERBS.items() if a)),
+                  finish=finish)

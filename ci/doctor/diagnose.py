@@ -181,14 +181,15 @@ def _run_logged(cmd: list[str], env: dict[str, str]) -> subprocess.CompletedProc
     return proc.run(cmd, env=env or None, capture=True, check=False)
 
 
-def run(args: argparse.Namespace, emit: Callable[[str], None] = print) -> int:
+def run(index: str, env: str | None = None, python: str | None = None, as_json: bool = False,
+        emit: Callable[[str], None] = print) -> int:
     """The doctor command: the report, exit 0; with no fitting wheel, a FarmError of exit status 1 (``--json``:
     the JSON, then exit 1)."""
-    folder = Path(args.index).expanduser().resolve()
+    folder = Path(index).expanduser().resolve()
     listed = doctor_wheels.list_index(folder)  # a bad folder is refused before anything runs
-    machine = load_env(Path(args.env).expanduser().resolve()) if args.env else probe(interpreter(args.python))
+    machine = load_env(Path(env).expanduser().resolve()) if env else probe(interpreter(python))
     report = doctor(folder, machine, listed)
-    if args.json:
+    if as_json:
         emit(json.dumps(report.as_dict(), indent=2))
         return 0 if report.fits else 1
     for line in report.lines():
@@ -208,7 +209,8 @@ def main(argv: Iterable[str] | None = None) -> int:
                                      "machine, and why each other one does not.")
     add_arguments(parser)
     try:
-        return run(parser.parse_args(list(sys.argv[1:] if argv is None else argv)))
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        return run(args.index, args.env, args.python, args.json)
     except FarmError as exc:
         if exc.details:
             print(exc.details, file=sys.stderr)

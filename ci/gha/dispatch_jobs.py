@@ -5,8 +5,8 @@ Inputs: ``targets`` (ids, separated by spaces or commas), ``torch``, ``cuda``, `
 windows) and ``publish`` (off by default). Jobs:
 
 ``plan``            resolves the inputs with the farm's own selection (``selection.select``, what ``python -m ci
-                    matrix`` runs) into the ids of the targets the workflows build: ``python -m ci workflows
-                    --dispatch-plan`` (ci/release/dispatch.py) reads them from ``FARM_DISPATCH_*`` (set by ``env:``; no
+                    matrix`` runs) into the ids of the targets the workflows build: ``python -m ci release
+                    dispatch-plan`` (ci/release/dispatch.py) reads them from ``FARM_DISPATCH_*`` (set by ``env:``; no
                     input is expanded inside a script). An id the workflows do not build, a filter that selects
                     nothing, a local stand-in, a torch the targets are not built with, or ``publish`` off a ``v*``
                     tag or without its GitHub Release: one ``error:`` line, exit non-zero, before any build.
@@ -94,7 +94,7 @@ SITE_SCRIPT = (
     '--dir "manifests/$tag" \\\n'
     '      || echo "::notice::release $tag has no release-manifest.json (not made by the farm)"\n'
     "  done\n"
-    "python -m ci release --site site --manifests manifests "
+    "python -m ci release site site --manifests manifests "
     '--base-url "https://github.com/$GITHUB_REPOSITORY/releases/download"\n'
 )
 
@@ -126,13 +126,13 @@ RELEASE_EXISTS = (
 ASSEMBLE_SCRIPT = (
     "tag_args=()\n"
     'if [ "$GITHUB_REF_TYPE" = tag ]; then tag_args=(--tag "$GITHUB_REF_NAME"); fi\n'
-    'python -m ci workflows --dispatch-assemble artifacts --out release "${tag_args[@]}"\n'
+    'python -m ci release dispatch-assemble artifacts --out release "${tag_args[@]}"\n'
 )
 
 PUBLISHED_SCRIPT = (
     'gh release download "$GITHUB_REF_NAME" --repo "$GITHUB_REPOSITORY" --dir published \\\n'
     "  --pattern release-manifest.json --pattern SHA256SUMS\n"
-    "python -m ci workflows --dispatch-merge release --published published --out merged\n"
+    "python -m ci release dispatch-merge release --published published --out merged\n"
 )
 
 UPLOAD_SCRIPT = (
@@ -161,7 +161,7 @@ def plan_job(ctx: Context) -> Job:
     steps: list[Step] = [
         *prologue(ctx),
         {"name": "The targets the inputs select (the farm's selection; one error line when it is empty)",
-         "id": "plan", "env": plan_env, "run": "python -m ci workflows --dispatch-plan"},
+         "id": "plan", "env": plan_env, "run": "python -m ci release dispatch-plan"},
         {"name": "publish: the tag's GitHub Release exists", "if": "inputs.publish",
          "env": {"GH_TOKEN": "${{ github.token }}"}, "run": RELEASE_EXISTS},
     ]
@@ -200,7 +200,7 @@ def dispatch_workflow(ctx: Context) -> dict[str, Any]:
             "needs": ["plan", "wheels", "gpu-tests"], "runs-on": LINUX_RUNNER, "timeout-minutes": 30,
             "permissions": permissions(contents="read"),
             "steps": [*prologue(ctx), download(None, "artifacts", pattern="wheel-*"),
-                      {"name": "python -m ci workflows --dispatch-assemble",
+                      {"name": "python -m ci release dispatch-assemble",
                        "env": {"FARM_DISPATCH_SELECTED": selection}, "run": ASSEMBLE_SCRIPT},
                       upload("dispatch-release", "release/")]},
         "publish-github": {

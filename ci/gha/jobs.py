@@ -83,8 +83,8 @@ def ci_workflow(ctx: Context) -> dict[str, Any]:
             {"name": "mypy (strict)", "run": "mypy ci"},
         ]
     lint_steps += [
-        {"name": "Workflows follow the matrix", "run": "python -m ci workflows --check"},
-        {"name": "zizmor and the GitHub workflow schema", "run": "python -m ci workflows --lint"},
+        {"name": "Workflows follow the matrix", "run": "python -m ci workflows check"},
+        {"name": "zizmor and the GitHub workflow schema", "run": "python -m ci workflows lint"},
     ]
     if ctx.external:
         test_steps: list[Step] = [
@@ -125,7 +125,7 @@ def ci_workflow(ctx: Context) -> dict[str, Any]:
             "outputs": {"cells": "${{ steps.changed.outputs.cells }}"},
             "steps": [*prologue(ctx), registry_login(),
                       {"name": "Cells whose image tag is not in the registry yet", "id": "changed",
-                       "run": "python -m ci workflows --changed-cells"}]},
+                       "run": "python -m ci images changed"}]},
     }
     if jobs["changes"]["env"] is None:
         del jobs["changes"]["env"]
@@ -272,7 +272,7 @@ def release_workflow(ctx: Context) -> dict[str, Any]:
     assemble_script = (
         "tag_args=()\n"
         'if [ "$GITHUB_REF_TYPE" = tag ]; then tag_args=(--tag "$GITHUB_REF_NAME"); fi\n'
-        "python -m ci release --assemble artifacts --sdist-dir sdist --out release "
+        "python -m ci release assemble artifacts --sdist-dir sdist --out release "
         '"${tag_args[@]}"\n'
     )
     release_script = (
@@ -299,14 +299,14 @@ def release_workflow(ctx: Context) -> dict[str, Any]:
                   "steps": [*prologue(ctx),
                             # No CUDA torch: a CPU one only when the project's setup.py imports torch.
                             {"name": "python -m build --sdist (without the CUDA torch), then its file list checked",
-                             "run": f"python -m ci release --sdist dist --torch-index {matrix.PYTORCH_INDEX}/cpu"},
+                             "run": f"python -m ci release sdist dist --torch-index {matrix.PYTORCH_INDEX}/cpu"},
                             upload("sdist", "dist/")]},
         "sdist-wheel": {
             "name": f"the sdist builds: {ctx.release_target.id} from the sdist alone, audited", "needs": "sdist",
             "runs-on": LINUX_RUNNER, "timeout-minutes": 90, "permissions": permissions(contents="read"),
             "steps": [*prologue(ctx), download("sdist", "sdist"),
-                      {"name": "python -m ci release --wheel-from-sdist",
-                       "run": "python -m ci release --wheel-from-sdist sdist --out sdist-wheel"}]},
+                      {"name": "python -m ci release wheel-from-sdist",
+                       "run": "python -m ci release wheel-from-sdist sdist --out sdist-wheel"}]},
         "gpu-tests": {"name": "GPU tests", "needs": "wheels", "uses": local_workflow("gpu-tests.yml"),
                       "permissions": permissions(contents="read")},
         "assemble": {
@@ -314,7 +314,7 @@ def release_workflow(ctx: Context) -> dict[str, Any]:
             "needs": ["wheels", "sdist", "sdist-wheel", "gpu-tests"], "runs-on": LINUX_RUNNER, "timeout-minutes": 30,
             "permissions": permissions(contents="read"),
             "steps": [*prologue(ctx), download(None, "artifacts", pattern="wheel-*"), download("sdist", "sdist"),
-                      {"name": "python -m ci release --assemble", "run": assemble_script},
+                      {"name": "python -m ci release assemble", "run": assemble_script},
                       upload("release-pypi", "release/pypi/"), upload("release-assets", "release/assets/"),
                       upload("release-notes", "release/release-notes.md"), upload("release-index", "release/index/")]},
         "publish-pypi": {

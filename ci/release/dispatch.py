@@ -1,33 +1,31 @@
-"""What ``dispatch.yml`` (ci/gha/dispatch_jobs.py) runs: ``python -m ci workflows --dispatch-plan``,
-``--dispatch-assemble ARTIFACTS`` and ``--dispatch-merge RELEASE``.
+"""What ``dispatch.yml`` (ci/gha/dispatch_jobs.py) runs: ``python -m ci release dispatch-plan``,
+``release dispatch-assemble ARTIFACTS`` and ``release dispatch-merge RELEASE`` (``ci/commands/release.py``; the old
+spellings ``workflows --dispatch-plan`` and so on still work for one release).
 
-* ``--dispatch-plan``: the workflow's inputs (``FARM_DISPATCH_TARGETS``, ``_TORCH``, ``_CUDA``, ``_PYTHON``,
+* ``dispatch-plan``: the workflow's inputs (``FARM_DISPATCH_TARGETS``, ``_TORCH``, ``_CUDA``, ``_PYTHON``,
   ``_OS``, ``_PUBLISH``) resolved with the farm's own selection (``selection.select``, what ``python -m ci matrix``
   runs, per OS and, for filters, per Linux architecture) into ids of targets the workflows build; writes
   ``targets=<JSON list>`` to ``GITHUB_OUTPUT``. Refused, with one ``error:`` line and exit 2: no input at all; an id
   the workflows do not build (a local stand-in included); a filter that selects nothing; a named target the
   filters leave out; a build the workflows make otherwise (a stable-ABI target asked for with another torch);
   ``publish`` anywhere but on a ``v*`` tag.
-* ``--dispatch-assemble``: the selected wheels (``FARM_DISPATCH_SELECTED``, the plan's list) out of the downloaded
+* ``dispatch-assemble``: the selected wheels (``FARM_DISPATCH_SELECTED``, the plan's list) out of the downloaded
   artifacts, each report checked, the Linux wheels audited again, into a release folder (``--out``) with its
-  indexes, SHA256SUMS and manifest, every index installed from with pip: what ``release --assemble`` does for
+  indexes, SHA256SUMS and manifest, every index installed from with pip: what ``release assemble`` does for
   every target, for these (``ci/commands/release.py`` requires them all).
-* ``--dispatch-merge``: that folder merged into the published release's manifest and SHA256SUMS (``--published``,
+* ``dispatch-merge``: that folder merged into the published release's manifest and SHA256SUMS (``--published``,
   downloaded from the tag's GitHub Release) in ``--out``: ``new/`` (the wheels the release lacks),
   ``release-manifest.json`` and ``SHA256SUMS`` (every file of the release), ``ATTESTED-SUMS`` (what gets build
   provenance: the new wheels and the manifest). A file the release has with the same SHA-256 is left as it is;
   one of the same name with other bytes is refused, as is another project, version or tag.
 
-The argument hook and this module's top are standard library only (``ci/cli.py`` imports them before any
-environment exists).
+This module's top is standard library only.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
-import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -47,41 +45,6 @@ SELECTED_ENV = "FARM_DISPATCH_SELECTED"
 NEW = "new"
 ATTESTED = "ATTESTED-SUMS"
 NOT_ON_PYPI = "added to the GitHub Release by dispatch.yml, which never uploads to PyPI"
-
-
-def add_arguments(mode: argparse._MutuallyExclusiveGroup, parser: argparse.ArgumentParser) -> None:
-    mode.add_argument("--dispatch-plan", action="store_true", help="(dispatch.yml) the targets the FARM_DISPATCH_* "
-                      "inputs select; writes targets=<JSON list> to GITHUB_OUTPUT")
-    mode.add_argument("--dispatch-assemble", metavar="ARTIFACTS", help="(dispatch.yml) the selected targets' "
-                      "wheels (FARM_DISPATCH_SELECTED) audited again into a release folder (--out)")
-    mode.add_argument("--dispatch-merge", metavar="RELEASE", help="(dispatch.yml) that release folder merged into "
-                      "the published manifest and SHA256SUMS (--published) in --out; a replaced file is refused")
-    parser.add_argument("--published", help="--dispatch-merge: the release's release-manifest.json and SHA256SUMS")
-    parser.add_argument("--tag", help="--dispatch-assemble: the release tag, v<version> of the wheels")
-
-
-def command(args: argparse.Namespace, config: ProjectConfig) -> int | None:
-    """The dispatch helper ``args`` asks for, or None."""
-    from ci import proc
-
-    if args.dispatch_plan:
-        chosen = plan(config, Request.from_env(os.environ), os.environ)
-        write_plan(chosen, os.environ)
-        return 0
-    if not (args.dispatch_assemble or args.dispatch_merge):
-        return None
-    if not args.out:
-        raise UsageError("--dispatch-assemble and --dispatch-merge write a folder", "--out", "pass --out DIR")
-    if args.dispatch_assemble:
-        ids = selected_ids(os.environ.get(SELECTED_ENV, ""))
-        assemble(config, Path(args.dispatch_assemble), ids, Path(args.out), args.tag)
-        return 0
-    if not args.published:
-        raise UsageError("--dispatch-merge needs the published release's files", "--published",
-                         "download its release-manifest.json and SHA256SUMS into a folder and pass it")
-    added = merge(Path(args.dispatch_merge), Path(args.published), Path(args.out))
-    proc.console.print(f"[green]merged[/]: {len(added)} new files -> {args.out}")
-    return 0
 
 
 # --- the plan ------------------------------------------------------------------------------------------------
@@ -163,11 +126,11 @@ def _select(config: ProjectConfig, request: Request, os_name: str, named: tuple[
     return found, refusals
 
 
-def plan(config: ProjectConfig, request: Request, env: Mapping[str, str] | None = None) -> tuple[Target, ...]:
-    """The targets ``request`` selects, in the workflows' order (never empty: that is an error)."""
+def plan(config: ProjectConfig, request: Request, env: Mapping[str, str]) -> tuple[Target, ...]:
+    """The targets ``request`` selects, in the workflows' order (never empty: that is an error); ``env``: the
+    run's GITHUB_REF_* (the environment the entry read)."""
     from ci.universe import targets
 
-    env = os.environ if env is None else env
     if request.publish and not (env.get("GITHUB_REF_TYPE") == "tag" and env.get("GITHUB_REF_NAME", "").startswith("v")):
         raise UsageError("publishing needs a release tag", env.get("GITHUB_REF_NAME") or "no ref",
                          "run the workflow on the v<version> tag whose GitHub Release gets the wheels, or leave "
@@ -236,38 +199,23 @@ def selected_ids(text: str) -> list[str]:
         ids = None
     if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
         raise UsageError(f"{SELECTED_ENV} is not the plan's list of target ids", text[:80] or "empty",
-                         "pass needs.plan.outputs.targets (python -m ci workflows --dispatch-plan writes it)")
+                         "pass needs.plan.outputs.targets (python -m ci release dispatch-plan writes it)")
     return ids
 
 
 # --- assemble and merge --------------------------------------------------------------------------------------
 
 
-def _record(manifest: Manifest, results: Mapping[str, str], name: str) -> Manifest:
-    """``{file: result}`` as each file's check ``name``."""
-    return dataclasses.replace(manifest, files=tuple(
-        item.with_checks({name: results[item.name]}) if item.name in results else item for item in manifest.files))
-
-
-def _record_lines(manifest: Manifest, results: Mapping[str, str]) -> Manifest:
-    """``{"<line id> <file>": result}`` (check_install_lines) as each file's ``install-line <line id>`` checks."""
-    by_file: dict[str, dict[str, str]] = {}
-    for key, result in results.items():
-        line_id, _, name = key.rpartition(" ")
-        by_file.setdefault(name, {})[f"install-line {line_id}"] = result
-    return dataclasses.replace(manifest, files=tuple(
-        item.with_checks(by_file[item.name]) if item.name in by_file else item for item in manifest.files))
-
-
 def assemble(config: ProjectConfig, artifacts: Path, ids: Sequence[str], out: Path, tag: str | None, *,
-             reaudit: bool = True) -> Manifest:
-    """The release folder of the selected targets, checked as ``release --assemble`` checks a release's
-    (``reaudit``: the Linux wheels audited again, as there; the tests' fake wheels are not)."""
+             reaudit: bool = True, commit: str | None = None) -> Manifest:
+    """The release folder of the selected targets, checked as ``release assemble`` checks a release's
+    (``reaudit``: the Linux wheels audited again, as there; the tests' fake wheels are not; ``commit``: the
+    run's GITHUB_SHA)."""
     from ci import proc
     from ci.release.assembly import prepare_out, verify_release, write_release
     from ci.release.install_checks import check_extra_index, check_index_install
     from ci.release.install_lines import check_install_lines
-    from ci.release.manifest import write_manifest
+    from ci.release.manifest import record_checks, record_install_lines, write_manifest
     from ci.release.plan import audit_again, find_built
     from ci.release.plan import plan as release_plan
 
@@ -278,12 +226,12 @@ def assemble(config: ProjectConfig, artifacts: Path, ids: Sequence[str], out: Pa
             raise _not_built(config, target_id, known)
     built = find_built(artifacts, {i: by_id[i] for i in ids})
     checks = audit_again(built, reaudit)
-    manifest = release_plan(config, built, None, tag=tag, commit=os.environ.get("GITHUB_SHA") or None, checks=checks)
+    manifest = release_plan(config, built, None, tag=tag, commit=commit, checks=checks)
     prepare_out(out)
     write_release(out, manifest, {item.wheel.name: item.wheel for item in built})
-    manifest = _record(manifest, check_index_install(out, manifest), "index-install")
-    manifest = _record(manifest, check_extra_index(out, manifest), "extra-index")
-    manifest = _record_lines(manifest, check_install_lines(out, manifest))
+    manifest = record_checks(manifest, check_index_install(out, manifest), "index-install")
+    manifest = record_checks(manifest, check_extra_index(out, manifest), "extra-index")
+    manifest = record_install_lines(manifest, check_install_lines(out, manifest))
     write_manifest(out, manifest)
     verify_release(out)
     proc.console.print(f"[green]assembled[/] {len(built)} wheels of {config.name} {manifest.version} -> {out}")

@@ -17,7 +17,7 @@ def import_commands(target: targets.Target, wheel: str = "dist") -> list[tuple[s
     (with ``--torch-index`` replaced where PyTorch's indexes cannot be reached). An aarch64 wheel is tested with
     PyPI's aarch64 torch, a CUDA build (2.11 onwards), on a runner with no GPU: the CPU-only import of a CUDA torch
     (``release_checks.cpu_import_torch`` hides the GPU), then the CUDA torch's import."""
-    base = f"python -m ci release --import-test {wheel} --target {target.id} --test-python {target.python}"
+    base = f"python -m ci release import-test {wheel} --target {target.id} --test-python {target.python}"
     found = []
     if target.os == "linux" and target.arch != "x86_64":
         if target.project.cpu_libraries:

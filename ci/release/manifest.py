@@ -174,3 +174,29 @@ def write_manifest(out: Path, manifest: Manifest) -> None:
     digests = [(p.name, wheelmeta.sha256_file(p)) for p in sorted(assets.iterdir())
                if p.is_file() and p.name != SUMS]
     fsutil.atomic_write_text(assets / SUMS, sums_text(digests))
+
+
+# --- the one manifest recorder (release dry-run and assemble, dispatch-assemble) -------------------------------
+
+
+def record_checks(manifest: Manifest, results: Mapping[str, str], name: str) -> Manifest:
+    """``{file: result}`` as each named file's check ``name``."""
+    return dataclasses.replace(manifest, files=tuple(
+        item.with_checks({name: results[item.name]}) if item.name in results else item for item in manifest.files))
+
+
+def record_file(manifest: Manifest, file_name: str, results: Mapping[str, str]) -> Manifest:
+    """``{check: result}`` as checks of the one file ``file_name``."""
+    return dataclasses.replace(manifest, files=tuple(
+        item.with_checks(results) if item.name == file_name else item for item in manifest.files))
+
+
+def record_install_lines(manifest: Manifest, results: Mapping[str, str]) -> Manifest:
+    """``{"<line id> <file>": result}`` (install_lines.check_install_lines) as each file's ``install-line <line id>``
+    checks."""
+    by_file: dict[str, dict[str, str]] = {}
+    for key, result in sorted(results.items()):
+        line_id, _, name = key.rpartition(" ")
+        by_file.setdefault(name, {})[f"install-line {line_id}"] = result
+    return dataclasses.replace(manifest, files=tuple(
+        item.with_checks(by_file[item.name]) if item.name in by_file else item for item in manifest.files))

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 
 def local_command(command: str, *, wheel: Path, cpu_torch: str | None, cpu_python: str | None = None) -> list[str]:
-    """A generated ``python -m ci release --import-test`` line as this machine runs it (see the module's note);
+    """A generated ``python -m ci release import-test`` line as this machine runs it (see the module's note);
     ``cpu_python``: the CPython of the CPU-only import test where the CPU torch here has no wheel for the
     target's (this machine's CPU torch is one local wheel, for one CPython)."""
     words = shlex.split(command)
@@ -49,7 +49,7 @@ def local_command(command: str, *, wheel: Path, cpu_torch: str | None, cpu_pytho
         args += ["--cpu-torch", cpu_torch]
     if kind == "cpu" and cpu_python:
         args[args.index("--test-python") + 1] = cpu_python
-    args[args.index("--import-test") + 1] = str(wheel)
+    args[args.index("import-test") + 1] = str(wheel)
     return [sys.executable, "-m", "ci", *args]
 
 
@@ -57,7 +57,7 @@ def _cpu_import(target: Target, item: ReleaseFile, cpu_torch: str | None,
                 cpu_python: str | None) -> tuple[str, CpuImportTorch]:
     """The CPython and torch of a wheel's CPU-only import test here: the target's CPython, or ``cpu_python`` where
     only that one gets the CPU build ``--cpu-torch`` names (this machine's CPU torch is one wheel, for one CPython)
-    and the wheel installs on it; the torch as ``python -m ci release --import-test`` chooses it."""
+    and the wheel installs on it; the torch as ``python -m ci release import-test`` chooses it."""
     from ci.release.install_checks import cpu_import_torch, host_can_run
 
     choice = cpu_import_torch(target, target.python, index_url=None, cpu_torch=cpu_torch)

@@ -57,10 +57,6 @@ class LaneResult:
     detail: str = ""
 
 
-def parse_lanes(value: str) -> list[str]:
-    return options.parse_lanes(value)
-
-
 @dataclasses.dataclass(frozen=True)
 class Subject:
     """What is under test: the interpreter (with its torch) and where the package comes from."""

@@ -20,7 +20,6 @@ before any virtual environment exists.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 from collections.abc import Iterable, Mapping
 
@@ -384,13 +383,12 @@ def validate(cell: Cell) -> Cell:
 def resolve(
     key: str,
     arch_list: str | None = None,
-    env: Mapping[str, str] | None = None,
     torch: str | None = None,
 ) -> Cell:
-    """Look a cell up, apply the architecture and torch overrides, validate it."""
-    env = os.environ if env is None else env
+    """Look a cell up, apply the architecture and torch overrides, validate it (``arch_list``: ``--arch-list`` /
+    ``TORCH_CUDA_ARCH_LIST`` as the entry resolved it, ci/settings.py)."""
     cell = get_cell(key)
-    cell = with_arch_list(cell, arch_list or env.get("TORCH_CUDA_ARCH_LIST"))
+    cell = with_arch_list(cell, arch_list)
     if torch:
         cell = dataclasses.replace(cell, torch=get_torch(torch).version)
     return validate(cell)

@@ -124,6 +124,18 @@ CASES: list[tuple[list[str], dict[str, str], int, str]] = [
     (["images"], {"FARM_DOCKER": "/bin/false"}, 2, "FARM_DOCKER is not a usable docker client (/bin/false)"),
     (["build-win"], {}, 3, "Windows builds need a Windows host with Visual Studio"),
     (["release", "--bogus"], {}, 2, "unrecognized arguments: --bogus"),
+    # Verbs: a missing or extra argument, two modes, an old flag's argument that does not exist.
+    (["release", "import-test"], {}, 2, "release import-test needs its WHEEL"),
+    (["release", "dry-run", "extra"], {}, 2, "release dry-run takes no argument (extra)"),
+    (["release", "--dry-run", "--sdist", "dist"], {}, 2, "two release modes given (--dry-run and --sdist)"),
+    (["release", "--assemble", "/nonexistent-artifacts"], {}, 2,
+     "release assemble's ARTIFACTS does not exist (/nonexistent-artifacts)"),
+    (["release", "frobnicate"], {}, 2, "invalid choice: 'frobnicate'"),
+    (["release"], {}, 2, "no release mode given"),
+    (["workflows", "frobnicate"], {}, 2, "invalid choice: 'frobnicate'"),
+    (["images", "pull"], {}, 2, "images pull takes one cell (none)"),
+    (["images", "changed", "13"], {}, 2, "images changed takes no cell (13)"),
+    (["workflows", "--push-image", "99"], {"FARM_DOCKER": "/nonexistent/docker"}, 2, "unknown CUDA version (99)"),
     # An explicit empty list is not "the defaults"; a junk MAX_JOBS is not ignored; no abbreviated options.
     (["build", "--arch-list", ""], {}, 2, "--arch-list is empty ('')"),
     (["develop", "--arch-list", " "], {}, 2, "--arch-list is empty (' ')"),

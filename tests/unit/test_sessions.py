@@ -23,7 +23,7 @@ NOX = shutil.which("nox") or str(Path(sys.executable).parent / "nox")
 #: session -> (nox arguments after the session, exit code, text the output must contain)
 FULL = {
     "matrix": (["--", "--json"], 0, '"id": "fusedops-stable-cu130-cp310abi3-linux_x86_64"'),
-    "workflows": (["--", "--check"], 0, "follow the matrix"),
+    "workflows": (["--", "check"], 0, "follow the matrix"),
     "build-win-cuda-13": ([], 3, "Windows builds need a Windows host with Visual Studio"),
     "build-win-cuda-12": ([], 3, "Windows builds need a Windows host with Visual Studio"),
     "bench": ([], 2, "error: no built wheel of fusedops-stable-cu130"),
@@ -56,6 +56,34 @@ def noxfile_sessions() -> set[str]:
 def test_the_readme_lists_every_session_and_only_sessions() -> None:
     listed, defined = readme_sessions(), noxfile_sessions()
     assert listed == defined, f"README only: {sorted(listed - defined)}; noxfile only: {sorted(defined - listed)}"
+
+
+#: The commands of the table without a pass-through session of their own name, and what stands in for one.
+NO_PASS_THROUGH = {
+    "test": "none: `tests` is the farm's own suite; the project's test command runs as `python -m ci test`",
+    "run": "bench (`run bench`)",
+    "build-win": "build-win-cuda-13, build-win-cuda-12",
+    "lock": "lock, written in noxfile.py: it installs uv first",
+}
+
+
+def test_every_command_has_its_session_or_says_why() -> None:
+    """README, nox and the parser cannot drift: the pass-through sessions are the table's, and the table says which
+    commands have none."""
+    from ci.cli import COMMANDS, build_parser
+
+    defined = noxfile_sessions()
+    without = {name for name, command in COMMANDS.items() if not command.session}
+    assert without == set(NO_PASS_THROUGH)
+    assert {name for name in COMMANDS if name not in without} <= defined
+    parser_commands = set(build_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
+    assert parser_commands == set(COMMANDS)
+    # Each pass-through session's docstring is its command's help (nox -l shows it).
+    listing = subprocess.run([NOX, "-f", str(ROOT / "noxfile.py"), "--list"], cwd=ROOT, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=True).stdout
+    for name, command in COMMANDS.items():
+        if command.session:
+            assert f"- {name} -> {command.help[:1].upper()}{command.help[1:]}." in listing
 
 
 @pytest.fixture(scope="module")

@@ -213,7 +213,7 @@ def test_ci_is_read_only_and_never_pushes(documents: dict[str, dict[str, Any]]) 
     ci = documents["ci.yml"]
     for key, job in ci["jobs"].items():
         assert all(v.value == "read" for v in job["permissions"].values()), key
-        assert not any("--push-image" in s.get("run", "") for s in job.get("steps", [])), key
+        assert not any("images push" in s.get("run", "") for s in job.get("steps", [])), key
     assert set(ci["on"]) == {"push", "pull_request", "workflow_dispatch"}
     assert ci["concurrency"]["cancel-in-progress"] is True
 
@@ -251,10 +251,10 @@ def test_release_runs_build_test_publish_in_that_order(documents: dict[str, dict
     assert jobs["gpu-tests"]["needs"] == "wheels"
     assert jobs["assemble"]["needs"] == ["wheels", "sdist", "sdist-wheel", "gpu-tests"]
     # The sdist is written without the CUDA torch, and proven by a wheel built from it alone.
-    sdist_run = next(s["run"] for s in jobs["sdist"]["steps"] if "--sdist" in s.get("run", ""))
+    sdist_run = next(s["run"] for s in jobs["sdist"]["steps"] if "release sdist" in s.get("run", ""))
     assert "--torch-index https://download.pytorch.org/whl/cpu" in sdist_run
     assert jobs["sdist-wheel"]["needs"] == "sdist"
-    assert any("--wheel-from-sdist sdist" in s.get("run", "") for s in jobs["sdist-wheel"]["steps"])
+    assert any("wheel-from-sdist sdist" in s.get("run", "") for s in jobs["sdist-wheel"]["steps"])
     # PyPI cannot take a file back: it comes after the GitHub Release, and both survive a re-run.
     assert jobs["publish-github"]["needs"] == "assemble"
     assert jobs["publish-pypi"]["needs"] == "publish-github"
@@ -349,7 +349,7 @@ def test_the_farms_tools_run_on_the_farms_python_and_tests_on_the_targets(
         assert pythons[0]["id"] == "target-python"
         assert names.index(f"Python {pins.FARM_PYTHON} (the farm's)") < next(
             i for i, n in enumerate(names) if n.startswith("The farm's tools"))
-        runs = [s for s in steps if "--import-test" in s.get("run", "")]
+        runs = [s for s in steps if "release import-test" in s.get("run", "")]
         variable = f"FARM_PYTHON_{target.python.replace('.', '_')}"
         assert runs and all(f"--test-python {target.python}" in s["run"] for s in runs)
         assert all(s["env"] == {variable: "${{ steps.target-python.outputs.python-path }}"} for s in runs)
@@ -527,7 +527,7 @@ def test_aarch64_wheels_build_natively_on_the_arm64_runner_in_the_manylinux_aarc
         assert wheels[gha_steps.job_key("import", target.id)]["runs-on"] == "ubuntu-24.04-arm"
         image = documents["images.yml"]["jobs"][f"image-{target.cell.name}-aarch64"]
         assert image["runs-on"] == "ubuntu-24.04-arm"
-        assert any(f"--push-image {target.cell.name}" in s.get("run", "") for s in image["steps"])
+        assert any(f"images push {target.cell.name}" in s.get("run", "") for s in image["steps"])
     # The assemble job downloads every wheel-* artifact: both architectures land in each variant's index.
     assemble = documents["release.yml"]["jobs"]["assemble"]
     assert any(s.get("with", {}).get("pattern") == "wheel-*" for s in assemble["steps"])
@@ -535,7 +535,7 @@ def test_aarch64_wheels_build_natively_on_the_arm64_runner_in_the_manylinux_aarc
 
 def test_only_the_default_branch_and_tags_push_builder_images(documents: dict[str, dict[str, Any]]) -> None:
     pushes = [(n, k, s) for n, d in documents.items() for k, j in d["jobs"].items() for s in j.get("steps", [])
-              if "--push-image" in s.get("run", "")]
+              if "images push" in s.get("run", "")]
     assert pushes and {n for n, _, _ in pushes} == {"images.yml"}
     for _, _, step in pushes:
         assert step["if"] == ("steps.pull.outputs.found != 'true' && (github.ref == 'refs/heads/main' || "

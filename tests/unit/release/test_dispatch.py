@@ -88,12 +88,12 @@ def test_the_dispatch_workflow_takes_ids_and_filters_and_runs_the_release_jobs(
     assemble = jobs["assemble"]
     assert assemble["needs"] == ["plan", "wheels", "gpu-tests"]
     assert any(s.get("with", {}).get("pattern") == "wheel-*" for s in assemble["steps"])
-    step = next(s for s in assemble["steps"] if "--dispatch-assemble" in s.get("run", ""))
+    step = next(s for s in assemble["steps"] if "dispatch-assemble" in s.get("run", ""))
     assert step["env"] == {"FARM_DISPATCH_SELECTED": selection}
     publish = jobs["publish-github"]
     assert publish["needs"] == "assemble" and publish["concurrency"]["group"] == "release-${{ github.ref }}"
     runs = "\n".join(s.get("run", "") for s in publish["steps"])
-    assert "--dispatch-merge release --published published --out merged" in runs
+    assert "release dispatch-merge release --published published --out merged" in runs
     assert "gh release create" not in runs and "gh release delete" not in runs
     assert runs.index("merged/new/*") < runs.index("merged/release-manifest.json")  # wheels before the manifest
     attest = next(s for s in publish["steps"] if "attest-build-provenance" in str(s.get("uses", "")))

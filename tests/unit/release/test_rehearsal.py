@@ -27,7 +27,7 @@ def test_the_dry_run_runs_the_workflows_own_import_commands_on_the_targets_pytho
     for command in commands.values():
         local = rehearsal.local_command(command, wheel=wheel, cpu_torch="2.13.0")
         assert local[:3] == [sys.executable, "-m", "ci"]
-        assert "--torch-index" not in local and local[local.index("--import-test") + 1] == str(wheel)
+        assert "--torch-index" not in local and local[local.index("import-test") + 1] == str(wheel)
         assert local[local.index("--test-python") + 1] == target.python == "3.10"
         assert local[local.index("--target") + 1] == target.id
         # Everything else is the generated command's, in its order.

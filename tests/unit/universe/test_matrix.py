@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ci import cli, errors, options
+from ci import cli, errors, options, settings
 from ci.universe import archs, matrix, project, shapes, targets
 from ci.universe.selection import Selection, select
 
@@ -55,7 +55,8 @@ def test_arch_list_marks_only_the_newest_as_ptx() -> None:
 def test_arch_list_override_from_argument_and_environment() -> None:
     cell = matrix.resolve("13.0", "8.0;9.0+PTX")
     assert cell.sass_archs == ("8.0", "9.0") and cell.ptx_arch == "9.0"
-    cell = matrix.resolve("13.0", env={"TORCH_CUDA_ARCH_LIST": "8.6 9.0"})
+    resolved = settings.resolve({"TORCH_CUDA_ARCH_LIST": "8.6 9.0"})  # the entry reads the variable once
+    cell = matrix.resolve("13.0", resolved.get("TORCH_CUDA_ARCH_LIST"))
     assert cell.sass_archs == ("8.6", "9.0") and cell.ptx_arch == "9.0"
 
 

@@ -32,10 +32,12 @@ def test_build_win_exits_at_once_off_windows(args: tuple[str, ...]) -> None:
 
 
 def test_build_win_options() -> None:
-    args = cli.parse(["build-win", "--cuda", "13", "--toolset", "14.44", "--dll-path", "C:/a", "--dll-path", "C:/b",
+    opts = cli.parse(["build-win", "--cuda", "13", "--toolset", "14.44", "--dll-path", "C:/a", "--dll-path", "C:/b",
                       "--refresh-vcvars", "--no-smoke", "--max-jobs", "4"])
-    assert (args.toolset, args.dll_path, args.refresh_vcvars, args.no_smoke, args.max_jobs) == \
-        ("14.44", ["C:/a", "C:/b"], True, True, 4)
+    args = opts.args
+    assert (args.toolset, args.dll_path, args.refresh_vcvars, args.no_smoke, opts.max_jobs) == \
+        ("14.44", ("C:/a", "C:/b"), True, True, 4)
+    assert opts.settings.get("FARM_MSVC_TOOLSET") == "14.44" and opts.settings.source("FARM_MSVC_TOOLSET") == "flag"
     # The nox sessions' selection: one stable-ABI wheel per CUDA major, its release cell.
     for major, cuda in (("13", "13.0"), ("12", "12.8")):
         chosen = options.resolve(cli.parse(["build-win", "--cuda", major]), os_name="windows")

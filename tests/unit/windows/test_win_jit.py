@@ -36,11 +36,11 @@ def _fake_toolkit(folder: Path, version: str = "13.0.88") -> Path:
 
 
 def test_arguments() -> None:
-    args = cli.parse(["jit", "--", "python", "train.py"])
-    assert args.subcommand == "jit"  # the sub-command survives: the command to run has a dest of its own
-    assert jit.command_of(args.jit_command) == ["python", "train.py"]
-    args = cli.parse(["jit", "--cuda", "13.2", "--toolset", "14.44", "--print-env"])
-    assert (args.cuda, args.toolset, args.print_env, args.jit_command) == ("13.2", "14.44", True, [])
+    opts = cli.parse(["jit", "--", "python", "train.py"])
+    assert opts.command == "jit"  # the sub-command survives: the command to run has a dest of its own
+    assert jit.command_of(list(opts.args.jit_command)) == ["python", "train.py"]
+    args = cli.parse(["jit", "--cuda", "13.2", "--toolset", "14.44", "--print-env"]).args
+    assert (args.cuda, args.toolset, args.print_env, args.jit_command) == ("13.2", "14.44", True, ())
     with pytest.raises(UsageError, match="no command to run"):
         jit.command_of(["--"])
 

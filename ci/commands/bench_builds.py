@@ -1,0 +1,45 @@
+"""``bench-builds``: cold, warm and one-file build times of the host and container builds."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+from ci.commands.command import Command, Traits, project_args
+from ci.options import Options
+
+
+@dataclasses.dataclass(frozen=True)
+class Args:
+    kind: tuple[str, ...] = ()
+    touch: str | None = None
+    out: str | None = None
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    project_args(parser)
+    parser.add_argument("--kind", action="append", default=[],
+                        help="host, aarch64 (the host's cross build of the release target), or a CUDA cell for its "
+                        "container build (13, 12, 13.2); repeatable (default: host, 13, 12)")
+    parser.add_argument("--touch", help="the file the one-file rebuild changes (default: the smallest .cu)")
+    parser.add_argument("--out", help="results folder (default: FARM_BENCH_RESULTS, else <project>/bench-results)")
+
+
+def run(opts: Options[Args]) -> int:
+    from ci import options, settings
+    from ci.linux import buildbench
+    from ci.log import log
+    from ci.universe import matrix
+
+    config = options.load_project(opts)
+    kinds = list(opts.args.kind) or ["host", "13", "12"]
+    for kind in kinds:
+        if kind not in ("host", "aarch64"):
+            matrix.get_cell(kind)
+    out = settings.path_option(opts.args.out, "FARM_BENCH_RESULTS", config.root / "bench-results")
+    buildbench.bench(config, kinds, opts.args.touch, out, log.results)
+    return 0
+
+
+COMMAND = Command("bench-builds", "cold, warm and one-file build times of the host and container builds", configure,
+                  Args, run, Traits(compiles=True, project=True, output_paths=("out",)))
