@@ -8,6 +8,7 @@ failure ends with one line ``error: <what> (<value>): <how to fix>`` and the exi
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -39,10 +40,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str]) -> int:
     proc.install_signal_handlers()
+    leading = argv[:next((i for i, a in enumerate(argv) if a not in cli.GLOBAL_FLAGS), len(argv))]
+    if "--traceback" in leading:
+        # The process's own environment: errors.debug_enabled here, and every child process the farm starts.
+        os.environ["FARM_DEBUG"] = "1"
     try:
         opts = cli.parse(argv)
         settings.install(opts.settings)  # for the modules below that read a setting through settings.current()
-        leading = argv[:next((i for i, a in enumerate(argv) if a not in cli.GLOBAL_FLAGS), len(argv))]
         if "--show-settings" in leading or errors.debug_enabled():
             for line in opts.settings.lines():
                 log.info(line)

@@ -184,8 +184,6 @@ def parse(argv: Sequence[str], *, cwd: Path | None = None, prog: str | None = No
     command = COMMANDS[ns.subcommand]
     if command.name == "run":
         ns.extra = extra
-    if ns.traceback:
-        os.environ["FARM_DEBUG"] = "1"  # for errors.debug_enabled and every child process
     if command.finish is not None:
         command.finish(ns)
     arch_list = getattr(ns, "arch_list", None)

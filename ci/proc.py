@@ -30,9 +30,6 @@ from pathlib import Path
 from ci.errors import CommandFailed, Interrupted, MissingRequirement
 from ci.log import log as logger
 
-#: Deprecated: the logger's progress console (stderr), kept while callers move to :data:`ci.log.log`.
-console = logger.progress
-
 #: Seconds a child group gets between SIGTERM and SIGKILL.
 GRACE_SECONDS = 10.0
 

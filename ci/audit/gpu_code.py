@@ -15,8 +15,6 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from ci import proc
-from ci.audit import wheel_size
 from ci.audit.checks import Check
 from ci.universe.project import ProjectConfig
 from ci.universe.shapes import Cell
@@ -74,6 +72,8 @@ def _sm_key(sm: str) -> int:
 
 def list_archs(cuobjdump: Path, libraries: Sequence[Path]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The SASS and PTX architectures (``sm_90``) of the fatbinaries in ``libraries``."""
+    from ci import proc  # here: the doctor reads wheels with packaging alone (no rich, which proc's logger needs)
+
     elf = [proc.run([cuobjdump, "--list-elf", p], capture=True, check=False).stdout for p in libraries]
     ptx = [proc.run([cuobjdump, "--list-ptx", p], capture=True, check=False).stdout for p in libraries]
     return parse_cuobjdump("\n".join(elf), "\n".join(ptx))
@@ -110,6 +110,8 @@ def read_gpu_code(cell: Cell | None, cuda_libs: Sequence[Path], cuobjdump: Path 
     build, nothing to read)."""
     if cell is None or not cuda_libs or cuobjdump is None:
         return GpuCode()
+    from ci.audit import wheel_size
+
     sass, ptx = list_archs(cuobjdump, cuda_libs)
     return GpuCode(sass=sass, ptx=ptx, checks=tuple(check_archs(sass, ptx, cell.sass_archs, cell.ptx_arch)),
                    arch_bytes=tuple(wheel_size.arch_bytes(cuobjdump, cuda_libs).items()))

@@ -69,9 +69,8 @@ def make_report(
     )
 
 
-def print_report(report: BuildReport, console: object = None) -> None:
-    """The report as a table on stdout. ``console`` is ignored (the farm has one logger); it goes once its callers
-    stop passing it."""
+def print_report(report: BuildReport) -> None:
+    """The report as a table on stdout."""
     table = Table(title=f"{report.target} ({report.mode} build)", show_header=False)
     table.add_column("", style="bold")
     table.add_column("")

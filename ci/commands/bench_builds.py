@@ -28,7 +28,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(opts: Options[Args]) -> int:
     from ci import options, settings
     from ci.linux import buildbench
-    from ci.log import log
     from ci.universe import matrix
 
     config = options.load_project(opts)
@@ -37,7 +36,7 @@ def run(opts: Options[Args]) -> int:
         if kind not in ("host", "aarch64"):
             matrix.get_cell(kind)
     out = settings.path_option(opts.args.out, "FARM_BENCH_RESULTS", config.root / "bench-results")
-    buildbench.bench(config, kinds, opts.args.touch, out, log.results)
+    buildbench.bench(config, kinds, opts.args.touch, out)
     return 0
 
 

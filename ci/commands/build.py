@@ -37,7 +37,7 @@ def run(opts: Options[Args]) -> int:
         if opts.args.cpu:
             target = dataclasses.replace(target, cpu=True)
         rep = host.build(target, outputs, max_jobs=opts.max_jobs)
-        report.print_report(rep, log.results)
+        report.print_report(rep)
         log.result(f"[green]wheel written to[/] {outputs.target_dir(target) / rep.wheel}", markup=True)
     return 0
 

@@ -38,7 +38,7 @@ def run(opts: Options[Args]) -> int:
     config = options.load_project(opts)
     sel = opts.selection
     chosen = select(config, sel) if not sel.empty else targets.platform_targets(config, "linux")
-    chosen = buildall.local_equivalents(chosen, log.results)
+    chosen = buildall.local_equivalents(chosen)
     outputs = tail.Outputs.resolve(config.root, opts.wheelhouse, opts.build_dir, config.normalized_name)
     if opts.args.missing:
         outputs.check_writable()
@@ -47,7 +47,7 @@ def run(opts: Options[Args]) -> int:
             log.result(f"every target has its wheel in {outputs.wheelhouse}: nothing to build")
             return 0
     return buildall.build_all(chosen, outputs, jobs=opts.args.jobs, base_image=opts.args.base_image,
-                              max_jobs=opts.max_jobs, console=log.results)
+                              max_jobs=opts.max_jobs)
 
 
 COMMAND = Command("build-all", "every Linux target of the project, in containers", configure, Args, run,

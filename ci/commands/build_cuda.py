@@ -58,13 +58,12 @@ def container_build(opts: Options[Any], chosen: tuple[Target, ...], base_image: 
         log.result(f"image {tag} ready in {time.monotonic() - started:.1f} s")
         job = container.ContainerBuild(target=target, spec=spec, image=tag, outputs=outputs, max_jobs=opts.max_jobs)
         rep = container.build_in_container(job)
-        report.print_report(rep, log.results)
+        report.print_report(rep)
     return 0
 
 
 def run(opts: Options[Args]) -> int:
     from ci import options
-    from ci.log import log
 
     chosen = options.resolve(opts)
     if str(opts.selection.cuda or "").strip().isdigit():
@@ -72,7 +71,7 @@ def run(opts: Options[Args]) -> int:
         # toolkit cannot be reached. A named cell (12.8) is built as asked, or refused with one line.
         from ci.linux import buildall
 
-        chosen = buildall.local_equivalents(chosen, log.results)
+        chosen = buildall.local_equivalents(chosen)
     return container_build(opts, chosen, opts.args.base_image)
 
 

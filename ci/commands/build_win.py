@@ -42,7 +42,7 @@ def run(opts: Options[Args]) -> int:
     found = vswhere.discover()
     for target in chosen:
         rep = build.build_target(target, outputs, found, build_options)
-        report.print_report(rep, log.results)
+        report.print_report(rep)
         log.result(f"[green]wheel written to[/] {outputs.target_dir(target) / rep.wheel}", markup=True)
     return 0
 

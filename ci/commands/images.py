@@ -80,7 +80,7 @@ def build_images(a: Args) -> int:
 
     from ci.linux import image_contents, images
     from ci.log import log
-    from ci.universe import matrix
+    from ci.universe import matrix, targets
 
     table = Table(title="builder images")
     for col in ("cell", "tag", "size", "build time"):
@@ -89,7 +89,7 @@ def build_images(a: Args) -> int:
     for cell in matrix.cells(list(a.cells) or None):
         started = time.monotonic()
         if not a.cells and cell.toolkit.kind == "nvidia-repo":
-            reason = images.probe_url(matrix.nvidia_repo_file(images.host_arch()), images.host_ca_bundle())
+            reason = images.probe_url(matrix.nvidia_repo_file(targets.host_arch()), images.host_ca_bundle())
             if reason:  # every cell, by default: those this machine can build (cu124 stands in for cu128)
                 log.result(f"[yellow]skipped {cell.name}[/]: {matrix.unreachable_toolkit(cell)[0]} ({reason})",
                            markup=True)
@@ -101,7 +101,7 @@ def build_images(a: Args) -> int:
         tags.append(tag)
     log.result(table)
     for tag in tags:  # what each layer costs: the jobs' disk needs (docs/releasing.md, "Disk") come from these
-        image_contents.report_layers(tag, log.results)
+        image_contents.report_layers(tag)
     return 0
 
 

@@ -205,7 +205,7 @@ def _dispatch_assemble(opts: Options[Args]) -> int:
 
 
 def _dispatch_merge(opts: Options[Args]) -> int:
-    from ci import proc
+    from ci.log import log
     from ci.release import dispatch
 
     out = _dispatch_out(opts)
@@ -214,22 +214,11 @@ def _dispatch_merge(opts: Options[Args]) -> int:
         raise UsageError("release dispatch-merge needs the published release's files", "--published",
                          "download its release-manifest.json and SHA256SUMS into a folder and pass it")
     added = dispatch.merge(Path(opts.args.dispatch_merge), Path(opts.args.published), out)
-    proc.console.print(f"[green]merged[/]: {len(added)} new files -> {out}")
+    log.progress.print(f"[green]merged[/]: {len(added)} new files -> {out}")
     return 0
 
 
 # --- the verbs --------------------------------------------------------------------------------------------
-
-
-def _git_commit(root: Path) -> str | None:
-    from ci import proc
-
-    head = proc.run(["git", "-C", root, "rev-parse", "HEAD"], capture=True, check=False, log=False)
-    if head.returncode != 0:
-        return None
-    dirty = proc.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"], capture=True,
-                     check=False, log=False)
-    return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
 def _default_out(opts: Options[Args], config: ProjectConfig) -> Path:
@@ -242,7 +231,8 @@ def _default_out(opts: Options[Args], config: ProjectConfig) -> Path:
 def _print_summary(manifest: Manifest, out: Path, seconds: float | None = None) -> None:
     from rich.table import Table
 
-    from ci import proc
+    from ci.log import log
+
 
     table = Table(title=f"{manifest.project} {manifest.version}: {out}")
     for col in ("file", "size", "sha256", "variant", "PyPI", "checks"):
@@ -251,15 +241,17 @@ def _print_summary(manifest: Manifest, out: Path, seconds: float | None = None) 
         checks = ", ".join(f"{k} {v.split(':')[0]}" for k, v in item.checks) or "-"
         table.add_row(item.name, f"{item.size / 2**20:.2f} MiB", item.sha256[:16], item.variant or "-",
                       "yes" if item.pypi else "no", checks)
-    proc.console.print(table)
-    proc.console.print(f"variants: {', '.join(sorted(manifest.variants()))}; indexes under {out / 'index'}; "
+    log.result(table)
+    log.progress.print(f"variants: {', '.join(sorted(manifest.variants()))}; indexes under {out / 'index'}; "
                        f"PyPI gets {sum(f.pypi for f in manifest.files)} files ({out / 'pypi'})"
                        + (f"; {seconds:.0f} s" if seconds is not None else ""))
 
 
 def _cmd_dry_run(opts: Options[Args]) -> int:
+    from ci.build import project_source
+    from ci.log import log
     args = opts.args
-    from ci import options, proc
+    from ci import options
     from ci.audit import wheel_audit
     from ci.build import tail
     from ci.linux import buildall, images
@@ -277,10 +269,10 @@ def _cmd_dry_run(opts: Options[Args]) -> int:
     config = options.load_project(opts)
     sel = opts.selection
     chosen = select(config, sel, "linux") if not sel.empty else targets.platform_targets(config, "linux")
-    chosen = buildall.local_equivalents(chosen, proc.console)  # cu128 -> its stand-in cu124 without NVIDIA's repo
+    chosen = buildall.local_equivalents(chosen)  # cu128 -> its stand-in cu124 without NVIDIA's repo
     outputs = tail.Outputs.resolve(config.root, opts.wheelhouse, opts.build_dir)
     out = _default_out(opts, config)
-    proc.console.print(f"[bold]release dry run[/] of {config.name}: {len(chosen)} Linux targets -> {out}")
+    log.progress.print(f"[bold]release dry run[/] of {config.name}: {len(chosen)} Linux targets -> {out}")
     # Preflight: what the build needs, before hours of compiling.
     images.require_engine()
     outputs.check_writable()
@@ -292,9 +284,9 @@ def _cmd_dry_run(opts: Options[Args]) -> int:
 
         cross.find_compiler()
         qemu.find_qemu()
-    proc.console.print(f"[green]tool installs[/]: {rehearsal.tool_installs()}")
+    log.progress.print(f"[green]tool installs[/]: {rehearsal.tool_installs()}")
     for cell, step in rehearsal.windows_toolkits(targets.targets_for(config, "windows")).items():
-        proc.console.print(f"[green]Windows toolkit step[/] {cell}: {step}")
+        log.progress.print(f"[green]Windows toolkit step[/] {cell}: {step}")
     by_id = {t.id: t for t in chosen}
     reusable = []
     if args.reuse_wheels:
@@ -303,13 +295,12 @@ def _cmd_dry_run(opts: Options[Args]) -> int:
                 verify_built(item)
                 reusable.append(item.target.id)
             except UsageError as exc:
-                proc.console.print(f"[yellow]rebuilding[/] {item.target.id}: {exc.line()}")
+                log.progress.print(f"[yellow]rebuilding[/] {item.target.id}: {exc.line()}")
     to_build = tuple(t for t in chosen if t.id not in reusable)
     if reusable:
-        proc.console.print(f"[green]reusing[/] the audited wheels of {', '.join(reusable)}")
+        log.progress.print(f"[green]reusing[/] the audited wheels of {', '.join(reusable)}")
     if to_build:
-        buildall.build_all(to_build, outputs, jobs=1, base_image=args.base_image, max_jobs=opts.max_jobs,
-                           console=proc.console)
+        buildall.build_all(to_build, outputs, jobs=1, base_image=args.base_image, max_jobs=opts.max_jobs)
     built = find_built(outputs.wheelhouse, by_id)
     checks: dict[str, dict[str, str]] = {}
     cuobjdump = toolkit.ensure_cuobjdump()
@@ -322,7 +313,8 @@ def _cmd_dry_run(opts: Options[Args]) -> int:
         # As the workflow: the sdist written without the CUDA torch and checked, then a wheel built from it alone.
         sdist = build_sdist(config, Path(tmp) / "sdist", cpu_torch=args.cpu_torch)
         from_sdist = build_wheel_from_sdist(config, sdist, Path(tmp) / "sdist-wheel", max_jobs=opts.max_jobs)
-        manifest = plan(config, built, sdist, tag=args.tag, commit=_git_commit(config.root), checks=checks)
+        manifest = plan(config, built, sdist, tag=args.tag, commit=project_source.git_commit(config.root),
+                        checks=checks)
         manifest = record_file(manifest, sdist.name, {
             "wheel-from-sdist": f"ok: {from_sdist.name}, built from the sdist alone and audited"})
         prepare_out(out)
@@ -344,7 +336,7 @@ def _cmd_dry_run(opts: Options[Args]) -> int:
     write_manifest(out, manifest)
     verify_release(out)
     _print_summary(manifest, out, time.monotonic() - started)
-    proc.console.print("[green]dry run complete[/]: nothing was uploaded")
+    log.progress.print("[green]dry run complete[/]: nothing was uploaded")
     return 0
 
 
@@ -359,8 +351,10 @@ def _emulated_import(wheel: Path, target: Target) -> str:
 
 
 def _cmd_assemble(opts: Options[Args]) -> int:
+    from ci.build import project_source
+    from ci.log import log
     args = opts.args
-    from ci import options, proc
+    from ci import options
     from ci.release.assembly import prepare_out, verify_release, write_release
     from ci.release.install_checks import check_extra_index, check_index_install
     from ci.release.install_lines import check_install_lines
@@ -375,8 +369,8 @@ def _cmd_assemble(opts: Options[Args]) -> int:
     checks = audit_again(built, not args.no_audit)
     sdist = find_sdist(Path(args.sdist_dir)) if args.sdist_dir else None
     if sdist is None:
-        proc.console.print("[yellow]no --sdist-dir[/]: the release has no sdist")
-    commit = opts.settings.environ.get("GITHUB_SHA") or _git_commit(config.root)
+        log.progress.print("[yellow]no --sdist-dir[/]: the release has no sdist")
+    commit = opts.settings.environ.get("GITHUB_SHA") or project_source.git_commit(config.root)
     manifest = plan(config, built, sdist, tag=args.tag, commit=commit, checks=checks)
     prepare_out(out)
     write_release(out, manifest, {item.wheel.name: item.wheel for item in built} | ({sdist.name: sdist} if sdist
@@ -391,8 +385,9 @@ def _cmd_assemble(opts: Options[Args]) -> int:
 
 
 def _cmd_import_test(opts: Options[Args]) -> int:
+    from ci.log import log
     args = opts.args
-    from ci import options, proc
+    from ci import options
     from ci.release.install_checks import import_test
 
     if not opts.selection.target_ids:
@@ -405,13 +400,13 @@ def _cmd_import_test(opts: Options[Args]) -> int:
                          "pass the wheel, or the folder of one target's build")
     kind = args.torch_kind
     if kind == "cpu" and not target.project.cpu_libraries:
-        proc.console.print(f"[yellow]skipped[/]: {target.project.name} declares no cpu-libraries, so its wheels "
+        log.progress.print(f"[yellow]skipped[/]: {target.project.name} declares no cpu-libraries, so its wheels "
                            "need a CUDA torch")
         return 0
     result = import_test(target, kind, wheel=wheels[0], python=args.test_python or target.python,
                          index_url=args.torch_index,
                          cpu_torch=args.cpu_torch)
-    proc.console.print(f"[green]{wheels[0].name}[/]: {result}")
+    log.progress.print(f"[green]{wheels[0].name}[/]: {result}")
     return 0
 
 
@@ -426,13 +421,14 @@ def _host_os() -> str:
 
 
 def _cmd_sdist(opts: Options[Args]) -> int:
+    from ci.log import log
     args = opts.args
-    from ci import options, proc
+    from ci import options
     from ci.release.sdist import build_sdist
 
     sdist = build_sdist(options.load_project(opts), _arg(args.sdist), cpu_torch=args.cpu_torch,
                         torch_index=args.torch_index)
-    proc.console.print(f"[green]sdist[/] {sdist}")
+    log.progress.print(f"[green]sdist[/] {sdist}")
     return 0
 
 
@@ -448,8 +444,8 @@ def _cmd_wheel_from_sdist(opts: Options[Args]) -> int:
 
 
 def _cmd_site(opts: Options[Args]) -> int:
+    from ci.log import log
     args = opts.args
-    from ci import proc
     from ci.release import index
     from ci.release.manifest import MANIFEST, Manifest, site_index
 
@@ -464,7 +460,7 @@ def _cmd_site(opts: Options[Args]) -> int:
     if site.exists():
         shutil.rmtree(site)
     pages = index.write_site(site, site_index(manifests, args.base_url))
-    proc.console.print(f"[green]index site[/] {site}: {len(manifests)} releases, {len(pages)} pages")
+    log.progress.print(f"[green]index site[/] {site}: {len(manifests)} releases, {len(pages)} pages")
     return 0
 
 

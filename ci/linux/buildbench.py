@@ -66,10 +66,8 @@ def timed_build(cmd: list[str], env: dict[str, str]) -> float:
     return time.monotonic() - started
 
 
-def bench(config: ProjectConfig, kinds: list[str], touch: str | None, out: Path,
-          console: object = None) -> list[Row]:
-    """Time cold, warm and one-file builds of each kind; ``console`` is ignored (the farm has one logger) and goes
-    once its callers drop it."""
+def bench(config: ProjectConfig, kinds: list[str], touch: str | None, out: Path) -> list[Row]:
+    """Time cold, warm and one-file builds of each kind."""
     top, inside, commit = reproduce.repository_of(config.root)
     rows: list[Row] = []
     folder = Path(tempfile.mkdtemp(prefix="farm-build-times-"))

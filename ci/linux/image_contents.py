@@ -116,9 +116,9 @@ def layers_path(tag: str) -> Path:
     return toolenv.cache_root() / "images" / (tag.replace("/", "_").replace(":", "_") + ".layers.json")
 
 
-def report_layers(tag: str, console: object = None) -> Path:
+def report_layers(tag: str) -> Path:
     """Print ``tag``'s non-empty layers with their sizes and save them as JSON (for sizing a CI job's disk).
-    ``console`` is ignored (the farm has one logger); it goes once its callers stop passing it."""
+   """
     found = layers(tag)
     total = sum(layer.size for layer in found)
     table = Table(title=f"layers of {tag}")

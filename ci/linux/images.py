@@ -115,11 +115,6 @@ def docker_cli() -> str:
     )
 
 
-def host_arch() -> str:
-    """Deprecated: :func:`ci.universe.targets.host_arch`, the one answer; kept only until
-    ``ci/linux/image_commands.py`` calls that one (then remove it)."""
-    return targets.host_arch()
-
 
 @dataclasses.dataclass(frozen=True)
 class ImageSpec:

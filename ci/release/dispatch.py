@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ci.errors import UsageError
+from ci.log import log
 from ci.universe import selection
 from ci.universe.selection import Selection, select
 
@@ -178,7 +179,6 @@ def plan(config: ProjectConfig, request: Request, env: Mapping[str, str]) -> tup
 
 def write_plan(chosen: Sequence[Target], env: Mapping[str, str]) -> None:
     """``targets=<JSON list>`` for the jobs; the list in the log and the run's summary."""
-    from ci import proc
 
     ids = [t.id for t in chosen]
     if env.get("GITHUB_OUTPUT"):
@@ -187,7 +187,7 @@ def write_plan(chosen: Sequence[Target], env: Mapping[str, str]) -> None:
     if env.get("GITHUB_STEP_SUMMARY"):
         with open(env["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as fh:
             fh.write(f"### {len(ids)} targets\n\n" + "".join(f"- `{i}`\n" for i in ids))
-    proc.console.print(f"[green]{len(ids)} targets[/]:")
+    log.progress.print(f"[green]{len(ids)} targets[/]:")
     print("\n".join(ids), flush=True)
 
 
@@ -211,7 +211,6 @@ def assemble(config: ProjectConfig, artifacts: Path, ids: Sequence[str], out: Pa
     """The release folder of the selected targets, checked as ``release assemble`` checks a release's
     (``reaudit``: the Linux wheels audited again, as there; the tests' fake wheels are not; ``commit``: the
     run's GITHUB_SHA)."""
-    from ci import proc
     from ci.release.assembly import prepare_out, verify_release, write_release
     from ci.release.install_checks import check_extra_index, check_index_install
     from ci.release.install_lines import check_install_lines
@@ -234,7 +233,7 @@ def assemble(config: ProjectConfig, artifacts: Path, ids: Sequence[str], out: Pa
     manifest = record_install_lines(manifest, check_install_lines(out, manifest))
     write_manifest(out, manifest)
     verify_release(out)
-    proc.console.print(f"[green]assembled[/] {len(built)} wheels of {config.name} {manifest.version} -> {out}")
+    log.progress.print(f"[green]assembled[/] {len(built)} wheels of {config.name} {manifest.version} -> {out}")
     return manifest
 
 
@@ -245,6 +244,7 @@ def merge(release: Path, published: Path, out: Path) -> list[str]:
 
     from ci import fsutil, wheelmeta
     from ci.release.assembly import verify_release
+    from ci.release.index import METADATA_SUFFIX
     from ci.release.manifest import MANIFEST, SUMS, Manifest, parse_sums, sums_text
     from ci.release.plan import check_label_order
 
@@ -283,13 +283,14 @@ def merge(release: Path, published: Path, out: Path) -> list[str]:
             raise UsageError("the merge folder exists and is not an earlier merge", out, "pass a new folder with --out")
         shutil.rmtree(out)
     (out / NEW).mkdir(parents=True)
-    for item in added:
-        shutil.copy2(release / "assets" / item.name, out / NEW / item.name)
+    # Each added wheel's METADATA goes beside it (PEP 658: the indexes announce <wheel>.metadata).
+    new_files = [(f.name, f.sha256) for f in added]
+    new_files += [(f.name + METADATA_SUFFIX, f.metadata_sha256) for f in added if f.metadata_sha256]
+    for name, _ in new_files:
+        shutil.copy2(release / "assets" / name, out / NEW / name)
     fsutil.atomic_write_text(out / MANIFEST, merged.to_json())
     manifest_digest = wheelmeta.sha256_file(out / MANIFEST)
-    sums = {**{k: v for k, v in old_sums.items() if k != MANIFEST}, **{f.name: f.sha256 for f in added},
-            MANIFEST: manifest_digest}
+    sums = {**{k: v for k, v in old_sums.items() if k != MANIFEST}, **dict(new_files), MANIFEST: manifest_digest}
     fsutil.atomic_write_text(out / SUMS, sums_text(sums.items()))
-    fsutil.atomic_write_text(out / ATTESTED, sums_text([*((f.name, f.sha256) for f in added),
-                                                        (MANIFEST, manifest_digest)]))
+    fsutil.atomic_write_text(out / ATTESTED, sums_text([*new_files, (MANIFEST, manifest_digest)]))
     return [f.name for f in added]

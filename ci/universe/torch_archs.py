@@ -117,9 +117,9 @@ def compare(releases: Iterable[shapes.TorchRelease], arch: str) -> list[tuple[Re
     return rows
 
 
-def check(releases: Iterable[shapes.TorchRelease], console: object = None) -> None:
+def check(releases: Iterable[shapes.TorchRelease]) -> None:
     """Print each release's lists as PyPI's wheels have them; one line and a failure when the table differs.
-    ``console`` is ignored (the farm has one logger); it goes once its callers stop passing it."""
+   """
     from rich.markup import escape
 
     from ci.log import log  # here: ci/cli.py imports the universe, and must not import rich

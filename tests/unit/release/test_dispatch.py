@@ -270,8 +270,6 @@ def published_release(tmp_path: Path, config: project.ProjectConfig, ids: list[s
     return downloaded
 
 
-@pytest.mark.xfail(strict=True, reason="dispatch.merge must carry each added wheel's .metadata file into new/, "
-                   "SHA256SUMS and ATTESTED-SUMS (H1's file; the change is in H5's report); then drop this mark")
 def test_only_the_selected_wheels_are_added_to_the_release_and_none_replaced(
         config: project.ProjectConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The install lines resolve against PyPI (release --assemble's tests run them); here: offline.
