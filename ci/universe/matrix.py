@@ -61,11 +61,14 @@ TORCH_RELEASES: tuple[TorchRelease, ...] = (
     TorchRelease("2.9.1", "12.8", _PY_3_10_14, sass=_CU128_SASS),
     TorchRelease("2.10.0", "12.8", _PY_3_10_14, sass=_CU128_SASS),
     TorchRelease("2.11.0", "13.0", _PY_3_10_14, aarch64=True, sass=_CU130_SASS, sass_aarch64=_CU130_SASS_AARCH64),
-    TorchRelease("2.12.1", "13.0", _PY_3_10_14, aarch64=True, sass=_CU130_SASS, sass_aarch64=_CU130_SASS_AARCH64),
-    TorchRelease("2.13.0", "13.0", _PY_3_10_14, aarch64=True, sass=_CU130_SASS, sass_aarch64=_CU130_SASS_AARCH64),
-    TorchRelease("2.14.1", "13.0", _PY_3_10_14, aarch64=True, sass=_CU130_SASS, sass_aarch64=_CU130_SASS_AARCH64),
-    TorchRelease("2.15.0", "13.0", ("3.11", "3.12", "3.13", "3.14", "3.15"), aarch64=True, sass=_CU130_SASS,
-                 sass_aarch64=_CU130_SASS_AARCH64),
+    TorchRelease("2.12.1", "13.0", _PY_3_10_14, aarch64=True, sass=_CU130_SASS, sass_aarch64=_CU130_SASS_AARCH64,
+                 cxx=20),
+    TorchRelease("2.13.0", "13.0", _PY_3_10_14, aarch64=True, sass=_CU130_SASS, sass_aarch64=_CU130_SASS_AARCH64,
+                 cxx=20),
+    TorchRelease("2.14.1", "13.0", _PY_3_10_14, aarch64=True, sass=_CU130_SASS, sass_aarch64=_CU130_SASS_AARCH64,
+                 cxx=20),
+    TorchRelease("2.15.0", "13.2", ("3.11", "3.12", "3.13", "3.14", "3.15"), aarch64=True, sass=_CU130_SASS,
+                 sass_aarch64=_CU130_SASS_AARCH64, cxx=20),
 )
 
 #: Compatibility view used by older callers: torch minor -> CUDA version of its PyPI wheels.
