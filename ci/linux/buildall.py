@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ci import proc
-from ci.build import report, tail
+from ci.build import report, standard, tail
 from ci.errors import CommandFailed
 from ci.universe.targets import Target
 
@@ -80,6 +80,8 @@ def local_equivalents(chosen: tuple[Target, ...], console: Console) -> tuple[Tar
 
 def build_all(chosen: tuple[Target, ...], outputs: tail.Outputs, *, jobs: int, base_image: str | None,
               max_jobs: int | None, console: Console) -> int:
+    for target in chosen:  # before any image or compile: a project pinning an older C++ standard than a torch needs
+        standard.check(target)
     outputs.check_writable()
     logs = outputs.build_root / "logs"
     results: dict[str, tuple[int, float]] = {}
