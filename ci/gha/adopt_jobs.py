@@ -9,7 +9,10 @@
                      ``publish``: built, audited, import- and GPU-tested, added to the release and the index site
                      (the only job that may start workflows: ``actions: write``). A tag whose farm pin does not
                      know the new torch yet builds nothing: its dispatch plan refuses the ids in one line, and the
-                     next release (with the farm pin moved) carries them.
+                     next release (with the farm pin moved) carries them. A stable-ABI project's targets do not
+                     depend on the torch release, so none is missing: its released wheel is tested instead beside
+                     the newest torch of the farm's table (``test --torch``: the smoke and CPU tests, no rebuild;
+                     the wheel's ``Requires-Dist`` floor stays) and the result written to the run's summary.
 ``torch-canary.yml`` daily (and by hand): the project built and CPU-tested against the next torch, the release
                      candidate on PyTorch's test channel (``download.pytorch.org/whl/test/cpu``), on the runner
                      with pip alone (the farm's table knows no release candidate): a CPU build, the project's
@@ -37,7 +40,7 @@ from ci.gha.steps import (
     prologue,
 )
 from ci.gha.yamlout import Commented
-from ci.universe import matrix, project_commands
+from ci.universe import matrix, project_commands, targets
 
 FILES = ("adopt-torch.yml", "torch-canary.yml")
 #: PyTorch's release-candidate channel (CPU builds: the canary compiles no CUDA).
@@ -134,7 +137,39 @@ def project_adopt_jobs(ctx: Context) -> dict[str, Job]:
                    "env": {"GH_TOKEN": "${{ github.token }}", "TAG": "${{ needs.missing.outputs.tag }}",
                            "TARGETS": "${{ needs.missing.outputs.targets }}"},
                    "run": DISPATCH_SCRIPT}]}
-    return {"missing": missing, "dispatch": dispatch}
+    jobs = {"missing": missing, "dispatch": dispatch}
+    if ctx.config.abi == "stable":
+        jobs["compat"] = stable_compat_job(ctx)
+    return jobs
+
+
+def compat_script(target: targets.Target, torch: str) -> str:
+    """Download the release's wheel of ``target`` and run the farm's smoke and CPU tests with it beside ``torch``
+    (``test --torch``: a stable-ABI target keeps its id, its test environment takes that torch)."""
+    pattern = f"{target.project.normalized_name}-*-{target.wheel_tag_prefix}-{matrix.RELEASE_FLOOR}_{target.arch}.whl"
+    pick = "grep -v '+'" if not target.local_version else f"grep -F '+{target.local_version}-'"
+    return (
+        f'gh release download "$TAG" --repo "$GITHUB_REPOSITORY" --pattern "{pattern}" --dir release-wheels\n'
+        f'wheel="$(find release-wheels -name "*.whl" | {pick} | head -n 1)"\n'
+        'if [ -z "$wheel" ]; then echo "error: release $TAG has no wheel of ' + target.id + '"; exit 2; fi\n'
+        f'python -m ci test --target {target.id} --torch {torch} --wheel "$wheel"\n'
+        f'echo "compat: $(basename "$wheel") imports and passes its CPU tests beside torch {torch} (no rebuild; '
+        'its Requires-Dist floor stays)" | tee -a "$GITHUB_STEP_SUMMARY"\n'
+    )
+
+
+def stable_compat_job(ctx: Context) -> Job:
+    """A stable-ABI project needs no rebuild for a new torch: its released wheel is tested beside the newest torch
+    of the farm's table (the one an adoption adds) and the result recorded in the run's summary."""
+    target, newest = ctx.release_target, matrix.TORCH_RELEASES[-1].version
+    return {
+        "name": f"the released stable-ABI wheel beside torch {newest} (no rebuild)", "needs": "missing",
+        "if": "needs.missing.outputs.tag != ''", "runs-on": LINUX_RUNNER, "timeout-minutes": 60,
+        "permissions": permissions(contents="read"),
+        "steps": [*prologue(ctx),
+                  {"name": f"smoke and CPU tests of {target.id} with torch {newest}",
+                   "env": {"GH_TOKEN": "${{ github.token }}", "TAG": "${{ needs.missing.outputs.tag }}"},
+                   "run": compat_script(target, newest)}]}
 
 
 def adopt_workflow(ctx: Context) -> dict[str, Any]:

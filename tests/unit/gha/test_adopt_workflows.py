@@ -10,7 +10,7 @@ import pytest
 from ci.gha import adopt_jobs
 from ci.gha import jobs as gha
 from ci.gha import steps as gha_steps
-from ci.universe import project
+from ci.universe import matrix, project
 
 ROOT = Path(__file__).resolve().parents[3]
 CLASSIC = ROOT / "tests" / "fixtures" / "classic_ext"
@@ -82,3 +82,17 @@ def test_the_canary_builds_and_tests_against_the_test_channel_without_publishing
                for step in job["steps"] if "uses" in step}
     assert actions == {"actions/checkout", "actions/setup-python"}  # nothing uploaded, attested or published
     assert "gh release" not in runs and "twine" not in runs
+
+
+def test_a_stable_abi_project_tests_its_released_wheel_beside_the_new_torch(
+        classic: dict[str, dict[str, Any]]) -> None:
+    assert "compat" not in classic["adopt-torch.yml"]["jobs"]  # classic projects get new targets instead
+    stable = _render(ROOT / "tests" / "fixtures" / "stable_shim", gha_steps.FarmSource("owner/farm", FARM_REF))
+    job = stable["adopt-torch.yml"]["jobs"]["compat"]
+    newest = matrix.TORCH_RELEASES[-1].version
+    assert _grants(job) == {"contents": "read"}
+    runs = _runs(job)
+    assert '--pattern "stable_shim-*-cp310-abi3-manylinux_2_28_x86_64.whl"' in runs
+    assert (f"python -m ci test --target stable_shim-stable-cu130-cp310abi3-linux_x86_64 --torch {newest} "
+            '--wheel "$wheel"') in runs
+    assert "GITHUB_STEP_SUMMARY" in runs
