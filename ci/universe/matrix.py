@@ -32,6 +32,7 @@ from ci.universe.shapes import (
     TorchRelease,
     WindowsFacts,
     minor_of,
+    version_key,
 )
 
 #: The glibc floor of every release wheel: the manylinux_2_28 bases of the generated workflows (ci/linux/routes.py
@@ -338,9 +339,14 @@ def get_torch(version: str) -> TorchRelease:
     for release in TORCH_RELEASES:
         if minor_of(wanted) == release.minor and len(wanted.split(".")) == 3:
             return dataclasses.replace(release, version=wanted)
+    known = _known(r.minor for r in TORCH_RELEASES)
+    newest = TORCH_RELEASES[-1].version
+    newer = bool(re.fullmatch(r"\d+\.\d+(\.\d+)?", wanted)) and version_key(wanted) > version_key(newest)
     raise MatrixError(
         "unknown torch release", version or "empty",
-        f"pick one of {_known(r.minor for r in TORCH_RELEASES)}, or add it to TORCH_RELEASES in ci/universe/matrix.py",
+        f"this farm knows torch {known}; for a newer one update the farm (its daily adopt-torch pull request adds "
+        "each release PyPI gets), or run `cuda-ext-farm adopt-torch` in the farm's checkout" if newer
+        else f"pick one of {known}",
     )
 
 

@@ -142,3 +142,14 @@ def test_the_snapshot_is_trimmed() -> None:
                for f in page["files"])
     assert {shapes.minor_of(r.version) for r in matrix.TORCH_RELEASES} <= {
         shapes.minor_of(v) for v in adoption.torch_versions(adoption.Recorded(SNAPSHOT))}
+
+
+def test_a_torch_newer_than_the_table_says_how_to_get_it() -> None:
+    from ci.errors import MatrixError
+
+    with pytest.raises(MatrixError) as caught:
+        matrix.get_torch("9.1")
+    assert "update the farm (its daily adopt-torch pull request" in caught.value.line()
+    assert "run `cuda-ext-farm adopt-torch` in the farm's checkout" in caught.value.line()
+    with pytest.raises(MatrixError, match=r"unknown torch release \(1.0\): pick one of 2.8"):
+        matrix.get_torch("1.0")
