@@ -461,10 +461,14 @@ def regenerate(root: Path = ROOT) -> None:
 
 def adopt(check: bool, *, source: Source | None = None, matrix_file: Path = MATRIX_FILE,
           table: Sequence[shapes.TorchRelease] | None = None, cells: Sequence[shapes.Cell] | None = None,
-          regenerate_after: bool = True, say: Callable[[str], None] = print) -> int:
+          regenerate_after: bool = True, say: Callable[[str], None] | None = None) -> int:
     """``cuda-ext-farm adopt-torch [--check]``: compare the table with PyPI; with ``check``, list what differs and
     return 1 when anything does; without, write each new or changed entry (and a toolkit cell for a new CUDA
     version) into ``matrix_file``, then make the locks and workflows again."""
+    if say is None:
+        from ci.log import log  # rich: imported by the command only (this package is standard library + packaging)
+
+        say = log.result
     source = source or Live()
     table = matrix.TORCH_RELEASES if table is None else table
     known_cuda = {c.cuda for c in (matrix.CELLS if cells is None else cells)}

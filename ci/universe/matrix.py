@@ -10,8 +10,8 @@
 Projects never list versions of their own beyond what they want covered: a
 project's targets (``ci/universe/targets.py``) are this universe filtered by its
 configuration (``ci/universe/project.py``). Adding a toolkit is one entry in ``CELLS``;
-a new torch release is one entry in ``TORCH_RELEASES`` (``nox -s universe``
-compares that table with PyPI).
+a new torch release is one entry in ``TORCH_RELEASES``, written from PyPI by ``cuda-ext-farm adopt-torch``
+(``--check`` compares the table with PyPI; ``ci/universe/adoption.py``).
 
 This module only uses the standard library so ``noxfile.py`` can import it
 before any virtual environment exists.
@@ -48,9 +48,9 @@ DEBIAN_PYTHON = {"bookworm": "3.11", "trixie": "3.13"}
 
 _PY_3_10_14 = ("3.10", "3.11", "3.12", "3.13", "3.14")
 
-#: torch releases on PyPI (newest patch of each minor), read from PyPI's simple
-#: index (``nox -s universe`` checks it). PyPI's wheels of 2.8-2.10 are CUDA
-#: 12.8 builds, 2.11 onwards CUDA 13.0.
+#: torch releases on PyPI (newest patch of each minor), written from PyPI's metadata by ``cuda-ext-farm
+#: adopt-torch`` (``--check`` says when they differ). PyPI's wheels of 2.8-2.10 are CUDA 12.8 builds, 2.11-2.14
+#: CUDA 13.0, 2.15 CUDA 13.2; ``cxx``: the C++ standard their headers need (20 from 2.12).
 #: The SASS lists are those of the cp312 manylinux_2_28 wheels' ``torch._C._cuda_getArchFlags()`` (the string
 #: ``torch.cuda.get_arch_list()`` returns on a GPU machine), read from PyPI by ``nox -s torch-archs``, which also
 #: says when this table and PyPI disagree. None of them carries PTX. PyPI's aarch64 wheels of 2.8-2.10 are CPU builds.
