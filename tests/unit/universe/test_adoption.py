@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from ci.errors import CommandFailed
-from ci.universe import adoption, lockcheck, matrix, shapes
+from ci.universe import adoption, lockcheck, matrix, pypi_torch, shapes
 
 SNAPSHOT = Path(__file__).resolve().parents[2] / "fixtures" / "pypi_torch"
 
 
 @pytest.fixture
-def snapshot() -> adoption.Recorded:
-    return adoption.Recorded(SNAPSHOT)
+def snapshot() -> pypi_torch.Recorded:
+    return pypi_torch.Recorded(SNAPSHOT)
 
 
 def test_every_recorded_entry_renders_byte_for_byte() -> None:
@@ -29,7 +29,7 @@ def test_every_recorded_entry_renders_byte_for_byte() -> None:
         assert adoption.render(release, names) == written[release.version]
 
 
-def test_replay_adopts_the_newest_release_byte_for_byte(tmp_path: Path, snapshot: adoption.Recorded) -> None:
+def test_replay_adopts_the_newest_release_byte_for_byte(tmp_path: Path, snapshot: pypi_torch.Recorded) -> None:
     """Drop the newest recorded release from a copy of the table; the adoption from the snapshot writes it back."""
     original = adoption.MATRIX_FILE.read_text()
     newest = matrix.TORCH_RELEASES[-1]
@@ -46,13 +46,13 @@ def test_replay_adopts_the_newest_release_byte_for_byte(tmp_path: Path, snapshot
     assert copy.read_text() == original
 
 
-def test_check_is_current_against_the_snapshot(snapshot: adoption.Recorded) -> None:
+def test_check_is_current_against_the_snapshot(snapshot: pypi_torch.Recorded) -> None:
     said: list[str] = []
     assert adoption.adopt(True, source=snapshot, say=said.append) == 0
     assert said == [f"TORCH_RELEASES is current: {len(matrix.TORCH_RELEASES)} releases match PyPI"]
 
 
-def test_check_lists_what_differs_and_what_is_new(tmp_path: Path, snapshot: adoption.Recorded) -> None:
+def test_check_lists_what_differs_and_what_is_new(tmp_path: Path, snapshot: pypi_torch.Recorded) -> None:
     stale = list(matrix.TORCH_RELEASES[:-1])
     stale[-1] = dataclasses.replace(stale[-1], sass=("9.0",), cxx=17)
     stale[0] = dataclasses.replace(stale[0], version="2.8.1")
@@ -67,11 +67,11 @@ def test_check_lists_what_differs_and_what_is_new(tmp_path: Path, snapshot: adop
     assert copy.read_text() == adoption.MATRIX_FILE.read_text()  # --check writes nothing
 
 
-def test_each_field_comes_from_pypi(snapshot: adoption.Recorded) -> None:
-    old = adoption.observe("2.8.0", snapshot)
+def test_each_field_comes_from_pypi(snapshot: pypi_torch.Recorded) -> None:
+    old = pypi_torch.observe("2.8.0", snapshot)
     assert (old.cuda, old.aarch64, old.sass_aarch64, old.cxx) == ("12.8", False, (), 17)
     assert old.pythons == ("3.9", "3.10", "3.11", "3.12", "3.13")
-    new = adoption.observe("2.12.1", snapshot)
+    new = pypi_torch.observe("2.12.1", snapshot)
     assert (new.cuda, new.aarch64, new.cxx) == ("13.0", True, 20)
     assert new.sass_aarch64 == ("8.0", "9.0", "10.0", "11.0", "12.0")
 
@@ -79,21 +79,21 @@ def test_each_field_comes_from_pypi(snapshot: adoption.Recorded) -> None:
 def test_cuda_of_reads_each_way_torch_pins_cuda() -> None:
     cu12 = ('Requires-Dist: nvidia-cuda-runtime-cu12==12.8.90; platform_system == "Linux" and '
             'platform_machine == "x86_64"\n')
-    assert adoption.cuda_of(cu12, "x86_64") == "12.8"
-    assert adoption.cuda_of(cu12, "aarch64") is None  # 2.8-2.10's aarch64 wheels: CPU builds
+    assert pypi_torch.cuda_of(cu12, "x86_64") == "12.8"
+    assert pypi_torch.cuda_of(cu12, "aarch64") is None  # 2.8-2.10's aarch64 wheels: CPU builds
     toolkit = 'Requires-Dist: cuda-toolkit[cublas,cudart]==13.2.2; platform_system == "Linux"\n'
-    assert adoption.cuda_of(toolkit, "aarch64") == "13.2"
-    assert adoption.cuda_of("Requires-Dist: nvidia-cuda-runtime==13.0.96\n", "x86_64") == "13.0"
-    assert adoption.cuda_of("Requires-Dist: filelock\n", "x86_64") is None
+    assert pypi_torch.cuda_of(toolkit, "aarch64") == "13.2"
+    assert pypi_torch.cuda_of("Requires-Dist: nvidia-cuda-runtime==13.0.96\n", "x86_64") == "13.0"
+    assert pypi_torch.cuda_of("Requires-Dist: filelock\n", "x86_64") is None
 
 
 def test_cxx_is_the_flag_cpp_extension_passes_most() -> None:
     source = ("    ``-std=c++17``\n    extra_compile_args={'cxx': ['-g', '-std=c++20', '-fPIC']}\n"
               "common_cflags += ['-std=c++17', '-fPIC']\ncflags = ['/std:c++17']\n")
-    assert adoption.cxx_of(source) == 17
-    assert adoption.cxx_of(source.replace("c++17", "c++20")) == 20
+    assert pypi_torch.cxx_of(source) == 17
+    assert pypi_torch.cxx_of(source.replace("c++17", "c++20")) == 20
     with pytest.raises(CommandFailed, match="names no -std=c\\+\\+ flag"):
-        adoption.cxx_of("")
+        pypi_torch.cxx_of("")
 
 
 class _Toolkits:
@@ -112,7 +112,7 @@ class _Toolkits:
     def metadata(self, wheel: lockcheck.IndexFile) -> str:
         raise AssertionError(wheel)
 
-    def wheel_facts(self, wheel: lockcheck.IndexFile) -> adoption.WheelFacts:
+    def wheel_facts(self, wheel: lockcheck.IndexFile) -> pypi_torch.WheelFacts:
         raise AssertionError(wheel)
 
 
@@ -138,10 +138,10 @@ def test_a_cuda_version_not_on_pypi_is_one_line() -> None:
 
 def test_the_snapshot_is_trimmed() -> None:
     page = json.loads((SNAPSHOT / "simple" / "torch.json").read_text())
-    assert all(f["filename"].endswith(tuple(f"{tag}.whl" for tag in adoption.PLATFORM_TAGS.values()))
+    assert all(f["filename"].endswith(tuple(f"{tag}.whl" for tag in pypi_torch.PLATFORM_TAGS.values()))
                for f in page["files"])
     assert {shapes.minor_of(r.version) for r in matrix.TORCH_RELEASES} <= {
-        shapes.minor_of(v) for v in adoption.torch_versions(adoption.Recorded(SNAPSHOT))}
+        shapes.minor_of(v) for v in pypi_torch.torch_versions(pypi_torch.Recorded(SNAPSHOT))}
 
 
 def test_a_torch_newer_than_the_table_says_how_to_get_it() -> None:
