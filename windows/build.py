@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ci import fsutil, proc
 from ci.audit.checks import AuditResult, Check
-from ci.build import project_source, report
+from ci.build import project_source, report, standard
 from ci.build import tail as publish
 from ci.log import log
 from ci.toolchain import envs
@@ -76,6 +76,7 @@ def build_target(target: Target, outputs: publish.Outputs, found: Discovery,
                  options: Options) -> report.BuildReport:  # pragma: no cover - a Windows host with Visual Studio
     started = time.monotonic()
     cell = target.cell
+    standard.check(target)  # a project pinning an older C++ standard than torch's headers need: one line, now
     choice = msvc.choose(cell, found.toolsets, options.toolset, skipped=found.skipped)
     log.note(f"{target.id}:", f"MSVC {choice.toolset} of {choice.instance.label}", style="bold")
     if choice.note:

@@ -1,7 +1,7 @@
 """The GitHub Actions workflows of a project, as data: one job per target id, derived from the matrix.
 
 ``python -m ci workflows`` writes these documents with :mod:`ci.gha.yamlout`; nothing here touches the disk.
-Six workflows (``.github/workflows/``):
+Eight workflows (``.github/workflows/``):
 
 ``ci.yml``         every push and pull request: lint (ruff, mypy, zizmor, the workflow schema, actionlint,
                    drift from the matrix), the unit and CPU tests with a host build of the release target, and
@@ -23,6 +23,9 @@ Six workflows (``.github/workflows/``):
                    manifest) -> PyPI (trusted publishing) -> GitHub Release (provenance) -> the index site.
 ``dispatch.yml``   by hand: the targets named or selected by torch/CUDA/Python/OS filters, through the same jobs,
                    optionally added to a tag's release and the index site (``ci/gha/dispatch_jobs.py``).
+``adopt-torch.yml``, ``torch-canary.yml``  daily: a new torch from PyPI adopted (the farm: a pull request; a
+                   project: its release's missing targets through dispatch.yml), and the project against torch's
+                   release candidate, CPU only (``ci/gha/adopt_jobs.py``).
 
 Standard library only (``packaging`` through ``ci.universe.targets``).
 """
@@ -32,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ci.gha import actions
+from ci.gha import actions, adopt_jobs
 from ci.gha.dispatch_jobs import TARGETS_INPUT, dispatch_workflow, index_site_job, local_workflow, only_selected
 from ci.gha.steps import (
     GPU_RUNNER_VARIABLE,
@@ -63,7 +66,7 @@ from ci.gha.windows_jobs import windows_build_job, windows_runner
 from ci.release import import_steps
 from ci.universe import matrix, targets
 
-FILES = ("ci.yml", "images.yml", "wheels.yml", "gpu-tests.yml", "release.yml", "dispatch.yml")
+FILES = ("ci.yml", "images.yml", "wheels.yml", "gpu-tests.yml", "release.yml", "dispatch.yml", *adopt_jobs.FILES)
 
 # --- ci.yml ------------------------------------------------------------------------------------------------
 
@@ -348,7 +351,8 @@ def render(ctx: Context) -> dict[str, dict[str, Any]]:
     """Every workflow document, by file name."""
     return {"ci.yml": ci_workflow(ctx), "images.yml": images_workflow(ctx), "wheels.yml": wheels_workflow(ctx),
             "gpu-tests.yml": gpu_workflow(ctx), "release.yml": release_workflow(ctx),
-            "dispatch.yml": dispatch_workflow(ctx)}
+            "dispatch.yml": dispatch_workflow(ctx), "adopt-torch.yml": adopt_jobs.adopt_workflow(ctx),
+            "torch-canary.yml": adopt_jobs.canary_workflow(ctx)}
 
 
 def iter_uses(document: Mapping[str, Any]) -> Sequence[tuple[str, str, object]]:

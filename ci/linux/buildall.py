@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ci import proc
-from ci.build import report, tail
+from ci.build import report, standard, tail
 from ci.errors import CommandFailed
 from ci.log import log
 from ci.universe.targets import Target
@@ -92,7 +92,9 @@ def local_equivalents(chosen: tuple[Target, ...]) -> tuple[Target, ...]:
 
 def build_all(chosen: tuple[Target, ...], outputs: tail.Outputs, *, jobs: int, base_image: str | None,
               max_jobs: int | None) -> int:
-    """Build ``chosen``;"""
+    """Build ``chosen``."""
+    for target in chosen:  # before any image or compile: a project pinning an older C++ standard than a torch needs
+        standard.check(target)
     outputs.check_writable()
     logs = outputs.build_root / "logs"
     results: dict[str, tuple[int, float]] = {}

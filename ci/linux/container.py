@@ -35,7 +35,7 @@ from pathlib import Path
 from ci import fsutil, proc, toolenv
 from ci.audit import checks as audit_records
 from ci.audit import symbols, wheel_audit
-from ci.build import project_source, report
+from ci.build import project_source, report, standard
 from ci.build import tail as publish
 from ci.errors import UsageError
 from ci.linux import host as build
@@ -312,6 +312,7 @@ def resolve_in_container(job: ContainerBuild, torch_volume_name: str, wheel: Pat
 def build_in_container(job: ContainerBuild) -> report.BuildReport:
     started = time.monotonic()
     target = job.target
+    standard.check(target)  # a project pinning an older C++ standard than torch's headers need: one line, now
     python = build_python(target, job.spec)
     job.outputs.check_writable()
     if job.toolchain is None:

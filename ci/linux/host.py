@@ -24,7 +24,7 @@ from pathlib import Path
 from ci import fsutil, proc, toolenv
 from ci.audit import checks as audit_records
 from ci.audit import symbols, wheel_audit
-from ci.build import project_source, report, tail
+from ci.build import project_source, report, standard, tail
 from ci.errors import UsageError
 from ci.linux import cross, qemu, sysroot
 from ci.log import log
@@ -196,6 +196,7 @@ def build(target: Target, outputs: tail.Outputs, *, max_jobs: int | None = None)
     """Build, repair, audit and publish ``target`` (``target.cpu``: a CPU-only wheel, no toolkit)."""
     started = time.monotonic()
     cpu = target.cpu
+    standard.check(target)  # a project pinning an older C++ standard than torch's headers need: one line, now
     outputs.check_writable()
     with log.target(target.id, "build"), fsutil.locked(outputs.lock(target), f"the build of {target.id}"):
         with log.stage("toolkit and build environment"):

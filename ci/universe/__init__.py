@@ -7,7 +7,8 @@
 * ``targets``: a build's identity (``Target``), the key of every folder, lock and job; ``selection``: a command
   line's selection narrowed to targets;
 * ``pins``: hash-pinned locks made from the matrix; ``lockcheck``: proof that they install; ``torch_archs``: torch's own
-  architecture lists read from PyPI.
+  architecture lists read from PyPI; ``pypi_torch``: what PyPI says about each torch
+  release; ``adoption``: its table entry written from that (``cuda-ext-farm adopt-torch``).
 
 Standard library plus ``packaging`` only: ``noxfile.py`` and the installable command's launcher import it.
 """

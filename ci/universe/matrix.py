@@ -10,8 +10,8 @@
 Projects never list versions of their own beyond what they want covered: a
 project's targets (``ci/universe/targets.py``) are this universe filtered by its
 configuration (``ci/universe/project.py``). Adding a toolkit is one entry in ``CELLS``;
-a new torch release is one entry in ``TORCH_RELEASES`` (``nox -s universe``
-compares that table with PyPI).
+a new torch release is one entry in ``TORCH_RELEASES``, written from PyPI by ``cuda-ext-farm adopt-torch``
+(``--check`` compares the table with PyPI; ``ci/universe/adoption.py``).
 
 This module only uses the standard library so ``noxfile.py`` can import it
 before any virtual environment exists.
@@ -31,6 +31,7 @@ from ci.universe.shapes import (
     TorchRelease,
     WindowsFacts,
     minor_of,
+    version_key,
 )
 
 #: The glibc floor of every release wheel: the manylinux_2_28 bases of the generated workflows (ci/linux/routes.py
@@ -46,9 +47,9 @@ DEBIAN_PYTHON = {"bookworm": "3.11", "trixie": "3.13"}
 
 _PY_3_10_14 = ("3.10", "3.11", "3.12", "3.13", "3.14")
 
-#: torch releases on PyPI (newest patch of each minor), read from PyPI's simple
-#: index (``nox -s universe`` checks it). PyPI's wheels of 2.8-2.10 are CUDA
-#: 12.8 builds, 2.11 onwards CUDA 13.0.
+#: torch releases on PyPI (newest patch of each minor), written from PyPI's metadata by ``cuda-ext-farm
+#: adopt-torch`` (``--check`` says when they differ). PyPI's wheels of 2.8-2.10 are CUDA 12.8 builds, 2.11-2.14
+#: CUDA 13.0, 2.15 CUDA 13.2; ``cxx``: the C++ standard their headers need (20 from 2.12).
 #: The SASS lists are those of the cp312 manylinux_2_28 wheels' ``torch._C._cuda_getArchFlags()`` (the string
 #: ``torch.cuda.get_arch_list()`` returns on a GPU machine), read from PyPI by ``nox -s torch-archs``, which also
 #: says when this table and PyPI disagree. None of them carries PTX. PyPI's aarch64 wheels of 2.8-2.10 are CPU builds.
@@ -60,11 +61,14 @@ TORCH_RELEASES: tuple[TorchRelease, ...] = (
     TorchRelease("2.9.1", "12.8", _PY_3_10_14, sass=_CU128_SASS),
     TorchRelease("2.10.0", "12.8", _PY_3_10_14, sass=_CU128_SASS),
     TorchRelease("2.11.0", "13.0", _PY_3_10_14, aarch64=True, sass=_CU130_SASS, sass_aarch64=_CU130_SASS_AARCH64),
-    TorchRelease("2.12.1", "13.0", _PY_3_10_14, aarch64=True, sass=_CU130_SASS, sass_aarch64=_CU130_SASS_AARCH64),
-    TorchRelease("2.13.0", "13.0", _PY_3_10_14, aarch64=True, sass=_CU130_SASS, sass_aarch64=_CU130_SASS_AARCH64),
-    TorchRelease("2.14.1", "13.0", _PY_3_10_14, aarch64=True, sass=_CU130_SASS, sass_aarch64=_CU130_SASS_AARCH64),
-    TorchRelease("2.15.0", "13.0", ("3.11", "3.12", "3.13", "3.14", "3.15"), aarch64=True, sass=_CU130_SASS,
-                 sass_aarch64=_CU130_SASS_AARCH64),
+    TorchRelease("2.12.1", "13.0", _PY_3_10_14, aarch64=True, sass=_CU130_SASS, sass_aarch64=_CU130_SASS_AARCH64,
+                 cxx=20),
+    TorchRelease("2.13.0", "13.0", _PY_3_10_14, aarch64=True, sass=_CU130_SASS, sass_aarch64=_CU130_SASS_AARCH64,
+                 cxx=20),
+    TorchRelease("2.14.1", "13.0", _PY_3_10_14, aarch64=True, sass=_CU130_SASS, sass_aarch64=_CU130_SASS_AARCH64,
+                 cxx=20),
+    TorchRelease("2.15.0", "13.2", ("3.11", "3.12", "3.13", "3.14", "3.15"), aarch64=True, sass=_CU130_SASS,
+                 sass_aarch64=_CU130_SASS_AARCH64, cxx=20),
 )
 
 #: Compatibility view used by older callers: torch minor -> CUDA version of its PyPI wheels.
@@ -327,9 +331,14 @@ def get_torch(version: str) -> TorchRelease:
     for release in TORCH_RELEASES:
         if minor_of(wanted) == release.minor and len(wanted.split(".")) == 3:
             return dataclasses.replace(release, version=wanted)
+    known = _known(r.minor for r in TORCH_RELEASES)
+    newest = TORCH_RELEASES[-1].version
+    newer = bool(re.fullmatch(r"\d+\.\d+(\.\d+)?", wanted)) and version_key(wanted) > version_key(newest)
     raise MatrixError(
         "unknown torch release", version or "empty",
-        f"pick one of {_known(r.minor for r in TORCH_RELEASES)}, or add it to TORCH_RELEASES in ci/universe/matrix.py",
+        f"this farm knows torch {known}; for a newer one update the farm (its daily adopt-torch pull request adds "
+        "each release PyPI gets), or run `cuda-ext-farm adopt-torch` in the farm's checkout" if newer
+        else f"pick one of {known}",
     )
 
 

@@ -153,6 +153,12 @@ class Target:
         return f"pt{self.torch_minor}.{self.variant}"  # wheelmeta.classic_label: the minor sorts as a number
 
     @property
+    def cxx(self) -> int:
+        """The C++ standard the build compiles as: the one the target's torch's headers need (``TorchRelease.cxx``,
+        which torch's cpp_extension passes; ``ci/build/standard.py`` refuses a project pinning an older one)."""
+        return matrix.get_torch(self.torch).cxx
+
+    @property
     def torch_requirement(self) -> str:
         """What the build environment installs: this exact CUDA build of torch."""
         return shapes.torch_requirement(self.torch)
@@ -173,6 +179,7 @@ class Target:
             "python_abi": self.project.python_abi,
             "torch": self.torch,
             "torch_pin": self.torch_pin,
+            "cxx": self.cxx,
             "python": self.python,
             "abi3_floor": self.oldest_python if self.abi3 else None,
             "wheel_tag": f"{self.wheel_tag_prefix}-{self.platform}",

@@ -90,6 +90,13 @@ def sm_to_arch(sm: str) -> str:
     return f"{m.group(1)}.{m.group(2)}{m.group(3)}" if m else sm
 
 
+def arch_flags(library: bytes) -> list[str]:
+    """The ``CUDA_ARCH_FLAGS`` string compiled into ``libtorch_python.so`` (``sm_75``, ..., ``compute_90``): the
+    longest run of such flags in its bytes."""
+    found = sorted(set(_FLAGS.findall(library)), key=len)
+    return found[-1].decode().split() if found else []
+
+
 def read_archs(version: str, arch: str, index: lockcheck.Index | None = None) -> ReadArchs:
     """torch ``version``'s own architecture list for ``arch``, read from its wheel on the index pip uses."""
     index = index or lockcheck.Index()
@@ -100,8 +107,7 @@ def read_archs(version: str, arch: str, index: lockcheck.Index | None = None) ->
         if member is None:
             raise CommandFailed("no libtorch_python.so in the torch wheel", name, "PyTorch changed its layout")
         data = zf.read(member)
-    found = sorted(set(_FLAGS.findall(data)), key=len)
-    flags = found[-1].decode().split() if found else []
+    flags = arch_flags(data)
     return ReadArchs(version, arch, name, tuple(sm_to_arch(f) for f in flags if f.startswith("sm_")),
                      tuple(sm_to_arch(f) for f in flags if f.startswith("compute_")), remote.fetched)
 

@@ -201,6 +201,7 @@ def test_only_publish_jobs_get_an_oidc_token(documents: dict[str, dict[str, Any]
                if any(str(v.value) == "write" for s, v in j["permissions"].items() if s != "id-token")}
     assert writers == {("release.yml", "images"), ("release.yml", "publish-github"), ("release.yml", "publish-index"),
                        ("dispatch.yml", "publish-github"), ("dispatch.yml", "publish-index"),
+                       ("adopt-torch.yml", "pull-request"),  # its branch and pull request (the farm's own only)
                        *(("images.yml", k) for k in documents["images.yml"]["jobs"])}
     # A dispatch publishes only when asked to, on a tag, and never to PyPI (which cannot take a file back).
     dispatch = documents["dispatch.yml"]["jobs"]

@@ -1,0 +1,155 @@
+"""``cuda-ext-farm adopt-torch``: the torch table read from PyPI, replayed from a recorded snapshot (no network)."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from ci.errors import CommandFailed
+from ci.universe import adoption, lockcheck, matrix, pypi_torch, shapes
+
+SNAPSHOT = Path(__file__).resolve().parents[2] / "fixtures" / "pypi_torch"
+
+
+@pytest.fixture
+def snapshot() -> pypi_torch.Recorded:
+    return pypi_torch.Recorded(SNAPSHOT)
+
+
+def test_every_recorded_entry_renders_byte_for_byte() -> None:
+    text = adoption.MATRIX_FILE.read_text()
+    names = adoption.vocabulary(text)
+    written = adoption.entries(text)
+    assert list(written) == [r.version for r in matrix.TORCH_RELEASES]
+    for release in matrix.TORCH_RELEASES:
+        assert adoption.render(release, names) == written[release.version]
+
+
+def test_replay_adopts_the_newest_release_byte_for_byte(tmp_path: Path, snapshot: pypi_torch.Recorded) -> None:
+    """Drop the newest recorded release from a copy of the table; the adoption from the snapshot writes it back."""
+    original = adoption.MATRIX_FILE.read_text()
+    newest = matrix.TORCH_RELEASES[-1]
+    entry = adoption.entries(original)[newest.version]
+    copy = tmp_path / "matrix.py"
+    copy.write_text(original.replace(entry, "", 1))
+    said: list[str] = []
+    code = adoption.adopt(False, source=snapshot, matrix_file=copy, table=matrix.TORCH_RELEASES[:-1],
+                          regenerate_after=False, say=said.append)
+    assert code == 0
+    assert said[0] == f"torch {newest.version} is on PyPI, not in TORCH_RELEASES"
+    assert said[1] + "\n" == entry
+    assert adoption.entries(copy.read_text())[newest.version] == entry
+    assert copy.read_text() == original
+
+
+def test_check_is_current_against_the_snapshot(snapshot: pypi_torch.Recorded) -> None:
+    said: list[str] = []
+    assert adoption.adopt(True, source=snapshot, say=said.append) == 0
+    assert said == [f"TORCH_RELEASES is current: {len(matrix.TORCH_RELEASES)} releases match PyPI"]
+
+
+def test_check_lists_what_differs_and_what_is_new(tmp_path: Path, snapshot: pypi_torch.Recorded) -> None:
+    stale = list(matrix.TORCH_RELEASES[:-1])
+    stale[-1] = dataclasses.replace(stale[-1], sass=("9.0",), cxx=17)
+    stale[0] = dataclasses.replace(stale[0], version="2.8.1")
+    copy = tmp_path / "matrix.py"
+    copy.write_text(adoption.MATRIX_FILE.read_text())
+    said: list[str] = []
+    assert adoption.adopt(True, source=snapshot, table=stale, matrix_file=copy, say=said.append) == 1
+    assert said[0] == "torch 2.8.0 replaces 2.8.1 (a newer patch on PyPI)"
+    assert said[2].startswith(f"torch {stale[-1].version}: sass ('9.0',) in the table, ")
+    assert "cxx 17 in the table, 20 on PyPI" in said[2]
+    assert said[3] == f"torch {matrix.TORCH_RELEASES[-1].version} is on PyPI, not in TORCH_RELEASES"
+    assert copy.read_text() == adoption.MATRIX_FILE.read_text()  # --check writes nothing
+
+
+def test_each_field_comes_from_pypi(snapshot: pypi_torch.Recorded) -> None:
+    old = pypi_torch.observe("2.8.0", snapshot)
+    assert (old.cuda, old.aarch64, old.sass_aarch64, old.cxx) == ("12.8", False, (), 17)
+    assert old.pythons == ("3.9", "3.10", "3.11", "3.12", "3.13")
+    new = pypi_torch.observe("2.12.1", snapshot)
+    assert (new.cuda, new.aarch64, new.cxx) == ("13.0", True, 20)
+    assert new.sass_aarch64 == ("8.0", "9.0", "10.0", "11.0", "12.0")
+
+
+def test_cuda_of_reads_each_way_torch_pins_cuda() -> None:
+    cu12 = ('Requires-Dist: nvidia-cuda-runtime-cu12==12.8.90; platform_system == "Linux" and '
+            'platform_machine == "x86_64"\n')
+    assert pypi_torch.cuda_of(cu12, "x86_64") == "12.8"
+    assert pypi_torch.cuda_of(cu12, "aarch64") is None  # 2.8-2.10's aarch64 wheels: CPU builds
+    toolkit = 'Requires-Dist: cuda-toolkit[cublas,cudart]==13.2.2; platform_system == "Linux"\n'
+    assert pypi_torch.cuda_of(toolkit, "aarch64") == "13.2"
+    assert pypi_torch.cuda_of("Requires-Dist: nvidia-cuda-runtime==13.0.96\n", "x86_64") == "13.0"
+    assert pypi_torch.cuda_of("Requires-Dist: filelock\n", "x86_64") is None
+
+
+def test_cxx_is_the_flag_cpp_extension_passes_most() -> None:
+    source = ("    ``-std=c++17``\n    extra_compile_args={'cxx': ['-g', '-std=c++20', '-fPIC']}\n"
+              "common_cflags += ['-std=c++17', '-fPIC']\ncflags = ['/std:c++17']\n")
+    assert pypi_torch.cxx_of(source) == 17
+    assert pypi_torch.cxx_of(source.replace("c++17", "c++20")) == 20
+    with pytest.raises(CommandFailed, match="names no -std=c\\+\\+ flag"):
+        pypi_torch.cxx_of("")
+
+
+class _Toolkits:
+    """A source with NVIDIA's toolkit wheels of one CUDA version."""
+
+    def __init__(self, versions: dict[str, str]) -> None:
+        self.versions = versions
+
+    def files(self, project: str) -> list[lockcheck.IndexFile]:
+        version = self.versions.get(project)
+        if version is None:
+            return []
+        return [lockcheck.IndexFile(f"{project.replace('-', '_')}-{version}-py3-none-manylinux2014_x86_64.whl",
+                                    None, None)]
+
+    def metadata(self, wheel: lockcheck.IndexFile) -> str:
+        raise AssertionError(wheel)
+
+    def wheel_facts(self, wheel: lockcheck.IndexFile) -> pypi_torch.WheelFacts:
+        raise AssertionError(wheel)
+
+
+def test_a_new_cuda_version_gets_a_cell_of_pypi_pins() -> None:
+    text = adoption.MATRIX_FILE.read_text()
+    source = _Toolkits({"nvidia-cuda-nvcc": "13.7.20", "nvidia-cuda-runtime": "13.7.21", "nvidia-cuda-cccl": "13.7.3"})
+    cell, line = adoption.cell_for("13.7", source, text)
+    assert line == "new toolkit cell cu137: nvcc 13.7.20, runtime 13.7.21, cccl 13.7.3 (laid out as cu135)"
+    assert cell is not None and 'cuda="13.7"' in cell and 'nvcc="13.7.20", runtime="13.7.21", cccl="13.7.3"' in cell
+    written = adoption.with_cell(text, cell, "13.7", "13.5")
+    ast.parse(written)
+    assert written.count("    Cell(\n") == text.count("    Cell(\n") + 1
+    assert written.index('cuda="13.7"') < written.index('cuda="12.8"')
+    assert f'"13.5": {matrix.MAX_GCC["13.5"]}, "13.7": {matrix.MAX_GCC["13.5"]}' in written
+
+
+def test_a_cuda_version_not_on_pypi_is_one_line() -> None:
+    cell, line = adoption.cell_for("13.7", _Toolkits({"nvidia-cuda-nvcc": "13.7.20"}), adoption.MATRIX_FILE.read_text())
+    assert cell is None
+    assert line == ("CUDA 13.7 has no toolkit cell, and PyPI has no nvidia-cuda-runtime, nvidia-cuda-cccl 13.7.*: "
+                    "the toolkit is not on PyPI yet; run `cuda-ext-farm adopt-torch` again when it is")
+
+
+def test_the_snapshot_is_trimmed() -> None:
+    page = json.loads((SNAPSHOT / "simple" / "torch.json").read_text())
+    assert all(f["filename"].endswith(tuple(f"{tag}.whl" for tag in pypi_torch.PLATFORM_TAGS.values()))
+               for f in page["files"])
+    assert {shapes.minor_of(r.version) for r in matrix.TORCH_RELEASES} <= {
+        shapes.minor_of(v) for v in pypi_torch.torch_versions(pypi_torch.Recorded(SNAPSHOT))}
+
+
+def test_a_torch_newer_than_the_table_says_how_to_get_it() -> None:
+    from ci.errors import MatrixError
+
+    with pytest.raises(MatrixError) as caught:
+        matrix.get_torch("9.1")
+    assert "update the farm (its daily adopt-torch pull request" in caught.value.line()
+    assert "run `cuda-ext-farm adopt-torch` in the farm's checkout" in caught.value.line()
+    with pytest.raises(MatrixError, match=r"unknown torch release \(1.0\): pick one of 2.8"):
+        matrix.get_torch("1.0")
