@@ -1,0 +1,94 @@
+"""The project's source as every build sees it, on any OS: the files copied (what git lists), the values of the
+``build-env`` placeholders, and the commit and time the build records."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from ci import fsutil, proc
+from ci.errors import UsageError
+from ci.universe.targets import Target
+
+#: Folders never copied from a project outside git (build outputs, environments).
+IGNORED = (".git", ".nox", ".venv", "build", "dist", "wheelhouse", "__pycache__", "test-results", "bench-results")
+
+
+def project_files(root: Path, exclude: tuple[Path, ...] = ()) -> list[str]:
+    """The project's source files, relative to ``root``: what git knows (tracked and untracked-not-ignored),
+    never anything under ``exclude`` (the farm's own output folders, when they are inside the project)."""
+    skip = tuple(str(p.resolve().relative_to(root.resolve())) + "/" for p in exclude
+                 if p.resolve().is_relative_to(root.resolve()))
+    return [f for f in _listed_files(root) if not f.startswith(skip)]
+
+
+def _listed_files(root: Path) -> list[str]:
+    inside = proc.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=root, capture=True, check=False, log=False)
+    if inside.returncode == 0 and inside.stdout.strip() == "true":
+        listing = proc.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
+                           capture=True, log=False)
+        return sorted(n for n in listing.stdout.split("\0") if n and (root / n).is_file())
+    files = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in IGNORED and not d.endswith(".egg-info"))
+        for name in names:
+            if name.endswith((".so", ".pyd", ".o", ".whl")):
+                continue
+            files.append(str((Path(folder) / name).relative_to(root)))
+    return sorted(files)
+
+
+def sync_source(root: Path, dest: Path, exclude: tuple[Path, ...] = ()) -> int:
+    """Copy ``root``'s source files to ``dest``, rewriting only what changed in content; returns files copied.
+
+    A changed file gets the current time, not its source's: another checkout's older file with other
+    content must still be newer than the objects ninja built from the previous one.
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    manifest = dest / ".farm-sources.json"
+    before: set[str] = set(json.loads(manifest.read_text())) if manifest.is_file() else set()
+    files = project_files(root, exclude)
+    copied = 0
+    for name in files:
+        src, dst = root / name, dest / name
+        data = src.read_bytes()
+        try:
+            if dst.stat().st_size == len(data) and dst.read_bytes() == data:
+                continue
+        except FileNotFoundError:
+            pass
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_bytes(data)
+        shutil.copymode(src, dst)
+        copied += 1
+    for gone in sorted(before - set(files)):
+        (dest / gone).unlink(missing_ok=True)
+    fsutil.atomic_write_text(manifest, json.dumps(files))
+    return copied
+
+
+def build_values(target: Target, nvcc_version: str | None) -> dict[str, str]:
+    """Values for the placeholders of the project's build-env."""
+    return {"cuda": target.cell.cuda, "cuda_major": str(target.cell.cuda_major), "nvcc_version": nvcc_version or "",
+            "torch": target.torch, "arch_list": target.cell.arch_list, "python": target.python,
+            "git_commit": git_commit(target.project.root)}
+
+
+def source_date_epoch(root: Path) -> str | None:
+    """The time of the project's last commit (reproducible archives), or SOURCE_DATE_EPOCH, or None."""
+    explicit = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if explicit:
+        if not explicit.isdigit():
+            raise UsageError("SOURCE_DATE_EPOCH is not a whole number of seconds", explicit,
+                             "set it to a Unix time (git log -1 --format=%ct) or unset it")
+        return explicit
+    out = proc.run(["git", "log", "-1", "--format=%ct"], cwd=root, capture=True, check=False, log=False)
+    stamp = out.stdout.strip()
+    return stamp if out.returncode == 0 and stamp.isdigit() else None
+
+
+def git_commit(root: Path) -> str:
+    out = proc.run(["git", "rev-parse", "HEAD"], cwd=root, capture=True, check=False, log=False)
+    return out.stdout.strip() if out.returncode == 0 else "unknown"
