@@ -1,0 +1,99 @@
+"""The files a build copies (ci/build/project_source.py) from real git repositories: an initialised submodule's files
+(nested ones too, and their untracked files) replace its gitlink entry; a submodule whose folder is empty stops the
+listing with one line naming the folder."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ci.build import project_source
+from ci.errors import UsageError
+
+GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-c", "protocol.file.allow=always", "-c", "init.defaultBranch=main", *args],
+                          cwd=cwd, env=GIT_ENV, text=True, capture_output=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def repo(folder: Path, files: dict[str, str]) -> Path:
+    folder.mkdir(parents=True)
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    git(folder, "init", "-q")
+    git(folder, "add", ".")
+    git(folder, "commit", "-qm", "first")
+    return folder
+
+
+@pytest.fixture
+def nested(tmp_path: Path) -> Path:
+    """project -> third_party/lib (a submodule) -> vendor/inner (a submodule of the submodule)."""
+    inner = repo(tmp_path / "inner", {"inner.h": "#pragma once\n"})
+    lib = repo(tmp_path / "lib", {"include/lib/lib.h": "#pragma once\n", ".gitignore": "*.o\n"})
+    git(lib, "submodule", "add", "-q", str(inner), "vendor/inner")
+    git(lib, "commit", "-qm", "inner")
+    project = repo(tmp_path / "project", {"setup.py": "", "csrc/a.cpp": "", ".gitignore": "build/\n"})
+    git(project, "submodule", "add", "-q", str(lib), "third_party/lib")
+    git(project, "commit", "-qm", "lib")
+    git(project, "submodule", "update", "--init", "--recursive", "-q")
+    return project
+
+
+def test_initialised_submodules_reach_the_listing_nested_ones_and_untracked_files_too(nested: Path) -> None:
+    (nested / "third_party" / "lib" / "local.h").write_text("")  # untracked, not ignored: copied
+    (nested / "third_party" / "lib" / "x.o").write_text("")  # ignored by the submodule's .gitignore
+    (nested / "build").mkdir()
+    (nested / "build" / "junk.txt").write_text("")
+    assert project_source.project_files(nested) == [
+        ".gitignore", ".gitmodules", "csrc/a.cpp", "setup.py",
+        "third_party/lib/.gitignore", "third_party/lib/.gitmodules", "third_party/lib/include/lib/lib.h",
+        "third_party/lib/local.h", "third_party/lib/vendor/inner/inner.h",
+    ]
+
+
+def test_sync_source_copies_the_submodule_headers(nested: Path, tmp_path: Path) -> None:
+    dest = tmp_path / "copy"
+    project_source.sync_source(nested, dest)
+    assert (dest / "third_party/lib/include/lib/lib.h").is_file()
+    assert (dest / "third_party/lib/vendor/inner/inner.h").is_file()
+
+
+def test_a_clone_without_recursive_is_refused_naming_the_folder(nested: Path, tmp_path: Path) -> None:
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(nested), str(clone))
+    assert (clone / "third_party" / "lib").is_dir() and not any((clone / "third_party" / "lib").iterdir())
+    with pytest.raises(UsageError) as err:
+        project_source.project_files(clone)
+    assert err.value.line() == (
+        "error: a git submodule of the project is not checked out (its folder is empty) (third_party/lib): run "
+        "`git submodule update --init --recursive` in the project's folder, then build again")
+
+
+def test_a_nested_submodule_not_initialised_is_named_with_its_full_path(nested: Path, tmp_path: Path) -> None:
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(nested), str(clone))
+    git(clone, "submodule", "update", "--init", "-q")  # not --recursive
+    with pytest.raises(UsageError) as err:
+        project_source.project_files(clone)
+    assert err.value.value == "third_party/lib/vendor/inner"
+
+
+def test_outside_git_an_empty_gitmodules_folder_is_refused_too(tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    (project / "third_party" / "glm").mkdir(parents=True)
+    (project / "setup.py").write_text("")
+    (project / ".gitmodules").write_text('[submodule "glm"]\n\tpath = third_party/glm\n\turl = https://x/glm\n')
+    with pytest.raises(UsageError, match="third_party/glm"):
+        project_source.project_files(project)
+    (project / "third_party" / "glm" / "glm.hpp").write_text("")
+    assert project_source.project_files(project) == [".gitmodules", "setup.py", "third_party/glm/glm.hpp"]
