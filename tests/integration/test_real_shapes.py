@@ -1,0 +1,96 @@
+"""Projects in shapes issue 32 found in the wild, each built by the installed command (tests/conftest.py) from a
+copy of itself outside the farm's checkout, CPU-only (torch 2.13 and CPython 3.11, the farm's cached build
+environment):
+
+* h ``submodule_headers``: a header from a header-only library that is a git submodule of the project, built from
+  a real checkout with the submodule initialised; a clone without ``--recursive`` is refused in one line before
+  anything compiles.
+* i ``prebuilt_download``: setup.py first downloads a prebuilt wheel (from an address nothing listens on) unless a
+  variable says to build; the failed build's last line names the network access and the variable's route.
+* k ``test_requires``: the project's tests import pytest and ``packaging``, which only ``test-requires`` installs.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from test_fixture_projects import Built, copy_fixture, farm
+
+pytestmark = pytest.mark.slow
+
+GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+
+#: The header-only library of fixture h: a repository of its own, made by the test (nothing public copied).
+RINGMATH_HPP = """#pragma once
+#include <cstdint>
+
+namespace ringmath {
+// (value + shift) in [0, modulus), for any sign of value and shift.
+inline std::int64_t wrap_add(std::int64_t value, std::int64_t shift, std::int64_t modulus) {
+  std::int64_t r = (value + shift) % modulus;
+  return r < 0 ? r + modulus : r;
+}
+}  // namespace ringmath
+"""
+
+
+def git(cwd: Path, *args: str) -> None:
+    done = subprocess.run(["git", "-c", "protocol.file.allow=always", "-c", "init.defaultBranch=main", *args],
+                          cwd=cwd, env=GIT_ENV, text=True, capture_output=True)
+    assert done.returncode == 0, done.stderr
+
+
+def last_line(result: subprocess.CompletedProcess[str]) -> str:
+    return result.stdout.strip().splitlines()[-1]
+
+
+def cpu_build(command: list[str], folder: Path, out: Path, *args: str) -> Built:
+    result = farm(command, folder, "build", "--cpu", "--python", "3.11", "--wheelhouse", str(out / "wheelhouse"),
+                  "--build-dir", str(out / "build"), *args)
+    return Built(folder, out / "wheelhouse", result)
+
+
+# -- h: submodule_headers ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A git checkout of the fixture with the header library added as a submodule at third_party/ringmath."""
+    root = tmp_path_factory.mktemp("submodule_headers")
+    library = root / "ringmath"
+    (library / "include" / "ringmath").mkdir(parents=True)
+    (library / "include" / "ringmath" / "ringmath.hpp").write_text(RINGMATH_HPP)
+    git(library, "init", "-q")
+    git(library, "add", ".")
+    git(library, "commit", "-qm", "ringmath")
+    project = copy_fixture("submodule_headers", root)
+    git(project, "init", "-q")
+    git(project, "add", ".")
+    git(project, "submodule", "add", "-q", str(library), "third_party/ringmath")
+    git(project, "commit", "-qm", "the project, ringmath as a submodule")
+    return project
+
+
+def test_h_the_submodule_header_reaches_the_build(farm_command: list[str], checkout: Path, tmp_path: Path) -> None:
+    built = cpu_build(farm_command, checkout, tmp_path)
+    wheel = built.wheel
+    assert wheel.name.startswith("submodule_headers-0.1.0+pt2.13.cpu-cp311-cp311-manylinux_"), wheel.name
+    copied = next((tmp_path / "build").glob("*/src/third_party/ringmath/include/ringmath/ringmath.hpp"))
+    assert copied.read_text() == RINGMATH_HPP
+
+
+def test_h_a_clone_without_its_submodule_is_refused_before_compiling(farm_command: list[str], checkout: Path,
+                                                                     tmp_path: Path) -> None:
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(checkout), str(clone))
+    built = cpu_build(farm_command, clone, tmp_path)
+    assert built.result.returncode == 2, built.result.stdout[-3000:]
+    assert last_line(built.result) == (
+        "error: a git submodule of the project is not checked out (its folder is empty) (third_party/ringmath): run "
+        "`git submodule update --init --recursive` in the project's folder, then build again")
+    assert "building 'submodule_headers._C'" not in built.result.stdout
+    assert not built.wheels
