@@ -19,9 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ci import fsutil, options, proc, toolenv, wheelmeta
-
-from ci import settings
+from ci import fsutil, proc, settings, toolenv, wheelmeta
 from ci.audit import describe
 from ci.audit.checks import AuditResult
 from ci.audit.wheel_audit import raise_for_failures
