@@ -16,6 +16,8 @@ a ``[project] name``. A project you cannot edit is described by a separate file
     cuda-libraries = ["*"]          # libraries in the wheel that must hold CUDA code (globs)
     cpu-libraries = []              # libraries that must load under a CPU-only torch (globs)
     max-wheel-size = "100 MiB"      # the audit fails a larger wheel (PyPI's default file limit); bytes or "95 MiB"
+    test-requires = ["pytest"]      # what the tests need besides the wheel (PEP 508 strings, as cibuildwheel's)
+    test-extras = ["test"]          # extras of the project's own wheel installed with it for the tests
 
     [tool.cuda-ext-farm.commands]
     smoke = "python -c 'import myext'"   # import test, run in a clean environment with the wheel
@@ -122,6 +124,11 @@ class ProjectConfig:
     archs: tuple[str, ...] = LINUX_ARCHS
     #: ``max-wheel-size`` in bytes: the audit's ``wheel-size`` check fails a larger wheel.
     max_wheel_size: int = DEFAULT_MAX_WHEEL_SIZE
+    #: ``test-requires``: requirements installed beside the wheel wherever its tests run (the clean CPU test
+    #: environment, every GPU lane's, the release workflows' test jobs, which run the farm's ``test``/``test-gpu``).
+    test_requires: tuple[str, ...] = ()
+    #: ``test-extras``: extras of the wheel itself installed with it there (``pip install "<wheel>[test]"``).
+    test_extras: tuple[str, ...] = ()
 
     @property
     def normalized_name(self) -> str:
@@ -137,7 +144,7 @@ class ProjectConfig:
 _KEYS = {
     "version", "name", "import-name", "abi", "python-abi", "torch", "python", "cuda", "cuda-archs", "extra-cuda-archs",
     "build-env", "cpu-env", "debug-env", "cuda-libraries", "cpu-libraries", "commands", "toolkit-libraries",
-    "archs", "max-wheel-size",
+    "archs", "max-wheel-size", "test-requires", "test-extras",
 }
 
 
@@ -327,6 +334,8 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
         toolkit_libraries=toolkit_libraries, commands=commands, archs=archs,
         build_requires=_build_requires(pyproject),
         max_wheel_size=tomlvalues.size(table, "max-wheel-size", DEFAULT_MAX_WHEEL_SIZE),
+        test_requires=tomlvalues.requirements(table, "test-requires"),
+        test_extras=tomlvalues.extras(table, "test-extras"),
     )
 
 

@@ -81,6 +81,8 @@ def test_h_the_submodule_header_reaches_the_build(farm_command: list[str], check
     assert wheel.name.startswith("submodule_headers-0.1.0+pt2.13.cpu-cp311-cp311-manylinux_"), wheel.name
     copied = next((tmp_path / "build").glob("*/src/third_party/ringmath/include/ringmath/ringmath.hpp"))
     assert copied.read_text() == RINGMATH_HPP
+    tested = farm(farm_command, checkout, "test", "--python", "3.11", "--wheel", str(wheel))  # the smoke command
+    assert tested.returncode == 0, tested.stdout[-3000:]
 
 
 def test_h_a_clone_without_its_submodule_is_refused_before_compiling(farm_command: list[str], checkout: Path,
@@ -94,3 +96,36 @@ def test_h_a_clone_without_its_submodule_is_refused_before_compiling(farm_comman
         "`git submodule update --init --recursive` in the project's folder, then build again")
     assert "building 'submodule_headers._C'" not in built.result.stdout
     assert not built.wheels
+
+
+# -- k: test_requires ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def test_requires(farm_command: list[str], tmp_path_factory: pytest.TempPathFactory) -> Built:
+    root = tmp_path_factory.mktemp("test_requires")
+    return cpu_build(farm_command, copy_fixture("test_requires", root), root)
+
+
+def cpu_test(command: list[str], built: Built) -> subprocess.CompletedProcess[str]:
+    return farm(command, built.project, "test", "--python", "3.11", "--wheel", str(built.wheel))
+
+
+def test_k_test_requires_installs_what_the_tests_import(farm_command: list[str], test_requires: Built) -> None:
+    result = cpu_test(farm_command, test_requires)
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert "2 passed" in result.stdout
+
+
+def test_k_without_test_requires_the_same_tests_cannot_run(farm_command: list[str], test_requires: Built) -> None:
+    config = test_requires.project / "pyproject.toml"
+    text = config.read_text()
+    config.write_text(text.replace('test-requires = ["pytest>=7", "tabulate"]\n', ""))
+    try:
+        result = cpu_test(farm_command, test_requires)
+    finally:
+        config.write_text(text)
+    assert result.returncode == 1, result.stdout[-4000:]
+    assert "No module named pytest" in result.stdout
+    assert last_line(result).startswith("error: the project's test command failed")
+
