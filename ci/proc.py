@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import IO
 
 from rich.console import Console
 from rich.markup import escape
@@ -141,7 +142,7 @@ def spawn(
     *,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
-    stdout: int | None = None,
+    stdout: int | IO[str] | None = None,
     stderr: int | None = None,
     stdin: int | None = None,
     foreground: bool = False,
@@ -202,9 +203,18 @@ def run(
     foreground: bool = False,
     log: bool = True,
     input_text: str | None = None,
+    tee: Path | None = None,
+    hide: Callable[[str], bool] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Log and run ``cmd``; raise :class:`CommandFailed` on a non-zero exit when ``check``."""
+    """Log and run ``cmd``; raise :class:`CommandFailed` on a non-zero exit when ``check``.
+
+    ``tee``: the child's stdout and stderr (merged) are written to this file and echoed to our stdout as they come
+    (lines ``hide`` answers true for are not echoed): a file never fills up as a pipe does, so a compiler tree's
+    own clean-up on an interrupt never stalls on us; the caller reads the file afterwards (``capture`` is ignored).
+    """
     args = [str(c) for c in cmd]
+    if tee is not None:
+        return _run_teed(args, tee, hide, env=env, cwd=cwd, check=check, what=what, hint=hint, log=log)
     pipe = subprocess.PIPE if capture else None
     child = spawn(args, env=env, cwd=cwd, stdout=pipe, stderr=pipe,
                   stdin=subprocess.PIPE if input_text is not None else None, foreground=foreground, log=log)
@@ -216,6 +226,45 @@ def run(
     if check and result.returncode != 0:
         if capture:
             console.print((result.stdout + result.stderr).rstrip()[-6000:], markup=False)
+        raise failure(args, result.returncode, what, hint)
+    return result
+
+
+def _run_teed(args: list[str], tee: Path, hide: Callable[[str], bool] | None, *, env: Mapping[str, str] | None,
+              cwd: Path | None, check: bool, what: str, hint: str, log: bool) -> subprocess.CompletedProcess[str]:
+    tee.parent.mkdir(parents=True, exist_ok=True)
+    done = threading.Event()
+
+    def follow() -> None:
+        with tee.open(encoding="utf-8", errors="replace", newline="") as reader:
+            pending = ""
+            while True:
+                finished = done.is_set()  # read once more after the child ended: its last lines
+                pending += reader.read()
+                *lines, pending = pending.split("\n")
+                for line in lines:
+                    if hide is None or not hide(line):
+                        sys.stdout.write(line + "\n")
+                sys.stdout.flush()
+                if finished:
+                    if pending and (hide is None or not hide(pending)):
+                        sys.stdout.write(pending + "\n")
+                    return
+                done.wait(0.1)
+
+    with tee.open("w", encoding="utf-8") as writer:
+        child = spawn(args, env=env, cwd=cwd, stdout=writer, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                      log=log)
+        echo = threading.Thread(target=follow, name="farm-tee", daemon=True)
+        echo.start()
+        try:
+            child.wait()
+        finally:
+            _release(child)
+            done.set()
+            echo.join(timeout=5)
+    result = subprocess.CompletedProcess(args, child.returncode, "", "")
+    if check and result.returncode != 0:
         raise failure(args, result.returncode, what, hint)
     return result
 

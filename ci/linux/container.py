@@ -35,9 +35,9 @@ from pathlib import Path
 from ci import fsutil, proc, toolenv
 from ci.audit import checks as audit_records
 from ci.audit import symbols, wheel_audit
-from ci.build import project_source, report
+from ci.build import failure, project_source, report
 from ci.build import tail as publish
-from ci.errors import UsageError
+from ci.errors import CommandFailed, UsageError
 from ci.linux import host as build
 from ci.linux import image_contents, images, sysroot
 from ci.toolchain import compiler_cache, envs, toolkit
@@ -326,10 +326,20 @@ def build_in_container(job: ContainerBuild) -> report.BuildReport:
             env["PATH"] = os.pathsep.join([docker_dir, os.environ.get("PATH", "")])
             source = stage / "source"
             project_source.sync_source(target.project.root, source, (job.outputs.build_root, job.outputs.wheelhouse))
+            output = stage / "build-output.log"
             with proc.on_interrupt(lambda: remove_containers(job.job)):
-                proc.run(cibuildwheel_command(source, stage / "out"), env=env, cwd=source,
-                         what=f"the container build of {target.id} failed",
-                         hint="the compiler's output is above; nothing was written to the wheelhouse")
+                try:
+                    proc.run(cibuildwheel_command(source, stage / "out"), env=env, cwd=source,
+                             what=f"the container build of {target.id} failed",
+                             hint="the compiler's output is above; nothing was written to the wheelhouse",
+                             tee=output, hide=failure.hidden)
+                except CommandFailed as exc:
+                    # cibuildwheel copies the project to /project in the container: paths are relative to it.
+                    raise failure.explain(exc, output.read_text(errors="replace"),
+                                          build=f"the container build of {target.id}", source="/project",
+                                          build_script=build.read_build_script(source), cpu=target.cpu,
+                                          linkable=sorted(target.cell.toolkit.linkable),
+                                          empty_submodules=build.empty_submodules(source)) from None
             built = publish.one_wheel(stage / "out", "cibuildwheel")
 
             def keep(wheel: Path, outdir: Path) -> Path:

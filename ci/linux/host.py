@@ -24,8 +24,8 @@ from pathlib import Path
 from ci import fsutil, proc, toolenv
 from ci.audit import checks as audit_records
 from ci.audit import symbols, wheel_audit
-from ci.build import project_source, report, tail
-from ci.errors import UsageError
+from ci.build import failure, project_source, report, tail
+from ci.errors import CommandFailed, UsageError
 from ci.linux import cross, qemu, sysroot
 from ci.toolchain import envs, toolkit
 from ci.universe import project
@@ -112,15 +112,34 @@ def compiler_env(target: Target, tk: toolkit.InstalledToolkit | None, *, cpu: bo
 
 
 def run_build(cmd: list[str | Path], env: Mapping[str, str], source: Path, target: Target) -> None:
-    """The project's wheel build. Its output goes straight to ours: read through a pipe, a full pipe would stall
-    ninja's own clean-up of its compilers on an interrupt (ninja puts each compiler in a process group of its
-    own), so a missing CUDA library is named by the hint rather than detected."""
-    linkable = ", ".join(sorted(target.cell.toolkit.linkable))
-    missing = (f"; a linker's `cannot find -l<name>` for a CUDA library ({linkable}) means: add "
+    """The project's wheel build. Its output is written to ``build-output.log`` beside the source copy and echoed
+    as it comes (a file, not a pipe: a full pipe would stall ninja's own clean-up of its compilers on an
+    interrupt); a failed build's last line names the cause read from that output (``ci/build/failure.py``)."""
+    linkable = sorted(target.cell.toolkit.linkable)
+    missing = (f"; a linker's `cannot find -l<name>` for a CUDA library ({', '.join(linkable)}) means: add "
                f'toolkit-libraries = ["<name>"] to [tool.cuda-ext-farm]') if linkable else ""
-    proc.run(cmd, env=env, cwd=source, what=f"the wheel build of {target.id} failed",
-             hint=f"the compiler output above shows the failing file and line{missing}; nothing was written "
-             "to the wheelhouse")
+    output = source.parent / "build-output.log"
+    try:
+        proc.run(cmd, env=env, cwd=source, what=f"the wheel build of {target.id} failed",
+                 hint=f"the compiler output above shows the failing file and line{missing}; nothing was written "
+                 "to the wheelhouse", tee=output, hide=failure.hidden)
+    except CommandFailed as exc:
+        raise failure.explain(exc, output.read_text(errors="replace"), build=f"the wheel build of {target.id}",
+                              source=str(source), build_script=read_build_script(source), cpu=target.cpu,
+                              linkable=linkable, empty_submodules=empty_submodules(source)) from None
+
+
+def read_build_script(source: Path) -> str:
+    try:
+        return (source / "setup.py").read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def empty_submodules(source: Path) -> list[str]:
+    """``.gitmodules`` folders that are missing or empty in the build's copy of the project."""
+    return [p for p in project_source.gitmodules_paths(source)
+            if not (source / p).is_dir() or not any((source / p).iterdir())]
 
 
 def check_build_torch(target: Target, found: Mapping[str, str | None]) -> None:

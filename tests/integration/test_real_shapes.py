@@ -129,3 +129,34 @@ def test_k_without_test_requires_the_same_tests_cannot_run(farm_command: list[st
     assert "No module named pytest" in result.stdout
     assert last_line(result).startswith("error: the project's test command failed")
 
+
+# -- i: prebuilt_download ------------------------------------------------------------------------------------
+
+
+def test_i_a_download_during_the_build_is_named_with_the_variable_that_stops_it(farm_command: list[str],
+                                                                                tmp_path: Path) -> None:
+    folder = copy_fixture("prebuilt_download", tmp_path)
+    args = ["build", "--cpu", "--python", "3.11", "--wheelhouse", str(tmp_path / "wheelhouse"), "--build-dir",
+            str(tmp_path / "build")]
+    # Port 9 (discard) on this machine: nothing listens, the connection is refused at once.
+    env = {**os.environ, "COLUMNS": "250", "PREBUILT_DOWNLOAD_URL": "http://127.0.0.1:9/wheels/"}
+    failed = subprocess.run([*farm_command, *args], cwd=folder, env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    assert failed.returncode == 1, failed.stdout[-3000:]
+    assert last_line(failed) == (
+        "error: the wheel build of prebuilt_download-torch2.13-cpu-cp311-linux_x86_64 failed: the build tried to "
+        "reach the network (a download during the build) (http://127.0.0.1:9/wheels/prebuilt_download-0.1.0-cp311-"
+        "linux_x86_64.whl: urllib.error.URLError: <urlopen error [Errno 111] Connection refused>): the build script "
+        "reads PREBUILT_DOWNLOAD_FORCE_BUILD: set it in cpu-env of [tool.cuda-ext-farm], e.g. cpu-env = { "
+        'PREBUILT_DOWNLOAD_FORCE_BUILD = "1" }, so the farm compiles the project instead; nothing was written to the '
+        "wheelhouse")
+    assert "--env-dir" not in failed.stdout  # pypa/build's tip names options the farm does not take
+    assert not list((tmp_path / "wheelhouse").glob("*/*.whl"))
+
+    config = folder / "pyproject.toml"
+    config.write_text(config.read_text() + 'cpu-env = { PREBUILT_DOWNLOAD_FORCE_BUILD = "1" }\n')
+    built = subprocess.run([*farm_command, *args], cwd=folder, env=env, text=True, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT)
+    assert built.returncode == 0, built.stdout[-3000:]
+    (wheel,) = (tmp_path / "wheelhouse").glob("*/*.whl")
+    assert wheel.name.startswith("prebuilt_download-0.1.0+pt2.13.cpu-cp311-cp311-manylinux_"), wheel.name
