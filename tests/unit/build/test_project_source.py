@@ -97,3 +97,14 @@ def test_outside_git_an_empty_gitmodules_folder_is_refused_too(tmp_path: Path) -
         project_source.project_files(project)
     (project / "third_party" / "glm" / "glm.hpp").write_text("")
     assert project_source.project_files(project) == [".gitmodules", "setup.py", "third_party/glm/glm.hpp"]
+
+
+def test_the_sdist_check_asks_for_a_submodule_header_the_sources_include(nested: Path) -> None:
+    """ci/release/sdist.py judges an sdist against the project's files: a header of a submodule is one of them."""
+    from ci.release import sdist
+
+    (nested / "csrc" / "a.cpp").write_text('#include "lib/lib.h"\n')
+    files = project_source.project_files(nested)
+    members = [f for f in files if not f.startswith("third_party/")]
+    needed = sdist.needed_files(members, files, lambda name: (nested / name).read_text())
+    assert [n.path for n in needed] == ["third_party/lib/include/lib/lib.h"]
