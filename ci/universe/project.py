@@ -129,6 +129,9 @@ class ProjectConfig:
     test_requires: tuple[str, ...] = ()
     #: ``test-extras``: extras of the wheel itself installed with it there (``pip install "<wheel>[test]"``).
     test_extras: tuple[str, ...] = ()
+    #: The CPython floor of the project's abi3 wheel as its build says it (``bdist_wheel``'s ``py_limited_api =
+    #: "cp39"`` in setup.py, setup.cfg or ``[tool.distutils.bdist_wheel]``): ``"3.9"``; None: not said.
+    limited_api_floor: str | None = None
 
     @property
     def normalized_name(self) -> str:
@@ -336,6 +339,7 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
         max_wheel_size=tomlvalues.size(table, "max-wheel-size", DEFAULT_MAX_WHEEL_SIZE),
         test_requires=tomlvalues.requirements(table, "test-requires"),
         test_extras=tomlvalues.extras(table, "test-extras"),
+        limited_api_floor=limited_api_floor(root, pyproject),
     )
 
 
@@ -353,6 +357,31 @@ def _build_requires(pyproject: Mapping[str, Any]) -> tuple[str, ...]:
         if canonicalize_name(req.name) != "torch":
             kept.append(str(req))
     return tuple(kept)
+
+
+#: ``py_limited_api = "cp39"`` / ``py_limited_api: cp39`` / ``"py_limited_api": "cp39"`` (bdist_wheel's option).
+_LIMITED_API = re.compile(r"""py[_-]limited[_-]api['"]?\s*[:=]\s*['"]?cp3(\d+)\b""")
+
+
+def limited_api_floor(root: Path, pyproject: Mapping[str, Any]) -> str | None:
+    """The CPython of ``bdist_wheel``'s ``py_limited_api`` (the ``cpXY`` of an abi3 wheel's tag), read from
+    ``[tool.distutils.bdist_wheel]``, setup.cfg or setup.py without running anything; None when none says it."""
+    tool = pyproject.get("tool")
+    distutils = tool.get("distutils") if isinstance(tool, dict) else None
+    bdist = distutils.get("bdist_wheel") if isinstance(distutils, dict) else None
+    texts = [f"py_limited_api = {v!r}" for k, v in (bdist.items() if isinstance(bdist, dict) else ())
+             if k.replace("-", "_") == "py_limited_api" and isinstance(v, str)]
+    for name in ("setup.cfg", "setup.py"):
+        try:
+            texts.append((root / name).read_text(errors="replace"))
+        except OSError:
+            continue
+    for text in texts:
+        lines = [line.split("#")[0] for line in text.splitlines()]
+        found = _LIMITED_API.search("\n".join(lines))
+        if found:
+            return f"3.{found.group(1)}"
+    return None
 
 
 def expand(template: str, values: Mapping[str, str]) -> str:
