@@ -31,7 +31,7 @@ from typing import IO
 from rich.console import Console
 from rich.markup import escape
 
-from ci.errors import CommandFailed, Interrupted, MissingRequirement
+from ci.errors import CommandFailed, FarmError, Interrupted, MissingRequirement
 
 console = Console(stderr=True, highlight=False)
 
@@ -205,16 +205,19 @@ def run(
     input_text: str | None = None,
     tee: Path | None = None,
     hide: Callable[[str], bool] | None = None,
+    stop_when: Callable[[str], FarmError | None] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Log and run ``cmd``; raise :class:`CommandFailed` on a non-zero exit when ``check``.
 
     ``tee``: the child's stdout and stderr (merged) are written to this file and echoed to our stdout as they come
     (lines ``hide`` answers true for are not echoed): a file never fills up as a pipe does, so a compiler tree's
     own clean-up on an interrupt never stalls on us; the caller reads the file afterwards (``capture`` is ignored).
+    ``stop_when`` (with ``tee``) sees each line as it comes: the first error it returns stops the child's whole
+    tree at once and is raised (a build going the wrong way is not left to run for half an hour).
     """
     args = [str(c) for c in cmd]
     if tee is not None:
-        return _run_teed(args, tee, hide, env=env, cwd=cwd, check=check, what=what, hint=hint, log=log)
+        return _run_teed(args, tee, hide, stop_when, env=env, cwd=cwd, check=check, what=what, hint=hint, log=log)
     pipe = subprocess.PIPE if capture else None
     child = spawn(args, env=env, cwd=cwd, stdout=pipe, stderr=pipe,
                   stdin=subprocess.PIPE if input_text is not None else None, foreground=foreground, log=log)
@@ -230,10 +233,12 @@ def run(
     return result
 
 
-def _run_teed(args: list[str], tee: Path, hide: Callable[[str], bool] | None, *, env: Mapping[str, str] | None,
+def _run_teed(args: list[str], tee: Path, hide: Callable[[str], bool] | None,
+              stop_when: Callable[[str], FarmError | None] | None, *, env: Mapping[str, str] | None,
               cwd: Path | None, check: bool, what: str, hint: str, log: bool) -> subprocess.CompletedProcess[str]:
     tee.parent.mkdir(parents=True, exist_ok=True)
     done = threading.Event()
+    stopped: list[FarmError] = []
 
     def follow() -> None:
         with tee.open(encoding="utf-8", errors="replace", newline="") as reader:
@@ -245,6 +250,11 @@ def _run_teed(args: list[str], tee: Path, hide: Callable[[str], bool] | None, *,
                 for line in lines:
                     if hide is None or not hide(line):
                         sys.stdout.write(line + "\n")
+                    if stop_when is not None and not stopped:
+                        reason = stop_when(line)
+                        if reason is not None:
+                            stopped.append(reason)
+                            _signal_tree(child, hard=False)
                 sys.stdout.flush()
                 if finished:
                     if pending and (hide is None or not hide(pending)):
@@ -263,6 +273,8 @@ def _run_teed(args: list[str], tee: Path, hide: Callable[[str], bool] | None, *,
             _release(child)
             done.set()
             echo.join(timeout=5)
+    if stopped:
+        raise stopped[0]
     result = subprocess.CompletedProcess(args, child.returncode, "", "")
     if check and result.returncode != 0:
         raise failure(args, result.returncode, what, hint)

@@ -14,10 +14,10 @@ traceback, and every compiler error ends in one (torch's ``Error compiling objec
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from ci.errors import CommandFailed
+from ci.errors import CommandFailed, FarmError, UsageError
 
 #: The project-side knob a network failure's advice names: ``build-env`` (``cpu-env`` in a ``--cpu`` build).
 TABLE = "[tool.cuda-ext-farm]"
@@ -236,3 +236,70 @@ def explain(general: CommandFailed, output: str, *, build: str, source: str = ""
         return general
     return CommandFailed(f"{build} failed: {cause.what}", cause.value, f"{cause.fix}; nothing was written to the "
                          "wheelhouse")
+
+
+# --- architecture flags the project passes itself ------------------------------------------------------------
+
+#: nvcc's architecture options: ``-gencode=arch=…,code=…`` (or with a space), ``--generate-code``, ``-arch``,
+#: ``--gpu-architecture``, ``-code``, ``--gpu-code``.
+ARCH_OPTIONS = ("-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code", "--gpu-code")
+
+
+def torch_arch_flags(arch_list: str) -> set[str]:
+    """The ``-gencode`` flags torch's extension builder gives nvcc for ``TORCH_CUDA_ARCH_LIST=arch_list``."""
+    flags = set()
+    for item in arch_list.replace(",", ";").replace(" ", ";").split(";"):
+        base = item.strip().removesuffix("+PTX")
+        if not base:
+            continue
+        num = base.replace(".", "")
+        flags.add(f"-gencode=arch=compute_{num},code=sm_{num}")
+        if item.strip().endswith("+PTX"):
+            flags.add(f"-gencode=arch=compute_{num},code=compute_{num}")
+    return flags
+
+
+def nvcc_arch_flags(line: str) -> list[str] | None:
+    """The architecture flags of an nvcc compile command line (``None``: the line is not one), each written as one
+    ``-option=value`` word."""
+    words = line.split()
+    if not any(w.endswith(("/nvcc", "nvcc", "nvcc-ccache", "nvcc-module-anchor")) for w in words[:3]) \
+            or "-c" not in words:
+        return None
+    found: list[str] = []
+    for i, word in enumerate(words):
+        option, _, value = word.partition("=")
+        if option in ARCH_OPTIONS:
+            if not value and i + 1 < len(words):
+                value = words[i + 1]
+            found.append(f"{option}={value}".replace("--generate-code=", "-gencode="))
+    return found
+
+
+def own_arch_flags(line: str, arch_list: str) -> list[str]:
+    """Architecture flags on an nvcc compile line that ``TORCH_CUDA_ARCH_LIST=arch_list`` did not ask for: the
+    project's own (torch then adds none of its own, so the farm's architectures are ignored)."""
+    flags = nvcc_arch_flags(line)
+    if not flags:
+        return []
+    wanted = torch_arch_flags(arch_list)
+    return [] if set(flags) == wanted else [f for f in flags if f not in wanted] or flags
+
+
+def stop_on_own_arch_flags(arch_list: str) -> Callable[[str], FarmError | None]:
+    """A watcher for the build's output lines: the first nvcc command that carries architecture flags of the
+    project's own stops the build at once, before its long compile, with the fix."""
+
+    def watch(line: str) -> FarmError | None:
+        own = own_arch_flags(line, arch_list)
+        if not own:
+            return None
+        more = f" and {len(own) - 1} more" if len(own) > 1 else ""
+        return UsageError("the project passes its own CUDA architecture flags to nvcc, so torch ignores "
+                          "TORCH_CUDA_ARCH_LIST (the farm's architectures)", f"{own[0]}{more}",
+                          "drop the -gencode/-arch flags from the extension's extra_compile_args (setup.py) and let "
+                          "torch's TORCH_CUDA_ARCH_LIST apply: cuda-archs in [tool.cuda-ext-farm] or --arch-list "
+                          f"choose the architectures ({arch_list} here); the build was stopped before its long "
+                          "compile")
+
+    return watch

@@ -332,7 +332,10 @@ def build_in_container(job: ContainerBuild) -> report.BuildReport:
                     proc.run(cibuildwheel_command(source, stage / "out"), env=env, cwd=source,
                              what=f"the container build of {target.id} failed",
                              hint="the compiler's output is above; nothing was written to the wheelhouse",
-                             tee=output, hide=failure.hidden)
+                             tee=output, hide=failure.hidden,
+                             # (a project that sets TORCH_CUDA_ARCH_LIST in build-env is not second-guessed)
+                             stop_when=None if "TORCH_CUDA_ARCH_LIST" in target.project.build_env
+                             else failure.stop_on_own_arch_flags(target.cell.arch_list))
                 except CommandFailed as exc:
                     # cibuildwheel copies the project to /project in the container: paths are relative to it.
                     raise failure.explain(exc, output.read_text(errors="replace"),

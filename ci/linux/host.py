@@ -122,7 +122,9 @@ def run_build(cmd: list[str | Path], env: Mapping[str, str], source: Path, targe
     try:
         proc.run(cmd, env=env, cwd=source, what=f"the wheel build of {target.id} failed",
                  hint=f"the compiler output above shows the failing file and line{missing}; nothing was written "
-                 "to the wheelhouse", tee=output, hide=failure.hidden)
+                 "to the wheelhouse", tee=output, hide=failure.hidden,
+                 stop_when=failure.stop_on_own_arch_flags(env["TORCH_CUDA_ARCH_LIST"])
+                 if "TORCH_CUDA_ARCH_LIST" in env and not target.cpu else None)
     except CommandFailed as exc:
         raise failure.explain(exc, output.read_text(errors="replace"), build=f"the wheel build of {target.id}",
                               source=str(source), build_script=read_build_script(source), cpu=target.cpu,
