@@ -206,6 +206,7 @@ def run(
     tee: Path | None = None,
     hide: Callable[[str], bool] | None = None,
     stop_when: Callable[[str], FarmError | None] | None = None,
+    poll: Callable[[], FarmError | None] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Log and run ``cmd``; raise :class:`CommandFailed` on a non-zero exit when ``check``.
 
@@ -213,11 +214,13 @@ def run(
     (lines ``hide`` answers true for are not echoed): a file never fills up as a pipe does, so a compiler tree's
     own clean-up on an interrupt never stalls on us; the caller reads the file afterwards (``capture`` is ignored).
     ``stop_when`` (with ``tee``) sees each line as it comes: the first error it returns stops the child's whole
-    tree at once and is raised (a build going the wrong way is not left to run for half an hour).
+    tree at once and is raised (a build going the wrong way is not left to run for half an hour); ``poll`` (with
+    ``tee``) is asked the same about the child's files ten times a second.
     """
     args = [str(c) for c in cmd]
     if tee is not None:
-        return _run_teed(args, tee, hide, stop_when, env=env, cwd=cwd, check=check, what=what, hint=hint, log=log)
+        return _run_teed(args, tee, hide, stop_when, poll, env=env, cwd=cwd, check=check, what=what, hint=hint,
+                         log=log)
     pipe = subprocess.PIPE if capture else None
     child = spawn(args, env=env, cwd=cwd, stdout=pipe, stderr=pipe,
                   stdin=subprocess.PIPE if input_text is not None else None, foreground=foreground, log=log)
@@ -234,11 +237,17 @@ def run(
 
 
 def _run_teed(args: list[str], tee: Path, hide: Callable[[str], bool] | None,
-              stop_when: Callable[[str], FarmError | None] | None, *, env: Mapping[str, str] | None,
+              stop_when: Callable[[str], FarmError | None] | None, poll: Callable[[], FarmError | None] | None,
+              *, env: Mapping[str, str] | None,
               cwd: Path | None, check: bool, what: str, hint: str, log: bool) -> subprocess.CompletedProcess[str]:
     tee.parent.mkdir(parents=True, exist_ok=True)
     done = threading.Event()
     stopped: list[FarmError] = []
+
+    def stop(reason: FarmError | None) -> None:
+        if reason is not None:
+            stopped.append(reason)
+            _signal_tree(child, hard=False)
 
     def follow() -> None:
         with tee.open(encoding="utf-8", errors="replace", newline="") as reader:
@@ -251,10 +260,9 @@ def _run_teed(args: list[str], tee: Path, hide: Callable[[str], bool] | None,
                     if hide is None or not hide(line):
                         sys.stdout.write(line + "\n")
                     if stop_when is not None and not stopped:
-                        reason = stop_when(line)
-                        if reason is not None:
-                            stopped.append(reason)
-                            _signal_tree(child, hard=False)
+                        stop(stop_when(line))
+                if poll is not None and not stopped and not finished:
+                    stop(poll())
                 sys.stdout.flush()
                 if finished:
                     if pending and (hide is None or not hide(pending)):

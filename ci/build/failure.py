@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import NamedTuple
 
 from ci.errors import CommandFailed, FarmError, UsageError
@@ -276,30 +277,73 @@ def nvcc_arch_flags(line: str) -> list[str] | None:
     return found
 
 
-def own_arch_flags(line: str, arch_list: str) -> list[str]:
-    """Architecture flags on an nvcc compile line that ``TORCH_CUDA_ARCH_LIST=arch_list`` did not ask for: the
-    project's own (torch then adds none of its own, so the farm's architectures are ignored)."""
-    flags = nvcc_arch_flags(line)
+def ninja_arch_flags(text: str) -> list[str] | None:
+    """The architecture flags of the nvcc compiles a ``build.ninja`` written by torch describes (``cuda_cflags``
+    and ``cuda_post_cflags``); None: not (yet) a complete file with CUDA compiles."""
+    lines = text.splitlines()
+    if not any(line.startswith("build ") for line in lines):
+        return None
+    flags = [line.partition("=")[2] for line in lines if line.startswith(("cuda_cflags =", "cuda_post_cflags ="))]
+    if not flags:
+        return None
+    return nvcc_arch_flags("nvcc -c " + " ".join(flags))
+
+
+def _own(flags: list[str] | None, arch_list: str) -> list[str]:
     if not flags:
         return []
     wanted = torch_arch_flags(arch_list)
     return [] if set(flags) == wanted else [f for f in flags if f not in wanted] or flags
 
 
+def own_arch_flags(line: str, arch_list: str) -> list[str]:
+    """Architecture flags on an nvcc compile line that ``TORCH_CUDA_ARCH_LIST=arch_list`` did not ask for: the
+    project's own (torch then adds none of its own, so the farm's architectures are ignored)."""
+    return _own(nvcc_arch_flags(line), arch_list)
+
+
+def own_arch_error(own: list[str], arch_list: str) -> UsageError:
+    more = f" and {len(own) - 1} more" if len(own) > 1 else ""
+    return UsageError("the project passes its own CUDA architecture flags to nvcc, so torch ignores "
+                      "TORCH_CUDA_ARCH_LIST (the farm's architectures)", f"{own[0]}{more}",
+                      "drop the -gencode/-arch flags from the extension's extra_compile_args (setup.py) and let "
+                      "torch's TORCH_CUDA_ARCH_LIST apply: cuda-archs in [tool.cuda-ext-farm] or --arch-list "
+                      f"choose the architectures ({arch_list} here); the build was stopped before its long compile")
+
+
 def stop_on_own_arch_flags(arch_list: str) -> Callable[[str], FarmError | None]:
-    """A watcher for the build's output lines: the first nvcc command that carries architecture flags of the
-    project's own stops the build at once, before its long compile, with the fix."""
+    """A watcher for the build's output lines: the first nvcc command line printed (setuptools without ninja
+    prints each before running it) that carries architecture flags of the project's own stops the build."""
 
     def watch(line: str) -> FarmError | None:
         own = own_arch_flags(line, arch_list)
-        if not own:
-            return None
-        more = f" and {len(own) - 1} more" if len(own) > 1 else ""
-        return UsageError("the project passes its own CUDA architecture flags to nvcc, so torch ignores "
-                          "TORCH_CUDA_ARCH_LIST (the farm's architectures)", f"{own[0]}{more}",
-                          "drop the -gencode/-arch flags from the extension's extra_compile_args (setup.py) and let "
-                          "torch's TORCH_CUDA_ARCH_LIST apply: cuda-archs in [tool.cuda-ext-farm] or --arch-list "
-                          f"choose the architectures ({arch_list} here); the build was stopped before its long "
-                          "compile")
+        return own_arch_error(own, arch_list) if own else None
 
     return watch
+
+
+def watch_build_ninja(source: Path, arch_list: str) -> Callable[[], FarmError | None]:
+    """A watcher polled while the build runs: torch writes ``build/temp*/build.ninja`` under ``source`` and starts
+    ninja at once (which prints a command only when it finished): its nvcc flags are read from there, and flags
+    of the project's own stop the build within moments of its first nvcc."""
+    seen: dict[Path, float] = {}
+
+    def poll() -> FarmError | None:
+        for ninja in source.glob("build/temp*/build.ninja"):
+            try:
+                stamp = ninja.stat().st_mtime
+                if seen.get(ninja) == stamp:
+                    continue
+                text = ninja.read_text(errors="replace")
+            except OSError:
+                continue
+            flags = ninja_arch_flags(text)
+            if flags is None:
+                continue  # not complete yet: read again on the next poll
+            seen[ninja] = stamp
+            own = _own(flags, arch_list)
+            if own:
+                return own_arch_error(own, arch_list)
+        return None
+
+    return poll

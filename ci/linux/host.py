@@ -119,12 +119,16 @@ def run_build(cmd: list[str | Path], env: Mapping[str, str], source: Path, targe
     missing = (f"; a linker's `cannot find -l<name>` for a CUDA library ({', '.join(linkable)}) means: add "
                f'toolkit-libraries = ["<name>"] to [tool.cuda-ext-farm]') if linkable else ""
     output = source.parent / "build-output.log"
+    # -gencode flags of the project's own are caught on its first nvcc command (ci/build/failure.py).
+    arch_list = None if target.cpu else env.get("TORCH_CUDA_ARCH_LIST")
+    for stale in source.glob("build/temp*/build.ninja"):
+        stale.unlink()  # torch writes it anew; the one an earlier build left must not be judged
     try:
         proc.run(cmd, env=env, cwd=source, what=f"the wheel build of {target.id} failed",
                  hint=f"the compiler output above shows the failing file and line{missing}; nothing was written "
                  "to the wheelhouse", tee=output, hide=failure.hidden,
-                 stop_when=failure.stop_on_own_arch_flags(env["TORCH_CUDA_ARCH_LIST"])
-                 if "TORCH_CUDA_ARCH_LIST" in env and not target.cpu else None)
+                 stop_when=failure.stop_on_own_arch_flags(arch_list) if arch_list else None,
+                 poll=failure.watch_build_ninja(source, arch_list) if arch_list else None)
     except CommandFailed as exc:
         raise failure.explain(exc, output.read_text(errors="replace"), build=f"the wheel build of {target.id}",
                               source=str(source), build_script=read_build_script(source), cpu=target.cpu,

@@ -7,7 +7,9 @@ environment):
   anything compiles.
 * i ``prebuilt_download``: setup.py first downloads a prebuilt wheel (from an address nothing listens on) unless a
   variable says to build; the failed build's last line names the network access and the variable's route.
-* k ``test_requires``: the project's tests import pytest and ``packaging``, which only ``test-requires`` installs.
+* j ``hardcoded_gencode``: setup.py passes its own ``-gencode`` flags (a CUDA build, torch 2.11 and the pinned CUDA
+  13.0 toolkit): the build is stopped at its first nvcc command line, before the long compile, with the fix.
+* k ``test_requires``: the project's tests import pytest and ``tabulate``, which only ``test-requires`` installs.
 """
 
 from __future__ import annotations
@@ -160,3 +162,22 @@ def test_i_a_download_during_the_build_is_named_with_the_variable_that_stops_it(
     assert built.returncode == 0, built.stdout[-3000:]
     (wheel,) = (tmp_path / "wheelhouse").glob("*/*.whl")
     assert wheel.name.startswith("prebuilt_download-0.1.0+pt2.13.cpu-cp311-cp311-manylinux_"), wheel.name
+
+
+# -- j: hardcoded_gencode ------------------------------------------------------------------------------------
+
+
+def test_j_hard_coded_gencode_flags_stop_the_build_before_its_long_compile(farm_command: list[str],
+                                                                           tmp_path: Path) -> None:
+    folder = copy_fixture("hardcoded_gencode", tmp_path)
+    result = farm(farm_command, folder, "build", "--arch-list", "9.0", "--torch", "2.11", "--python", "3.11",
+                  "--wheelhouse", str(tmp_path / "wheelhouse"), "--build-dir", str(tmp_path / "build"))
+    assert result.returncode == 2, result.stdout[-3000:]
+    assert last_line(result) == (
+        "error: the project passes its own CUDA architecture flags to nvcc, so torch ignores TORCH_CUDA_ARCH_LIST "
+        "(the farm's architectures) (-gencode=arch=compute_80,code=sm_80 and 1 more): drop the -gencode/-arch flags "
+        "from the extension's extra_compile_args (setup.py) and let torch's TORCH_CUDA_ARCH_LIST apply: cuda-archs "
+        "in [tool.cuda-ext-farm] or --arch-list choose the architectures (9.0 here); the build was stopped before "
+        "its long compile")
+    assert not list((tmp_path / "wheelhouse").glob("*/*.whl"))
+    assert not list((tmp_path / "build").glob("*/src/build/**/*.o"))  # nvcc was stopped, nothing compiled

@@ -54,3 +54,16 @@ def test_the_watcher_stops_the_tree_at_once_and_its_error_is_raised(tmp_path: Pa
             except OSError:
                 continue
     assert not leftovers
+
+
+def test_a_poll_stops_the_child_on_what_it_writes(tmp_path: Path) -> None:
+    flag = tmp_path / "build.ninja"
+    script = (f"import pathlib, time; pathlib.Path({str(flag)!r}).write_text('-arch=sm_80'); "
+              "print('wrote', flush=True); time.sleep(120); print('never', flush=True)")
+
+    def poll() -> FarmError | None:
+        return UsageError("own flags", flag.read_text(), "drop them") if flag.exists() else None
+
+    with pytest.raises(UsageError, match=r"own flags \(-arch=sm_80\)"):
+        proc.run([sys.executable, "-c", script], tee=tmp_path / "out.log", poll=poll, log=False)
+    assert "never" not in (tmp_path / "out.log").read_text()

@@ -4,6 +4,9 @@ trimmed from builds run here (paths shortened to SRC, the build's copy of the pr
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from ci.build import failure
@@ -284,3 +287,47 @@ def test_the_watcher_says_what_to_drop() -> None:
         "from the extension's extra_compile_args (setup.py) and let torch's TORCH_CUDA_ARCH_LIST apply: cuda-archs "
         "in [tool.cuda-ext-farm] or --arch-list choose the architectures (9.0 here); the build was stopped before "
         "its long compile")
+
+
+BUILD_NINJA = f"""ninja_required_version = 1.3
+cxx = c++
+nvcc = /cache/tk/bin/nvcc
+
+cflags = -pthread -fPIC -I{ENV}/torch/include -I/usr/include/python3.11 -c
+post_cflags = -O2 -DTORCH_API_INCLUDE_EXTENSION_H -DTORCH_EXTENSION_NAME=_C -std=c++17
+cuda_cflags = -I{ENV}/torch/include -I/cache/tk/include -c
+cuda_post_cflags = -D__CUDA_NO_HALF_OPERATORS__ --expt-relaxed-constexpr --compiler-options ''"'"'-fPIC'"'"'' -O2 \
+{{flags}} -DTORCH_API_INCLUDE_EXTENSION_H -DTORCH_EXTENSION_NAME=_C -std=c++17
+cuda_dlink_post_cflags =
+ldflags =
+
+rule cuda_compile
+  depfile = $out.d
+  deps = gcc
+  command = $nvcc --generate-dependencies-with-compile --dependency-output $out.d $cuda_cflags -c $in -o $out \
+$cuda_post_cflags
+
+build {SRC}/build/temp.linux-x86_64-cpython-311/csrc/scale.o: cuda_compile {SRC}/csrc/scale.cu
+"""
+
+
+def test_build_ninja_flags_of_the_projects_own() -> None:
+    own = BUILD_NINJA.replace("{flags}", "-gencode=arch=compute_80,code=sm_80 -gencode arch=compute_86,code=sm_86")
+    assert failure.ninja_arch_flags(own) == ["-gencode=arch=compute_80,code=sm_80",
+                                             "-gencode=arch=compute_86,code=sm_86"]
+    torchs = BUILD_NINJA.replace("{flags}", "-gencode=arch=compute_90,code=sm_90")
+    assert failure.ninja_arch_flags(torchs) == ["-gencode=arch=compute_90,code=sm_90"]
+    assert failure.ninja_arch_flags(own.split("rule ")[0]) is None  # not complete yet: no build edge
+
+
+def test_the_build_ninja_watcher_objects_once_the_file_is_there(tmp_path: Path) -> None:
+    poll = failure.watch_build_ninja(tmp_path, "9.0")
+    assert poll() is None
+    ninja = tmp_path / "build" / "temp.linux-x86_64-cpython-311" / "build.ninja"
+    ninja.parent.mkdir(parents=True)
+    ninja.write_text(BUILD_NINJA.replace("{flags}", "-gencode=arch=compute_90,code=sm_90"))
+    assert poll() is None  # torch's own flags for 9.0
+    ninja.write_text(BUILD_NINJA.replace("{flags}", "-arch=sm_80"))
+    os.utime(ninja, (1, 1))
+    error = poll()
+    assert error is not None and error.value == "-arch=sm_80"
