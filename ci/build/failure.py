@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from ci.build import project_source
 from ci.errors import CommandFailed, FarmError, UsageError
 
 #: The project-side knob a network failure's advice names: ``build-env`` (``cpu-env`` in a ``--cpu`` build).
@@ -62,7 +63,7 @@ COMPILER_ERROR = (
     re.compile(r"^(?P<file>[^\s:][^:\n]*\.(?:c|cc|cpp|cxx|cu|cuh|h|hh|hpp|hxx|inl)):(?P<line>\d+):(?:\d+:)? "
                r"(?:fatal )?error: (?P<message>.+)$", re.MULTILINE),
     # nvcc's front end: "csrc/k.cu(12): error: ..." (also "error #20: ...")
-    re.compile(r"^(?P<file>[^\s(][^(\n]*\.(?:cu|cuh|c|cc|cpp|cxx|h|hpp))\((?P<line>\d+)\): error(?: #?[\w-]+)?: "
+    re.compile(r"^(?P<file>[^\s(][^(\n]*\.(?:cu|cuh|c|cc|cpp|cxx|h|hpp))\((?P<line>\d+)\): error(?: #\d+(?:-D)?)?: "
                r"(?P<message>.+)$", re.MULTILINE),
     # MSVC: "csrc\a.cpp(12): error C2065: ..."
     re.compile(r"^(?P<file>[^\s(][^(\n]*)\((?P<line>\d+)\)(?:: |\s*: )error (?P<message>C\d+: .+)$", re.MULTILINE),
@@ -85,7 +86,7 @@ def hidden(line: str) -> bool:
 
 
 def _relative(path: str, source: str) -> str:
-    path = path.strip()
+    path, source = path.strip().replace("\\", "/"), source.replace("\\", "/")  # MSVC writes C:\src\a.cpp
     for prefix in (source.rstrip("/") + "/", "./") if source else ("./",):
         if path.startswith(prefix):
             return path[len(prefix):]
@@ -237,6 +238,21 @@ def explain(general: CommandFailed, output: str, *, build: str, source: str = ""
         return general
     return CommandFailed(f"{build} failed: {cause.what}", cause.value, f"{cause.fix}; nothing was written to the "
                          "wheelhouse")
+
+
+def explain_build(general: CommandFailed, output: str, *, build: str, source: Path, paths_from: str | None = None,
+                  cpu: bool = False, linkable: Sequence[str] = ()) -> CommandFailed:
+    """:func:`explain` for a build of the project copy at ``source`` (its setup.py and empty submodule folders are
+    read from there); ``paths_from``: where the build saw that copy (``/project`` in a container), default
+    ``source``."""
+    try:
+        script = (source / "setup.py").read_text(errors="replace")
+    except OSError:
+        script = ""
+    empty = [p for p in project_source.gitmodules_paths(source)
+             if not (source / p).is_dir() or not any((source / p).iterdir())]
+    return explain(general, output, build=build, source=paths_from or str(source), build_script=script, cpu=cpu,
+                   linkable=linkable, empty_submodules=empty)
 
 
 # --- architecture flags the project passes itself ------------------------------------------------------------

@@ -338,11 +338,10 @@ def build_in_container(job: ContainerBuild) -> report.BuildReport:
                              else failure.stop_on_own_arch_flags(target.cell.arch_list))
                 except CommandFailed as exc:
                     # cibuildwheel copies the project to /project in the container: paths are relative to it.
-                    raise failure.explain(exc, output.read_text(errors="replace"),
-                                          build=f"the container build of {target.id}", source="/project",
-                                          build_script=build.read_build_script(source), cpu=target.cpu,
-                                          linkable=sorted(target.cell.toolkit.linkable),
-                                          empty_submodules=build.empty_submodules(source)) from None
+                    raise failure.explain_build(exc, output.read_text(errors="replace"),
+                                                build=f"the container build of {target.id}", source=source,
+                                                paths_from="/project", cpu=target.cpu,
+                                                linkable=sorted(target.cell.toolkit.linkable)) from None
             built = publish.one_wheel(stage / "out", "cibuildwheel")
 
             def keep(wheel: Path, outdir: Path) -> Path:

@@ -122,9 +122,8 @@ def develop(
         proc.stream(cmd, count, env=compile_env, cwd=config.root, what="the in-place build failed",
                     hint="the compiler output above shows the failing file and line")
     except CommandFailed as exc:
-        raise failure.explain(exc, "".join(said), build="the in-place build", source=str(config.root),
-                              build_script=build.read_build_script(config.root), cpu=tk is None,
-                              empty_submodules=build.empty_submodules(config.root)) from None
+        raise failure.explain_build(exc, "".join(said), build="the in-place build", source=config.root,
+                                    cpu=tk is None) from None
     fsutil.atomic_write_text(stamp, _state(config.root, cmd, compile_env, outputs))
     return DevResult(seconds=time.monotonic() - started, compiled=compiled, launcher=launcher, arch_list=archs)
 

@@ -130,22 +130,8 @@ def run_build(cmd: list[str | Path], env: Mapping[str, str], source: Path, targe
                  stop_when=failure.stop_on_own_arch_flags(arch_list) if arch_list else None,
                  poll=failure.watch_build_ninja(source, arch_list) if arch_list else None)
     except CommandFailed as exc:
-        raise failure.explain(exc, output.read_text(errors="replace"), build=f"the wheel build of {target.id}",
-                              source=str(source), build_script=read_build_script(source), cpu=target.cpu,
-                              linkable=linkable, empty_submodules=empty_submodules(source)) from None
-
-
-def read_build_script(source: Path) -> str:
-    try:
-        return (source / "setup.py").read_text(errors="replace")
-    except OSError:
-        return ""
-
-
-def empty_submodules(source: Path) -> list[str]:
-    """``.gitmodules`` folders that are missing or empty in the build's copy of the project."""
-    return [p for p in project_source.gitmodules_paths(source)
-            if not (source / p).is_dir() or not any((source / p).iterdir())]
+        raise failure.explain_build(exc, output.read_text(errors="replace"), build=f"the wheel build of {target.id}",
+                                    source=source, cpu=target.cpu, linkable=linkable) from None
 
 
 def check_build_torch(target: Target, found: Mapping[str, str | None]) -> None:

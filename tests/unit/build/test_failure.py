@@ -331,3 +331,10 @@ def test_the_build_ninja_watcher_objects_once_the_file_is_there(tmp_path: Path) 
     os.utime(ninja, (1, 1))
     error = poll()
     assert error is not None and error.value == "-arch=sm_80"
+
+
+def test_msvc_paths_are_made_relative_too() -> None:
+    output = ("C:\\farm\\stage\\source\\csrc\\ops.cpp(14): error C2065: 'scale_factor': undeclared identifier\n"
+              "error: command 'cl.exe' failed with exit code 2\n")
+    cause = failure.classify(output, source="C:\\farm\\stage\\source")
+    assert cause is not None and cause.value == "csrc/ops.cpp:14: C2065: 'scale_factor': undeclared identifier"
