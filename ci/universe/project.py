@@ -10,7 +10,7 @@ a ``[project] name``. A project you cannot edit is described by a separate file
     torch = ["2.11", "2.13"]        # releases to cover, or a specifier (">=2.11"); default: newest per CUDA major
     python = ["3.11", "3.12"]       # or a specifier; default: every CPython the torch release has wheels for
     cuda = ["13"]                   # toolkit cells (version, name or major); default: see README
-    build-env = { FORCE_CUDA = "1" }    # what tells the build to compile CUDA without a GPU
+    build-env = { FORCE_CUDA = "1" }    # what tells the build to compile CUDA without a GPU (added to FORCE_CUDA=1)
     cpu-env = {}                    # what a CPU-only build (--cpu) sets instead
     debug-env = {}                  # what a debug build (develop --debug) adds
     cuda-libraries = ["*"]          # libraries in the wheel that must hold CUDA code (globs)
@@ -297,7 +297,8 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
     cuda = tomlvalues.string_list(table, "cuda", ())
     cuda_archs = tomlvalues.string(table, "cuda-archs", None)
     extra_cuda_archs = tomlvalues.string(table, "extra-cuda-archs", None)
-    build_env = tomlvalues.string_table(table, "build-env", DEFAULT_BUILD_ENV, BUILD_PLACEHOLDERS)
+    # build-env adds to the default (FORCE_CUDA=1): a project's own variable does not drop it (FORCE_CUDA = "0" does).
+    build_env = {**DEFAULT_BUILD_ENV, **tomlvalues.string_table(table, "build-env", {}, BUILD_PLACEHOLDERS)}
     cpu_env = tomlvalues.string_table(table, "cpu-env", {}, BUILD_PLACEHOLDERS)
     debug_env = tomlvalues.string_table(table, "debug-env", {}, BUILD_PLACEHOLDERS)
     cuda_libraries = tomlvalues.string_list(table, "cuda-libraries", ("*",))
