@@ -11,6 +11,7 @@ build of that target).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -64,6 +65,20 @@ class Outputs:
 
     def staging_root(self) -> Path:
         return self.build_root / "staging"
+
+
+@contextmanager
+def no_empty_wheelhouse(outputs: Outputs) -> Iterator[None]:
+    """A wheelhouse this build creates is removed again when the build fails or is interrupted and left it
+    empty: a failed first build leaves no empty folder behind."""
+    created = not outputs.wheelhouse.exists()
+    try:
+        yield
+    except BaseException:
+        if created:
+            with contextlib.suppress(OSError):
+                outputs.wheelhouse.rmdir()  # only when empty
+        raise
 
 
 def find_wheel(outputs: Outputs, target: Target) -> Path | None:

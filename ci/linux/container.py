@@ -308,6 +308,13 @@ def resolve_in_container(job: ContainerBuild, torch_volume_name: str, wheel: Pat
 
 
 def build_in_container(job: ContainerBuild) -> report.BuildReport:
+    """Build, repair (in the image), audit and publish ``job``'s target; a failed first build leaves no empty
+    wheelhouse."""
+    with publish.no_empty_wheelhouse(job.outputs):
+        return _build_in_container(job)
+
+
+def _build_in_container(job: ContainerBuild) -> report.BuildReport:
     started = time.monotonic()
     target = job.target
     python = build_python(target, job.spec)

@@ -190,8 +190,13 @@ def symbol_search(target: Target, env: envs.PythonEnv, tk: toolkit.InstalledTool
 def build(target: Target, outputs: tail.Outputs, *, max_jobs: int | None = None) -> report.BuildReport:
     """Build, repair, audit and publish ``target`` (``target.cpu``: a CPU-only wheel, no toolkit)."""
     started = time.monotonic()
+    with tail.no_empty_wheelhouse(outputs):
+        outputs.check_writable()
+        return _build(target, outputs, started, max_jobs=max_jobs)
+
+
+def _build(target: Target, outputs: tail.Outputs, started: float, *, max_jobs: int | None) -> report.BuildReport:
     cpu = target.cpu
-    outputs.check_writable()
     with fsutil.locked(outputs.lock(target), f"the build of {target.id}"):
         setup = cross.prepare(target) if target.cross else None
         linked = setup.sysroot if setup is not None else sysroot.for_arch(target.arch) if target.os == "linux" else None

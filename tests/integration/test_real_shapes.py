@@ -97,7 +97,7 @@ def test_h_a_clone_without_its_submodule_is_refused_before_compiling(farm_comman
         "error: a git submodule of the project is not checked out (its folder is empty) (third_party/ringmath): run "
         "`git submodule update --init --recursive` in the project's folder, then build again")
     assert "building 'submodule_headers._C'" not in built.result.stdout
-    assert not built.wheels
+    assert not (tmp_path / "wheelhouse").exists()  # nothing half-written, not even an empty folder
 
 
 # -- k: test_requires ----------------------------------------------------------------------------------------

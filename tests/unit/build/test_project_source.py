@@ -108,3 +108,17 @@ def test_the_sdist_check_asks_for_a_submodule_header_the_sources_include(nested:
     members = [f for f in files if not f.startswith("third_party/")]
     needed = sdist.needed_files(members, files, lambda name: (nested / name).read_text())
     assert [n.path for n in needed] == ["third_party/lib/include/lib/lib.h"]
+
+
+def test_a_failed_build_leaves_no_empty_wheelhouse_it_created(tmp_path: Path) -> None:
+    from ci.build import tail
+
+    outputs = tail.Outputs(wheelhouse=tmp_path / "wheelhouse", build_root=tmp_path / "build")
+    with pytest.raises(UsageError), tail.no_empty_wheelhouse(outputs):
+        outputs.check_writable()
+        raise UsageError("the build failed", "x", "y")
+    assert not outputs.wheelhouse.exists()
+    (outputs.wheelhouse / "other-target").mkdir(parents=True)  # one that was there (with a build in it) stays
+    with pytest.raises(UsageError), tail.no_empty_wheelhouse(outputs):
+        raise UsageError("the build failed", "x", "y")
+    assert outputs.wheelhouse.is_dir()
