@@ -100,15 +100,29 @@ def compiles(cuda: str, arch: str) -> bool:
     return suffix == ""
 
 
+#: What torch's extension builder takes in ``TORCH_CUDA_ARCH_LIST`` (``torch.utils.cpp_extension``'s
+#: ``supported_arches`` of the releases the farm knows; 10.1 until Thor became 11.0): no 8.8, no ``f`` variants.
+TORCH_EXTENSION_ARCHS = frozenset({
+    "5.0", "5.2", "5.3", "6.0", "6.1", "6.2", "7.0", "7.2", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "9.0a",
+    "10.0", "10.0a", "10.1", "10.1a", "10.3", "10.3a", "11.0", "11.0a", "12.0", "12.0a", "12.1", "12.1a",
+})
+
+
+def buildable(cuda: str, arch: str) -> bool:
+    """Whether a torch extension can be built for ``arch`` with ``cuda``: its nvcc compiles it and torch's extension
+    builder takes it."""
+    return compiles(cuda, arch) and (toolkit_archs(cuda) is None or arch in TORCH_EXTENSION_ARCHS)
+
+
 def check_archs(cuda: str, archs: tuple[str, ...]) -> None:
-    """Refuse, in one line, the first of ``archs`` that ``cuda``'s nvcc does not compile (``9.9``), naming those it
-    does: checked before anything runs, not by torch or nvcc minutes into a build."""
-    bad = [a for a in archs if not compiles(cuda, a)]
+    """Refuse, in one line, the first of ``archs`` an extension cannot be built for with ``cuda`` (``9.9``), naming
+    those it can: checked before anything runs, not by torch or nvcc minutes into a build."""
+    bad = [a for a in archs if not buildable(cuda, a)]
     if bad:
-        known = toolkit_archs(cuda) or ()
+        known = [a for a in toolkit_archs(cuda) or () if a in TORCH_EXTENSION_ARCHS]
         raise MatrixError(f"architecture not supported by CUDA {cuda}", bad[0],
-                          f"CUDA {cuda} compiles {', '.join(known)} (and +PTX of any of them): pick from those, "
-                          "or another CUDA cell with --cuda")
+                          f"torch extensions with CUDA {cuda} build for {', '.join(known)} (and +PTX of any of them): "
+                          "pick from those, or another CUDA cell with --cuda")
 
 
 def with_arch_list(cell: CellT, value: str | None) -> CellT:

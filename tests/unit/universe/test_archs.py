@@ -12,14 +12,15 @@ from ci.errors import MatrixError, UsageError
 from ci.universe import archs, matrix, project, targets
 from ci.universe.selection import Selection, select
 
-CUDA13 = "7.5, 8.0, 8.6, 8.7, 8.8, 8.9, 9.0, 10.0, 10.3, 11.0, 12.0, 12.1"
+CUDA13 = "7.5, 8.0, 8.6, 8.7, 8.9, 9.0, 10.0, 10.3, 11.0, 12.0, 12.1"
 
 
 def test_9_9_is_refused_naming_what_the_toolkit_compiles() -> None:
     with pytest.raises(MatrixError) as err:
         matrix.resolve("13.0", "9.9")
-    assert err.value.line() == (f"error: architecture not supported by CUDA 13.0 (9.9): CUDA 13.0 compiles {CUDA13} "
-                                "(and +PTX of any of them): pick from those, or another CUDA cell with --cuda")
+    assert err.value.line() == (f"error: architecture not supported by CUDA 13.0 (9.9): torch extensions with CUDA "
+                                f"13.0 build for {CUDA13} (and +PTX of any of them): pick from those, or another CUDA cell "
+                                "with --cuda")
 
 
 def test_the_environment_variable_is_checked_too() -> None:
@@ -37,6 +38,13 @@ def test_the_environment_variable_is_checked_too() -> None:
 ])
 def test_compiles(cuda: str, arch: str, ok: bool) -> None:
     assert archs.compiles(cuda, arch) is ok
+
+
+@pytest.mark.parametrize("arch", ["8.8", "12.0f"])
+def test_what_nvcc_compiles_but_torchs_extension_builder_refuses_is_refused_too(arch: str) -> None:
+    assert archs.compiles("13.0", arch) and not archs.buildable("13.0", arch)
+    with pytest.raises(MatrixError, match=rf"\({arch}\)"):
+        matrix.resolve("13.0", arch)
 
 
 def test_ptx_only_where_asked() -> None:
