@@ -19,8 +19,8 @@ def test_9_9_is_refused_naming_what_the_toolkit_compiles() -> None:
     with pytest.raises(MatrixError) as err:
         matrix.resolve("13.0", "9.9")
     assert err.value.line() == (f"error: architecture not supported by CUDA 13.0 (9.9): torch extensions with CUDA "
-                                f"13.0 build for {CUDA13} (and +PTX of any of them): pick from those, or another CUDA cell "
-                                "with --cuda")
+                                f"13.0 build for {CUDA13} (and +PTX of any of them): pick from those, or another "
+                                "CUDA cell with --cuda")
 
 
 def test_the_environment_variable_is_checked_too() -> None:
