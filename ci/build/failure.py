@@ -137,7 +137,7 @@ def architecture(output: str) -> Cause | None:
     match = found[-1]
     value = match.group(1) or match.group(2) or match.group(0)
     return Cause("the build was asked for a CUDA architecture its toolkit or torch does not know", value,
-                 "pass --arch-list with architectures of the cell (cuda-ext-farm matrix lists them) or fix "
+                 "pass --arch-list with architectures of the cell (the farm's matrix command lists them) or fix "
                  f"cuda-archs in {TABLE}; a -gencode or -arch flag in setup.py asks for one too: drop it and let "
                  "TORCH_CUDA_ARCH_LIST apply")
 
