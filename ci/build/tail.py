@@ -16,7 +16,7 @@ import dataclasses
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -84,6 +84,17 @@ def no_empty_wheelhouse(outputs: Outputs) -> Iterator[None]:
 def find_wheel(outputs: Outputs, target: Target) -> Path | None:
     wheels = sorted(outputs.target_dir(target).glob("*.whl"), key=lambda p: p.stat().st_mtime)
     return wheels[-1] if wheels else None
+
+
+def find_built(outputs: Outputs, chosen: Sequence[Target]) -> tuple[Target, Path | None]:
+    """The first of ``chosen`` (the targets a command line selects, best first) whose wheel the wheelhouse holds,
+    with that wheel; none built: the first target and None. ``test`` without ``--python`` then tests the cp312
+    wheel that was built rather than asking for the cp311 one that was not."""
+    for target in chosen:
+        wheel = find_wheel(outputs, target)
+        if wheel is not None:
+            return target, wheel
+    return chosen[0], None
 
 
 @contextmanager

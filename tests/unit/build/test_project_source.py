@@ -122,3 +122,21 @@ def test_a_failed_build_leaves_no_empty_wheelhouse_it_created(tmp_path: Path) ->
     with pytest.raises(UsageError), tail.no_empty_wheelhouse(outputs):
         raise UsageError("the build failed", "x", "y")
     assert outputs.wheelhouse.is_dir()
+
+
+def test_the_built_target_is_found_among_those_selected(tmp_path: Path) -> None:
+    from ci.build import tail
+    from ci.universe import project, targets
+
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "setup.py").write_text("")
+    (tmp_path / "p" / "pyproject.toml").write_text('[project]\nname = "p"\nversion = "1"\n[tool.cuda-ext-farm]\n'
+                                                   'torch = ["2.11"]\npython = ["3.11", "3.12"]\n')
+    chosen = [t for t in targets.targets_for(project.load(tmp_path / "p")) if t.arch == "x86_64"]
+    cp311, cp312 = chosen
+    outputs = tail.Outputs(wheelhouse=tmp_path / "wh", build_root=tmp_path / "build")
+    assert tail.find_built(outputs, chosen) == (cp311, None)
+    wheel = outputs.target_dir(cp312) / "p-1-cp312-cp312-manylinux_2_28_x86_64.whl"
+    wheel.parent.mkdir(parents=True)
+    wheel.write_bytes(b"")
+    assert tail.find_built(outputs, chosen) == (cp312, wheel)
