@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -45,15 +46,25 @@ def test_the_watcher_stops_the_tree_at_once_and_its_error_is_raised(tmp_path: Pa
                  tee=tmp_path / "out.log", stop_when=watch, log=False)
     assert err.value.line() == "error: own flags (-gencode=arch=compute_80,code=sm_80): drop them"
     assert "never" not in (tmp_path / "out.log").read_text()  # stopped, not left to run its two minutes
-    leftovers = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and entry.name != str(os.getpid()):
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    leftovers.append(entry.name)
-            except OSError:
-                continue
-    assert not leftovers
+    assert not alive_with(marker)
+
+
+def alive_with(marker: str) -> list[str]:
+    """Processes whose command line holds ``marker``, once those already sent SIGKILL had a moment to go."""
+    found: list[str] = []
+    for _ in range(50):
+        found = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit() and entry.name != str(os.getpid()):
+                try:
+                    if marker.encode() in (entry / "cmdline").read_bytes():
+                        found.append(entry.name)
+                except OSError:
+                    continue
+        if not found:
+            return found
+        time.sleep(0.1)
+    return found
 
 
 def test_a_poll_stops_the_child_on_what_it_writes(tmp_path: Path) -> None:
