@@ -26,8 +26,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import IO
 
-from ci.errors import CommandFailed, Interrupted, MissingRequirement
+from ci.errors import CommandFailed, FarmError, Interrupted, MissingRequirement
 from ci.log import log as logger
 
 #: Seconds a child group gets between SIGTERM and SIGKILL.
@@ -132,7 +133,7 @@ def spawn(
     *,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
-    stdout: int | None = None,
+    stdout: int | IO[str] | None = None,
     stderr: int | None = None,
     stdin: int | None = None,
     foreground: bool = False,
@@ -193,9 +194,24 @@ def run(
     foreground: bool = False,
     log: bool = True,
     input_text: str | None = None,
+    tee: Path | None = None,
+    hide: Callable[[str], bool] | None = None,
+    stop_when: Callable[[str], FarmError | None] | None = None,
+    poll: Callable[[], FarmError | None] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Log and run ``cmd``; raise :class:`CommandFailed` on a non-zero exit when ``check``."""
+    """Log and run ``cmd``; raise :class:`CommandFailed` on a non-zero exit when ``check``.
+
+    ``tee``: the child's stdout and stderr (merged) are written to this file and echoed to our stdout as they come
+    (lines ``hide`` answers true for are not echoed): a file never fills up as a pipe does, so a compiler tree's
+    own clean-up on an interrupt never stalls on us; the caller reads the file afterwards (``capture`` is ignored).
+    ``stop_when`` (with ``tee``) sees each line as it comes: the first error it returns stops the child's whole
+    tree at once and is raised (a build going the wrong way is not left to run for half an hour); ``poll`` (with
+    ``tee``) is asked the same about the child's files ten times a second.
+    """
     args = [str(c) for c in cmd]
+    if tee is not None:
+        return _run_teed(args, tee, hide, stop_when, poll, env=env, cwd=cwd, check=check, what=what, hint=hint,
+                         log=log)
     pipe = subprocess.PIPE if capture else None
     child = spawn(args, env=env, cwd=cwd, stdout=pipe, stderr=pipe,
                   stdin=subprocess.PIPE if input_text is not None else None, foreground=foreground, log=log)
@@ -207,6 +223,59 @@ def run(
     if check and result.returncode != 0:
         if capture:
             logger.details((result.stdout + result.stderr).rstrip()[-6000:])
+        raise failure(args, result.returncode, what, hint)
+    return result
+
+
+def _run_teed(args: list[str], tee: Path, hide: Callable[[str], bool] | None,
+              stop_when: Callable[[str], FarmError | None] | None, poll: Callable[[], FarmError | None] | None,
+              *, env: Mapping[str, str] | None,
+              cwd: Path | None, check: bool, what: str, hint: str, log: bool) -> subprocess.CompletedProcess[str]:
+    tee.parent.mkdir(parents=True, exist_ok=True)
+    done = threading.Event()
+    stopped: list[FarmError] = []
+
+    def stop(reason: FarmError | None) -> None:
+        if reason is not None:
+            stopped.append(reason)
+            _signal_tree(child, hard=False)
+
+    def follow() -> None:
+        with tee.open(encoding="utf-8", errors="replace", newline="") as reader:
+            pending = ""
+            while True:
+                finished = done.is_set()  # read once more after the child ended: its last lines
+                pending += reader.read()
+                *lines, pending = pending.split("\n")
+                for line in lines:
+                    if hide is None or not hide(line):
+                        sys.stdout.write(line + "\n")
+                    if stop_when is not None and not stopped:
+                        stop(stop_when(line))
+                if poll is not None and not stopped and not finished:
+                    stop(poll())
+                sys.stdout.flush()
+                if finished:
+                    if pending and (hide is None or not hide(pending)):
+                        sys.stdout.write(pending + "\n")
+                    return
+                done.wait(0.1)
+
+    with tee.open("w", encoding="utf-8") as writer:
+        child = spawn(args, env=env, cwd=cwd, stdout=writer, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                      log=log)
+        echo = threading.Thread(target=follow, name="farm-tee", daemon=True)
+        echo.start()
+        try:
+            child.wait()
+        finally:
+            _release(child)
+            done.set()
+            echo.join(timeout=5)
+    if stopped:
+        raise stopped[0]
+    result = subprocess.CompletedProcess(args, child.returncode, "", "")
+    if check and result.returncode != 0:
         raise failure(args, result.returncode, what, hint)
     return result
 

@@ -25,8 +25,9 @@ from pathlib import Path
 
 from ci import fsutil, proc
 from ci.audit.checks import AuditResult, Check
-from ci.build import project_source, report, standard
+from ci.build import failure, project_source, report, standard
 from ci.build import tail as publish
+from ci.errors import CommandFailed
 from ci.log import log
 from ci.toolchain import envs
 from ci.universe import project_commands
@@ -100,9 +101,19 @@ def build_target(target: Target, outputs: publish.Outputs, found: Discovery,
             env = environment.compose(os.environ, vc, tk.cuda_home)
             env.update(cibw.cibuildwheel_env(target, python, site, variables))
             with log.stage("cibuildwheel"):
-                proc.run(cibw.cibuildwheel_command(source, stage / "out"), env=env, cwd=source,
-                         what=f"the Windows build of {target.id} failed",
-                         hint="the compiler's output is above; nothing was written to the wheelhouse")
+                output = stage / "build-output.log"
+                arch_list = target.cell.arch_list if "TORCH_CUDA_ARCH_LIST" not in target.project.build_env else None
+                try:
+                    proc.run(cibw.cibuildwheel_command(source, stage / "out"), env=env, cwd=source,
+                             what=f"the Windows build of {target.id} failed",
+                             hint="the compiler's output is above; nothing was written to the wheelhouse",
+                             tee=output, hide=failure.hidden,
+                             stop_when=failure.stop_on_own_arch_flags(arch_list) if arch_list else None,
+                             poll=failure.watch_build_ninja(source, arch_list) if arch_list else None)
+                except CommandFailed as exc:
+                    raise failure.explain_build(exc, output.read_text(errors="replace"),
+                                                build=f"the Windows build of {target.id}", source=source,
+                                                linkable=sorted(target.cell.toolkit.linkable)) from None
             built = publish.one_wheel(stage / "out", "cibuildwheel")
 
             def run_audit(wheel: Path) -> AuditResult:

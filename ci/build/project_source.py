@@ -3,6 +3,8 @@ the build-env placeholders, the commit and its time.
 
 * :func:`project_files`: what git knows (tracked and untracked-not-ignored files), or every file but build outputs
   outside git; never the farm's own output folders when they sit inside the project.
+* :func:`git_files`: the same with every initialised git submodule's files (nested ones too); a submodule whose
+  folder is empty stops the build before anything compiles (:func:`check_submodules_present`).
 * :func:`sync_source`: the copy a build compiles (host, container and Windows builds), rewriting only what changed.
 * :func:`git_commit`: the project's commit (``<sha>-dirty`` with uncommitted changes to tracked files), the one
   answer for the build-env placeholder ``{git_commit}`` and the release manifest.
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -34,9 +37,8 @@ def project_files(root: Path, exclude: tuple[Path, ...] = ()) -> list[str]:
 def _listed_files(root: Path) -> list[str]:
     inside = proc.run(["git", "rev-parse", "--is-inside-work-tree"], cwd=root, capture=True, check=False, log=False)
     if inside.returncode == 0 and inside.stdout.strip() == "true":
-        listing = proc.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
-                           capture=True, log=False)
-        return sorted(n for n in listing.stdout.split("\0") if n and (root / n).is_file())
+        return sorted(git_files(root))
+    check_submodules_present(root, gitmodules_paths(root))
     files = []
     for folder, dirs, names in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in IGNORED and not d.endswith(".egg-info"))
@@ -45,6 +47,50 @@ def _listed_files(root: Path) -> list[str]:
                 continue
             files.append(str((Path(folder) / name).relative_to(root)))
     return sorted(files)
+
+
+#: git's mode of a submodule's entry (a "gitlink": the commit of another repository) in its parent's index.
+GITLINK_MODE = "160000"
+
+
+def git_files(root: Path, under: str = "") -> list[str]:
+    """What git lists in ``root`` (tracked, and untracked but not ignored), with every initialised submodule's files
+    in place of its one gitlink entry, nested submodules too; a submodule whose folder is empty stops the listing
+    (:func:`check_submodules_present`; ``under``: the submodule's folder in the top project, for that message).
+    ``git ls-files --recurse-submodules`` is not used: it cannot list untracked
+    files, which the build copies everywhere else."""
+    listing = proc.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
+                       capture=True, log=False)
+    staged = proc.run(["git", "ls-files", "-z", "--stage"], cwd=root, capture=True, log=False)
+    # "<mode> <object> <stage>\t<path>": the gitlinks among the tracked entries.
+    submodules = sorted({entry.split("\t", 1)[1] for entry in staged.stdout.split("\0")
+                         if entry.startswith(GITLINK_MODE + " ") and "\t" in entry})
+    check_submodules_present(root, submodules, under)
+    files = [n for n in listing.stdout.split("\0") if n and (root / n).is_file() and n not in submodules]
+    for sub in submodules:
+        files += [f"{sub}/{name}" for name in git_files(root / sub, f"{under}{sub}/")]
+    return files
+
+
+def gitmodules_paths(root: Path) -> list[str]:
+    """The folders ``.gitmodules`` names (``path = ...`` of each ``[submodule "..."]``), relative to ``root``."""
+    try:
+        text = (root / ".gitmodules").read_text(errors="replace")
+    except OSError:
+        return []
+    found = re.findall(r"^\s*path\s*=\s*(.+?)\s*$", text, flags=re.MULTILINE)
+    return [p.strip('"').rstrip("/") for p in found if p.strip('"')]
+
+
+def check_submodules_present(root: Path, paths: list[str], under: str = "") -> None:
+    """A submodule whose folder is missing or empty (a clone without ``--recursive``) stops the build here, before
+    anything compiles: its headers would otherwise surface as a compiler's ``No such file or directory``."""
+    for sub in paths:
+        folder = root / sub
+        if not folder.is_dir() or not any(folder.iterdir()):
+            raise UsageError("a git submodule of the project is not checked out (its folder is empty)", under + sub,
+                             "run `git submodule update --init --recursive` in the project's folder, then build "
+                             "again")
 
 
 def sync_source(root: Path, dest: Path, exclude: tuple[Path, ...] = ()) -> int:

@@ -11,11 +11,12 @@ build of that target).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -67,9 +68,34 @@ class Outputs:
         return self.build_root / "staging"
 
 
+@contextmanager
+def no_empty_wheelhouse(outputs: Outputs) -> Iterator[None]:
+    """A wheelhouse this build creates is removed again when the build fails or is interrupted and left it
+    empty: a failed first build leaves no empty folder behind."""
+    created = not outputs.wheelhouse.exists()
+    try:
+        yield
+    except BaseException:
+        if created:
+            with contextlib.suppress(OSError):
+                outputs.wheelhouse.rmdir()  # only when empty
+        raise
+
+
 def find_wheel(outputs: Outputs, target: Target) -> Path | None:
     wheels = sorted(outputs.target_dir(target).glob("*.whl"), key=lambda p: p.stat().st_mtime)
     return wheels[-1] if wheels else None
+
+
+def find_built(outputs: Outputs, chosen: Sequence[Target]) -> tuple[Target, Path | None]:
+    """The first of ``chosen`` (the targets a command line selects, best first) whose wheel the wheelhouse holds,
+    with that wheel; none built: the first target and None. ``test`` without ``--python`` then tests the cp312
+    wheel that was built rather than asking for the cp311 one that was not."""
+    for target in chosen:
+        wheel = find_wheel(outputs, target)
+        if wheel is not None:
+            return target, wheel
+    return chosen[0], None
 
 
 @contextmanager

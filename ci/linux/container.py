@@ -35,9 +35,9 @@ from pathlib import Path
 from ci import fsutil, proc, toolenv
 from ci.audit import checks as audit_records
 from ci.audit import symbols, wheel_audit
-from ci.build import project_source, report, standard
+from ci.build import failure, project_source, report, standard
 from ci.build import tail as publish
-from ci.errors import UsageError
+from ci.errors import CommandFailed, UsageError
 from ci.linux import host as build
 from ci.linux import image_contents, images, sysroot
 from ci.log import log
@@ -310,6 +310,13 @@ def resolve_in_container(job: ContainerBuild, torch_volume_name: str, wheel: Pat
 
 
 def build_in_container(job: ContainerBuild) -> report.BuildReport:
+    """Build, repair (in the image), audit and publish ``job``'s target; a failed first build leaves no empty
+    wheelhouse."""
+    with publish.no_empty_wheelhouse(job.outputs):
+        return _build_in_container(job)
+
+
+def _build_in_container(job: ContainerBuild) -> report.BuildReport:
     started = time.monotonic()
     target = job.target
     standard.check(target)  # a project pinning an older C++ standard than torch's headers need: one line, now
@@ -331,10 +338,22 @@ def build_in_container(job: ContainerBuild) -> report.BuildReport:
             env["PATH"] = os.pathsep.join([docker_dir, os.environ.get("PATH", "")])
             source = stage / "source"
             project_source.sync_source(target.project.root, source, (job.outputs.build_root, job.outputs.wheelhouse))
+            output = stage / "build-output.log"
             with log.stage("cibuildwheel in the image"), proc.on_interrupt(lambda: remove_containers(job.job)):
-                proc.run(cibuildwheel_command(source, stage / "out"), env=env, cwd=source,
-                         what=f"the container build of {target.id} failed",
-                         hint="the compiler's output is above; nothing was written to the wheelhouse")
+                try:
+                    proc.run(cibuildwheel_command(source, stage / "out"), env=env, cwd=source,
+                             what=f"the container build of {target.id} failed",
+                             hint="the compiler's output is above; nothing was written to the wheelhouse",
+                             tee=output, hide=failure.hidden,
+                             # (a project that sets TORCH_CUDA_ARCH_LIST in build-env is not second-guessed)
+                             stop_when=None if "TORCH_CUDA_ARCH_LIST" in target.project.build_env
+                             else failure.stop_on_own_arch_flags(target.cell.arch_list))
+                except CommandFailed as exc:
+                    # cibuildwheel copies the project to /project in the container: paths are relative to it.
+                    raise failure.explain_build(exc, output.read_text(errors="replace"),
+                                                build=f"the container build of {target.id}", source=source,
+                                                paths_from="/project", cpu=target.cpu,
+                                                linkable=sorted(target.cell.toolkit.linkable)) from None
             built = publish.one_wheel(stage / "out", "cibuildwheel")
 
             def keep(wheel: Path, outdir: Path) -> Path:

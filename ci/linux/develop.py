@@ -11,6 +11,7 @@ through it.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import re
@@ -19,8 +20,8 @@ import time
 from pathlib import Path
 
 from ci import fsutil, proc
-from ci.build import project_source, tail
-from ci.errors import UsageError
+from ci.build import failure, project_source, tail
+from ci.errors import CommandFailed, UsageError
 from ci.linux import host as build
 from ci.log import log
 from ci.toolchain import compiler_cache, envs, toolkit
@@ -110,13 +111,20 @@ def develop(
     stamp.unlink(missing_ok=True)
     compiled = 0
 
+    said: collections.deque[str] = collections.deque(maxlen=5000)
+
     def count(line: str) -> None:
         nonlocal compiled
+        said.append(line)
         if _NINJA_STEP.match(line):
             compiled += 1
 
-    proc.stream(cmd, count, env=compile_env, cwd=config.root, what="the in-place build failed",
-                hint="the compiler output above shows the failing file and line")
+    try:
+        proc.stream(cmd, count, env=compile_env, cwd=config.root, what="the in-place build failed",
+                    hint="the compiler output above shows the failing file and line")
+    except CommandFailed as exc:
+        raise failure.explain_build(exc, "".join(said), build="the in-place build", source=config.root,
+                                    cpu=tk is None) from None
     fsutil.atomic_write_text(stamp, _state(config.root, cmd, compile_env, outputs))
     return DevResult(seconds=time.monotonic() - started, compiled=compiled, launcher=launcher, arch_list=archs)
 

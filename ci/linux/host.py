@@ -24,8 +24,8 @@ from pathlib import Path
 from ci import fsutil, proc, toolenv
 from ci.audit import checks as audit_records
 from ci.audit import symbols, wheel_audit
-from ci.build import project_source, report, standard, tail
-from ci.errors import UsageError
+from ci.build import failure, project_source, report, standard, tail
+from ci.errors import CommandFailed, UsageError
 from ci.linux import cross, qemu, sysroot
 from ci.log import log
 from ci.toolchain import envs, toolkit
@@ -128,15 +128,26 @@ def compiler_env(target: Target, tk: toolkit.InstalledToolkit | None, *, cpu: bo
 
 
 def run_build(cmd: list[str | Path], env: Mapping[str, str], source: Path, target: Target) -> None:
-    """The project's wheel build. Its output goes straight to ours: read through a pipe, a full pipe would stall
-    ninja's own clean-up of its compilers on an interrupt (ninja puts each compiler in a process group of its
-    own), so a missing CUDA library is named by the hint rather than detected."""
-    linkable = ", ".join(sorted(target.cell.toolkit.linkable))
-    missing = (f"; a linker's `cannot find -l<name>` for a CUDA library ({linkable}) means: add "
+    """The project's wheel build. Its output is written to ``build-output.log`` beside the source copy and echoed
+    as it comes (a file, not a pipe: a full pipe would stall ninja's own clean-up of its compilers on an
+    interrupt); a failed build's last line names the cause read from that output (``ci/build/failure.py``)."""
+    linkable = sorted(target.cell.toolkit.linkable)
+    missing = (f"; a linker's `cannot find -l<name>` for a CUDA library ({', '.join(linkable)}) means: add "
                f'toolkit-libraries = ["<name>"] to [tool.cuda-ext-farm]') if linkable else ""
-    proc.run(cmd, env=env, cwd=source, what=f"the wheel build of {target.id} failed",
-             hint=f"the compiler output above shows the failing file and line{missing}; nothing was written "
-             "to the wheelhouse")
+    output = source.parent / "build-output.log"
+    # -gencode flags of the project's own are caught on its first nvcc command (ci/build/failure.py).
+    arch_list = None if target.cpu else env.get("TORCH_CUDA_ARCH_LIST")
+    for stale in source.glob("build/temp*/build.ninja"):
+        stale.unlink()  # torch writes it anew; the one an earlier build left must not be judged
+    try:
+        proc.run(cmd, env=env, cwd=source, what=f"the wheel build of {target.id} failed",
+                 hint=f"the compiler output above shows the failing file and line{missing}; nothing was written "
+                 "to the wheelhouse", tee=output, hide=failure.hidden,
+                 stop_when=failure.stop_on_own_arch_flags(arch_list) if arch_list else None,
+                 poll=failure.watch_build_ninja(source, arch_list) if arch_list else None)
+    except CommandFailed as exc:
+        raise failure.explain_build(exc, output.read_text(errors="replace"), build=f"the wheel build of {target.id}",
+                                    source=source, cpu=target.cpu, linkable=linkable) from None
 
 
 def check_build_torch(target: Target, found: Mapping[str, str | None]) -> None:
@@ -195,9 +206,14 @@ def symbol_search(target: Target, env: envs.PythonEnv, tk: toolkit.InstalledTool
 def build(target: Target, outputs: tail.Outputs, *, max_jobs: int | None = None) -> report.BuildReport:
     """Build, repair, audit and publish ``target`` (``target.cpu``: a CPU-only wheel, no toolkit)."""
     started = time.monotonic()
+    with tail.no_empty_wheelhouse(outputs):
+        outputs.check_writable()
+        return _build(target, outputs, started, max_jobs=max_jobs)
+
+
+def _build(target: Target, outputs: tail.Outputs, started: float, *, max_jobs: int | None) -> report.BuildReport:
     cpu = target.cpu
     standard.check(target)  # a project pinning an older C++ standard than torch's headers need: one line, now
-    outputs.check_writable()
     with log.target(target.id, "build"), fsutil.locked(outputs.lock(target), f"the build of {target.id}"):
         with log.stage("toolkit and build environment"):
             setup = cross.prepare(target) if target.cross else None

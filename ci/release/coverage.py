@@ -16,6 +16,7 @@ and the next ``--missing`` run continues with what is still missing.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -85,7 +86,12 @@ def matches(file_name: str, target: Target) -> bool:
         return False
     want_interpreter, want_abi = target.wheel_tag_prefix.split("-")
     for tag in tags:
-        if (tag.interpreter, tag.abi) != (want_interpreter, want_abi):
+        if target.abi3:
+            # Any abi3 wheel whose floor is at or below the Python the target serves covers it: a cp39-abi3 wheel
+            # is the cp311 abi3 target's wheel when the floor was not known before the build.
+            if tag.abi != "abi3" or not abi3_serves(tag.interpreter, target.python):
+                continue
+        elif (tag.interpreter, tag.abi) != (want_interpreter, want_abi):
             continue
         if target.os == "windows" and tag.platform == "win_amd64":
             return True
@@ -93,6 +99,12 @@ def matches(file_name: str, target: Target) -> bool:
                 and tag.platform.startswith(("manylinux", "musllinux", "linux")):
             return True
     return False
+
+
+def abi3_serves(interpreter: str, python: str) -> bool:
+    """Whether an abi3 wheel of ``interpreter`` (``cp39``) installs on CPython ``python`` (``3.11``)."""
+    found = re.fullmatch(r"cp3(\d+)", interpreter)
+    return found is not None and int(found.group(1)) <= int(python.split(".")[1])
 
 
 def _site_files(site: Path, variant: str, project: str) -> list[str]:

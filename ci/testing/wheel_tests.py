@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,19 +23,35 @@ from ci.universe import project_commands
 from ci.universe.targets import Target
 
 
+def test_install(target: Target, wheel: Path, *wanted: str) -> list[str]:
+    """What ``pip install`` gets in a wheel's test environment: the wheel with its extras (the project's
+    ``test-extras``, each of which the wheel must provide, and those of ``wanted`` it provides: the ``test``
+    extra, the command's own) and the project's ``test-requires``, resolved together (one pip run, so a test
+    requirement cannot move the torch the wheel pins)."""
+    config = target.project
+    meta = wheelmeta.read_metadata(wheel)
+    provided = {re.sub(r"[-_.]+", "-", e.strip()).lower() for e in meta.get("Provides-Extra", [])}
+    missing = [e for e in config.test_extras if e not in provided]
+    if missing:
+        raise UsageError(f"the wheel provides no extra {missing[0]!r} (test-extras of [tool.cuda-ext-farm])",
+                         f"{wheel.name}: {', '.join(sorted(provided)) or 'no extras'}",
+                         "add it to [project.optional-dependencies] or remove it from test-extras")
+    extras = list(dict.fromkeys([*config.test_extras, *(e for e in wanted if e in provided)]))
+    requirement = f"{wheel}[{','.join(extras)}]" if extras else str(wheel)
+    return [requirement, *config.test_requires]
+
+
 @contextlib.contextmanager
 def clean_env(target: Target, wheel: Path, *wanted: str) -> Iterator[envs.PythonEnv]:
-    """A new venv holding the wheel (and those of its extras ``wanted`` that it provides) over the target's
-    torch."""
+    """A new venv holding the wheel over the target's torch, with what its tests need (:func:`test_install`)."""
     base = envs.target_env(target)
-    meta = wheelmeta.read_metadata(wheel)
-    provided = {e.strip() for e in meta.get("Provides-Extra", [])}
-    extras = [e for e in wanted if e in provided]
+    install = test_install(target, wheel, *wanted)
     with tempfile.TemporaryDirectory(prefix="farm-test-") as tmp:
         env = envs.test_env(base, Path(tmp) / "venv")
-        requirement = f"{wheel}[{','.join(extras)}]" if extras else str(wheel)
-        proc.run([env.python, "-m", "pip", "install", "--quiet", requirement], env=envs.pip_env(),
-                 what="installing the wheel into a clean environment failed")
+        more = f" and {', '.join(target.project.test_requires)} (test-requires)" if target.project.test_requires else ""
+        proc.run([env.python, "-m", "pip", "install", "--quiet", *install], env=envs.pip_env(),
+                 what=f"installing the wheel{more} into a clean environment failed",
+                 hint="pip's message is above: check each requirement's name and version, and the network")
         proc.run([env.python, "-m", "pip", "check"], what="the wheel's requirements are not met by the "
                  "environment it is tested in", hint="a classic wheel must be tested with the torch it pins")
         yield env

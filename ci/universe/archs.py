@@ -53,13 +53,18 @@ def parse_arch_list(value: str) -> tuple[tuple[str, ...], str | None]:
     return tuple(archs), ptx
 
 
-#: The architectures nvcc compiles, oldest and newest, by toolkit (major.minor prefix): CUDA 13 dropped
-#: everything before Turing; 12.8 added Blackwell (10.0, 12.0) and 12.9 the 10.3/12.1 parts.
-ARCH_RANGES: tuple[tuple[str, tuple[str, str]], ...] = (
-    ("13.", ("7.5", "12.1")),
-    ("12.9", ("5.0", "12.1")),
-    ("12.8", ("5.0", "12.0")),
-    ("12.", ("5.0", "9.0")),
+_PRE_VOLTA = ("5.0", "5.2", "5.3", "6.0", "6.1", "6.2", "7.0", "7.2")
+_AMPERE_HOPPER = ("7.5", "8.0", "8.6", "8.7", "8.9", "9.0")
+
+#: The architectures each toolkit's nvcc compiles (``nvcc --list-gpu-code``), by toolkit (major.minor prefix):
+#: CUDA 13 dropped everything before Turing, added 8.8 and renamed Thor's 10.1 to 11.0; 12.8 added Blackwell
+#: (10.0, 10.1, 12.0) and 12.9 the 10.3/12.1 parts and the ``f`` (family) variants. An ``a`` variant exists for
+#: 9.0 and every architecture from 10.0 on.
+TOOLKIT_ARCHS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("13.", ("7.5", "8.0", "8.6", "8.7", "8.8", "8.9", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1")),
+    ("12.9", (*_PRE_VOLTA, *_AMPERE_HOPPER, "10.0", "10.1", "10.3", "12.0", "12.1")),
+    ("12.8", (*_PRE_VOLTA, *_AMPERE_HOPPER, "10.0", "10.1", "12.0")),
+    ("12.", (*_PRE_VOLTA, *_AMPERE_HOPPER)),
 )
 
 
@@ -68,26 +73,68 @@ def _arch_key(arch: str) -> tuple[int, int]:
     return int(major), int(minor.rstrip("af"))
 
 
+def toolkit_archs(cuda: str) -> tuple[str, ...] | None:
+    """The architectures ``cuda``'s nvcc compiles, oldest first (None: a toolkit the farm does not know)."""
+    return next((archs for prefix, archs in TOOLKIT_ARCHS if cuda.startswith(prefix)), None)
+
+
 def supported_archs(cuda: str) -> tuple[str, str] | None:
     """The oldest and newest architecture ``cuda``'s nvcc compiles (None: not known to the farm)."""
-    return next((r for prefix, r in ARCH_RANGES if cuda.startswith(prefix)), None)
+    known = toolkit_archs(cuda)
+    return (known[0], known[-1]) if known else None
+
+
+def compiles(cuda: str, arch: str) -> bool:
+    """Whether ``cuda``'s nvcc compiles ``arch`` (``9.0``, ``9.0a``, ``12.0f``); True for a toolkit the farm does
+    not know (nvcc judges)."""
+    known = toolkit_archs(cuda)
+    if known is None:
+        return True
+    base, suffix = arch.rstrip("af"), arch[len(arch.rstrip("af")):]
+    if base not in known:
+        return False
+    if suffix == "a":
+        return _arch_key(base) >= (9, 0)
+    if suffix == "f":
+        return _arch_key(base) >= (10, 0) and not (cuda.startswith("12.") and _arch_key(cuda) < (12, 9))
+    return suffix == ""
+
+
+#: What torch's extension builder takes in ``TORCH_CUDA_ARCH_LIST`` (``torch.utils.cpp_extension``'s
+#: ``supported_arches`` of the releases the farm knows; 10.1 until Thor became 11.0): no 8.8, no ``f`` variants.
+TORCH_EXTENSION_ARCHS = frozenset({
+    "5.0", "5.2", "5.3", "6.0", "6.1", "6.2", "7.0", "7.2", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "9.0a",
+    "10.0", "10.0a", "10.1", "10.1a", "10.3", "10.3a", "11.0", "11.0a", "12.0", "12.0a", "12.1", "12.1a",
+})
+
+
+def buildable(cuda: str, arch: str) -> bool:
+    """Whether a torch extension can be built for ``arch`` with ``cuda``: its nvcc compiles it and torch's extension
+    builder takes it."""
+    return compiles(cuda, arch) and (toolkit_archs(cuda) is None or arch in TORCH_EXTENSION_ARCHS)
+
+
+def check_archs(cuda: str, archs: tuple[str, ...]) -> None:
+    """Refuse, in one line, the first of ``archs`` an extension cannot be built for with ``cuda`` (``9.9``), naming
+    those it can: checked before anything runs, not by torch or nvcc minutes into a build."""
+    bad = [a for a in archs if not buildable(cuda, a)]
+    if bad:
+        known = [a for a in toolkit_archs(cuda) or () if a in TORCH_EXTENSION_ARCHS]
+        raise MatrixError(f"architecture not supported by CUDA {cuda}", bad[0],
+                          f"torch extensions with CUDA {cuda} build for {', '.join(known)} (and +PTX of any of them): "
+                          "pick from those, or another CUDA cell with --cuda")
 
 
 def with_arch_list(cell: CellT, value: str | None) -> CellT:
     """Return ``cell`` with its architectures overridden by ``value`` (if given); an architecture the cell's
-    nvcc cannot compile is refused here, before anything runs, not by the compiler after minutes of work."""
+    nvcc cannot compile is refused here, before anything runs, not by the compiler after minutes of work.
+
+    PTX only where ``value`` asks for it (``9.0+PTX``): ``--arch-list 9.0`` builds SASS for 9.0 and no PTX."""
     if not value:
         return cell
     archs, ptx = parse_arch_list(value)
-    known = supported_archs(cell.cuda)
-    if known:
-        low, high = known
-        outside = [a for a in archs if not _arch_key(low) <= _arch_key(a) <= _arch_key(high)]
-        if outside:
-            raise MatrixError(f"architecture not supported by CUDA {cell.cuda}", outside[0],
-                              f"CUDA {cell.cuda} compiles {low} to {high}: pick architectures in that range "
-                              "(or another CUDA cell with --cuda)")
-    return dataclasses.replace(cell, sass_archs=archs, ptx_arch=ptx or archs[-1])  # type: ignore[type-var]
+    check_archs(cell.cuda, archs)
+    return dataclasses.replace(cell, sass_archs=archs, ptx_arch=ptx or "")  # type: ignore[type-var]
 
 
 def with_torch_archs(cell: CellT, torch_sass: tuple[str, ...]) -> CellT:

@@ -47,7 +47,6 @@ import dataclasses
 import re
 from pathlib import Path
 
-from ci import proc
 from ci.errors import MissingRequirement, UsageError
 from ci.universe import matrix, shapes
 
@@ -165,6 +164,8 @@ def requirement_args(name: str) -> list[str]:
 
 
 def compile_lock(name: str, uv: str, *, no_deps: bool) -> Path:
+    from ci import proc  # here: the installed command's launcher reads this module without rich (ci/launch.py)
+
     source = REQUIREMENTS / f"{name}.in"
     out = lock_path(name)
     # --python-version: a universal resolution holds for this version and newer ones (without it, for the running

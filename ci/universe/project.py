@@ -10,7 +10,7 @@ a ``[project] name``. A project you cannot edit is described by a separate file
     torch = ["2.11", "2.13"]        # releases to cover, or a specifier (">=2.11"); default: newest per CUDA major
     python = ["3.11", "3.12"]       # or a specifier; default: every CPython the torch release has wheels for
     cuda = ["13"]                   # toolkit cells (version, name or major); default: see README
-    build-env = { FORCE_CUDA = "1" }    # what tells the build to compile CUDA without a GPU
+    build-env = { FORCE_CUDA = "1" }    # what tells the build to compile CUDA without a GPU (added to FORCE_CUDA=1)
     cpu-env = {}                    # what a CPU-only build (--cpu) sets instead
     debug-env = {}                  # what a debug build (develop --debug) adds
     cuda-libraries = ["*"]          # libraries in the wheel that must hold CUDA code (globs)
@@ -18,6 +18,8 @@ a ``[project] name``. A project you cannot edit is described by a separate file
     max-wheel-size = "100 MiB"      # the audit fails a larger wheel (PyPI's default file limit); bytes or "95 MiB"
     strip-debug = true              # libraries lose their DWARF (kept beside the wheel in debug/<build-id>.debug)
     compress-fatbin = true          # CUDA 13 cells compile with nvcc --compress-mode=size (Zstandard fatbins)
+    test-requires = ["pytest"]      # what the tests need besides the wheel (PEP 508 strings, as cibuildwheel's)
+    test-extras = ["test"]          # extras of the project's own wheel installed with it for the tests
 
     [tool.cuda-ext-farm.commands]
     smoke = "python -c 'import myext'"   # import test, run in a clean environment with the wheel
@@ -130,6 +132,14 @@ class ProjectConfig:
     #: ``compress-fatbin``: CUDA 13 cells' builds append ``--compress-mode=size`` to nvcc's flags
     #: (ci/linux/host.py: fatbin_compression_flags); false: nvcc's default, or the project's own mode.
     compress_fatbin: bool = True
+    #: ``test-requires``: requirements installed beside the wheel wherever its tests run (the clean CPU test
+    #: environment, every GPU lane's, the release workflows' test jobs, which run the farm's ``test``/``test-gpu``).
+    test_requires: tuple[str, ...] = ()
+    #: ``test-extras``: extras of the wheel itself installed with it there (``pip install "<wheel>[test]"``).
+    test_extras: tuple[str, ...] = ()
+    #: The CPython floor of the project's abi3 wheel as its build says it (``bdist_wheel``'s ``py_limited_api =
+    #: "cp39"`` in setup.py, setup.cfg or ``[tool.distutils.bdist_wheel]``): ``"3.9"``; None: not said.
+    limited_api_floor: str | None = None
 
     @property
     def normalized_name(self) -> str:
@@ -145,7 +155,7 @@ class ProjectConfig:
 _KEYS = {
     "version", "name", "import-name", "abi", "python-abi", "torch", "python", "cuda", "cuda-archs", "extra-cuda-archs",
     "build-env", "cpu-env", "debug-env", "cuda-libraries", "cpu-libraries", "commands", "toolkit-libraries",
-    "archs", "max-wheel-size", "strip-debug", "compress-fatbin",
+    "archs", "max-wheel-size", "strip-debug", "compress-fatbin", "test-requires", "test-extras",
 }
 
 
@@ -295,7 +305,8 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
     cuda = tomlvalues.string_list(table, "cuda", ())
     cuda_archs = tomlvalues.string(table, "cuda-archs", None)
     extra_cuda_archs = tomlvalues.string(table, "extra-cuda-archs", None)
-    build_env = tomlvalues.string_table(table, "build-env", DEFAULT_BUILD_ENV, BUILD_PLACEHOLDERS)
+    # build-env adds to the default (FORCE_CUDA=1): a project's own variable does not drop it (FORCE_CUDA = "0" does).
+    build_env = {**DEFAULT_BUILD_ENV, **tomlvalues.string_table(table, "build-env", {}, BUILD_PLACEHOLDERS)}
     cpu_env = tomlvalues.string_table(table, "cpu-env", {}, BUILD_PLACEHOLDERS)
     debug_env = tomlvalues.string_table(table, "debug-env", {}, BUILD_PLACEHOLDERS)
     cuda_libraries = tomlvalues.string_list(table, "cuda-libraries", ("*",))
@@ -337,6 +348,9 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
         max_wheel_size=tomlvalues.size(table, "max-wheel-size", DEFAULT_MAX_WHEEL_SIZE),
         strip_debug=tomlvalues.boolean(table, "strip-debug", True),
         compress_fatbin=tomlvalues.boolean(table, "compress-fatbin", True),
+        test_requires=tomlvalues.requirements(table, "test-requires"),
+        test_extras=tomlvalues.extras(table, "test-extras"),
+        limited_api_floor=limited_api_floor(root, pyproject),
     )
 
 
@@ -354,6 +368,31 @@ def _build_requires(pyproject: Mapping[str, Any]) -> tuple[str, ...]:
         if canonicalize_name(req.name) != "torch":
             kept.append(str(req))
     return tuple(kept)
+
+
+#: ``py_limited_api = "cp39"`` / ``py_limited_api: cp39`` / ``"py_limited_api": "cp39"`` (bdist_wheel's option).
+_LIMITED_API = re.compile(r"""py[_-]limited[_-]api['"]?\s*[:=]\s*['"]?cp3(\d+)\b""")
+
+
+def limited_api_floor(root: Path, pyproject: Mapping[str, Any]) -> str | None:
+    """The CPython of ``bdist_wheel``'s ``py_limited_api`` (the ``cpXY`` of an abi3 wheel's tag), read from
+    ``[tool.distutils.bdist_wheel]``, setup.cfg or setup.py without running anything; None when none says it."""
+    tool = pyproject.get("tool")
+    distutils = tool.get("distutils") if isinstance(tool, dict) else None
+    bdist = distutils.get("bdist_wheel") if isinstance(distutils, dict) else None
+    texts = [f"py_limited_api = {v!r}" for k, v in (bdist.items() if isinstance(bdist, dict) else ())
+             if k.replace("-", "_") == "py_limited_api" and isinstance(v, str)]
+    for name in ("setup.cfg", "setup.py"):
+        try:
+            texts.append((root / name).read_text(errors="replace"))
+        except OSError:
+            continue
+    for text in texts:
+        lines = [line.split("#")[0] for line in text.splitlines()]
+        found = _LIMITED_API.search("\n".join(lines))
+        if found:
+            return f"3.{found.group(1)}"
+    return None
 
 
 def expand(template: str, values: Mapping[str, str]) -> str:

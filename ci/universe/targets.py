@@ -276,11 +276,13 @@ def declared_floor(requires_python: SpecifierSet | None) -> str | None:
 
 
 def abi3_floor(config: ProjectConfig, python: str) -> str:
-    """The floor of an abi3 target built with ``python``: what requires-python declares, else ``python``.
+    """The floor of an abi3 target built with ``python``: the ``cpXY`` its build tags the wheel with
+    (``py_limited_api`` of bdist_wheel, read before the build), else what requires-python declares, else
+    ``python``.
 
     ``python`` satisfies requires-python, so the declared floor is never above it; ``min`` keeps that so.
     """
-    declared = declared_floor(config.requires_python)
+    declared = config.limited_api_floor or declared_floor(config.requires_python)
     return python if declared is None else min(declared, python, key=shapes.version_key)
 
 

@@ -120,3 +120,27 @@ def command(table: Mapping[str, Any], key: str, placeholders: tuple[str, ...]) -
                 raise ConfigError(f"{where} uses an unknown placeholder", "{" + field + "}",
                                   f"use one of {', '.join('{' + p + '}' for p in placeholders)}")
     return tuple(parts)
+
+
+def requirements(table: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    """A list of PEP 508 requirement strings (``test-requires = ["pytest>=8", "numpy"]``), each one checked."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    items = string_list(table, key, ())
+    for item in items:
+        try:
+            Requirement(item)
+        except InvalidRequirement:
+            raise ConfigError(f"{_key(key)} has an invalid requirement", repr(item),
+                              f'write one requirement per string, like {key} = ["pytest>=8", "numpy"]') from None
+    return items
+
+
+def extras(table: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    """Names of extras (``[project.optional-dependencies]`` keys), normalised as pip compares them."""
+    items = string_list(table, key, ())
+    for item in items:
+        if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", item):
+            raise ConfigError(f"{_key(key)} has a bad extra name", repr(item),
+                              f'write the names of the wheel\'s extras, like {key} = ["test"]')
+    return tuple(re.sub(r"[-_.]+", "-", item).lower() for item in items)

@@ -91,7 +91,8 @@ def test_launcher_wraps_both_compilers(tmp_path: Path) -> None:
 
 def test_develop_compiles_for_what_it_is_asked_or_the_newest_arch() -> None:
     target = targets.default_target(project.load(ROOT))
-    assert develop.develop_arch_list(target, "8.6", release=False) == "8.6+PTX"
+    assert develop.develop_arch_list(target, "8.6", release=False) == "8.6"  # PTX only where asked
+    assert develop.develop_arch_list(target, "8.6+PTX", release=False) == "8.6+PTX"
     assert develop.develop_arch_list(target, None, release=True) == target.cell.arch_list
     if not develop.visible_gpu_archs():
         assert develop.develop_arch_list(target, None, release=False) == f"{target.cell.sass_archs[-1]}+PTX"

@@ -175,7 +175,7 @@ def test_a_projects_own_and_extra_architectures(tmp_path: Path) -> None:
     assert extra.cell.arch_list == "7.5;8.0;8.6;8.9;9.0;10.0;12.0+PTX"
     assert routes.archs_source(extra) == "torch 2.11's + the project's 8.9"
     own = targets.default_target(config('cuda-archs = "9.0"'))
-    assert own.cell.arch_list == "9.0+PTX" and routes.archs_source(own) == "the project's cuda-archs"
+    assert own.cell.arch_list == "9.0" and routes.archs_source(own) == "the project's cuda-archs"
     with pytest.raises(errors.MatrixError, match=r"5\.2"):
         targets.default_target(config('extra-cuda-archs = "5.2"'))
 

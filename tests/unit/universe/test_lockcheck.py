@@ -15,6 +15,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from ci import proc
 from ci.universe import lockcheck, pins
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -136,7 +137,7 @@ def test_every_lock_installs_from_wheels_wherever_it_is_used(name: str, index: l
 def test_each_lock_is_compiled_for_its_oldest_python(monkeypatch: pytest.MonkeyPatch) -> None:
     """uv's universal resolution holds from --python-version up; without it, from the running interpreter up."""
     commands: list[list[str]] = []
-    monkeypatch.setattr(pins.proc, "run", lambda cmd, **kwargs: commands.append([str(c) for c in cmd]))
+    monkeypatch.setattr(proc, "run", lambda cmd, **kwargs: commands.append([str(c) for c in cmd]))
     for name in ("farm", "build", "image"):
         pins.compile_lock(name, "uv", no_deps=False)
     floors = [cmd[cmd.index("--python-version") + 1] for cmd in commands]

@@ -57,7 +57,8 @@ def test_arch_list_override_from_argument_and_environment() -> None:
     assert cell.sass_archs == ("8.0", "9.0") and cell.ptx_arch == "9.0"
     resolved = settings.resolve({"TORCH_CUDA_ARCH_LIST": "8.6 9.0"})  # the entry reads the variable once
     cell = matrix.resolve("13.0", resolved.get("TORCH_CUDA_ARCH_LIST"))
-    assert cell.sass_archs == ("8.6", "9.0") and cell.ptx_arch == "9.0"
+    # PTX only where the list asks for it: 9.0 stays 9.0.
+    assert cell.sass_archs == ("8.6", "9.0") and cell.ptx_arch == "" and cell.arch_list == "8.6;9.0"
 
 
 @pytest.mark.parametrize("value", ["", "sm_90", "9"])

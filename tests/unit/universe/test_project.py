@@ -164,3 +164,10 @@ def test_targets_never_share_an_id() -> None:
         for os_name in ("linux", "windows"):
             ids = [t.id for t in targets.targets_for(config, os_name)]
             assert len(ids) == len(set(ids))
+
+
+def test_build_env_adds_to_the_default_force_cuda(tmp_path: Path) -> None:
+    config = project.load(write_project(tmp_path, '[tool.cuda-ext-farm]\nbuild-env = { MY_EXT_FORCE_BUILD = "1" }\n'))
+    assert config.build_env == {"FORCE_CUDA": "1", "MY_EXT_FORCE_BUILD": "1"}
+    config = project.load(write_project(tmp_path, '[tool.cuda-ext-farm]\nbuild-env = { FORCE_CUDA = "0" }\n'))
+    assert config.build_env == {"FORCE_CUDA": "0"}

@@ -132,3 +132,34 @@ def test_auditing_a_cp39_abi3_wheel_built_with_312(tmp_path: Path) -> None:
     by_name = {c.name: c for c in result.checks}
     assert by_name["wheel-tag"].ok and "abi3 floor cp39" in by_name["wheel-tag"].detail
     assert by_name["metadata"].ok, by_name["metadata"].detail
+
+
+# --- issue 32: the floor the build writes, and coverage of abi3 wheels below the target's Python ---------------
+
+
+@pytest.mark.parametrize(("file", "text"), [
+    ("setup.py", 'setup(options={"bdist_wheel": {"py_limited_api": "cp39"}})\n'),
+    ("setup.cfg", "[bdist_wheel]\npy_limited_api = cp39\n"),
+    ("setup.py", "# py_limited_api = cp37 (a comment says nothing)\n"
+                 "setup(options={'bdist_wheel': {'py_limited_api': 'cp39'}})\n"),
+])
+def test_the_floor_comes_from_py_limited_api_before_the_build(tmp_path: Path, file: str, text: str) -> None:
+    config = write_project(tmp_path, 'python-abi = "abi3"\ntorch = ["2.11"]\npython = ["3.12"]\n', None)
+    (tmp_path / file).write_text(text)
+    config = project.load(tmp_path)
+    assert config.limited_api_floor == "3.9"
+    (target,) = targets.targets_for(config)
+    assert (target.id, target.wheel_tag_prefix) == ("tmpl-torch2.11-cu130-cp39abi3-linux_x86_64", "cp39-abi3")
+
+
+def test_coverage_takes_any_abi3_wheel_at_or_below_the_targets_python(tmp_path: Path) -> None:
+    from ci.release import coverage
+
+    target = template(tmp_path, requires_python=None)  # floor unknown before the build: the id says cp312abi3
+    assert target.id == "tmpl-torch2.11-cu130-cp312abi3-linux_x86_64"
+    local = target.local_version
+    name = f"tmpl-0.1.0+{local}" if local else "tmpl-0.1.0"
+    assert coverage.matches(f"{name}-cp39-abi3-{PLATFORM}.whl", target)
+    assert coverage.matches(f"{name}-cp312-abi3-{PLATFORM}.whl", target)
+    assert not coverage.matches(f"{name}-cp313-abi3-{PLATFORM}.whl", target)  # does not install on 3.12
+    assert not coverage.matches(f"{name}-cp39-cp39-{PLATFORM}.whl", target)

@@ -1,0 +1,365 @@
+"""Why a build failed, read from its own output: the cause class a failed build's last line names.
+
+:func:`classify` is a pure function over the output the farm kept of the project's build (setup.py, the
+compilers, the linker, pypa/build around them) and returns the :class:`Cause` the farm's ``FarmError`` line
+shows: a network access (a build that downloads a prebuilt binary), an unknown or unsupported CUDA
+architecture, a missing header (named as a submodule's when it lies under one that is not checked out), a
+missing library, a compiler error (file and line), a Python error in the build script (file and line). An
+output it does not recognise gives ``None``: the caller keeps its general line.
+
+Classes are tried in that order: a download failure and an architecture refusal also end in a Python
+traceback, and every compiler error ends in one (torch's ``Error compiling objects for extension``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from ci.build import project_source
+from ci.errors import CommandFailed, FarmError, UsageError
+
+#: The project-side knob a network failure's advice names: ``build-env`` (``cpu-env`` in a ``--cpu`` build).
+TABLE = "[tool.cuda-ext-farm]"
+
+
+class Cause(NamedTuple):
+    """One ``FarmError`` line's parts: what failed, the value that shows it, how to fix it."""
+
+    what: str
+    value: str
+    fix: str
+
+
+#: Messages of a network access that failed (urllib, requests, curl, getaddrinfo, sockets).
+NETWORK = re.compile(
+    r"urlopen error|Name or service not known|Temporary failure in name resolution|Connection refused|"
+    r"Network is unreachable|No route to host|Could not resolve host|getaddrinfo failed|nodename nor servname|"
+    r"Max retries exceeded with url|Failed to establish a new connection|Connection timed out|"
+    r"NewConnectionError|ConnectionResetError|Connection reset by peer")
+URL = re.compile(r"""(?:https?|ftp)://[^\s'"<>)\]]+""")
+#: Links tools print to their own documentation (setuptools' and pip's deprecation notes).
+DOC_LINK = re.compile(r"//(?:[\w-]+\.)*(?:pypa\.io|python\.org|readthedocs\.io)(?:/|$)|//github\.com/pypa/")
+UNKNOWN_ARCH = re.compile(r"Unknown CUDA arch \(([^)]*)\)|Unsupported gpu architecture '([^']+)'|"
+                          r"Unsupported gpu architecture")
+#: gcc/clang (``file:line:col: fatal error: x.h: No such file or directory`` / ``'x.h' file not found``), nvcc's
+#: EDG front end (``file(line): catastrophic error: cannot open source file "x.h"``), MSVC (C1083).
+MISSING_HEADER = (
+    re.compile(r"^(?P<file>[^\s:][^:\n]*):(?P<line>\d+):(?:\d+:)? fatal error: (?P<header>[^:\n]+): No such file or "
+               r"directory", re.MULTILINE),
+    re.compile(r"^(?P<file>[^\s:][^:\n]*):(?P<line>\d+):(?:\d+:)? fatal error: '(?P<header>[^'\n]+)' file not found",
+               re.MULTILINE),
+    re.compile(r"^(?P<file>[^\s(][^(\n]*)\((?P<line>\d+)\): catastrophic error: cannot open source file "
+               r"\"(?P<header>[^\"\n]+)\"", re.MULTILINE),
+    re.compile(r"^(?P<file>[^\s(][^(\n]*)\((?P<line>\d+)\): fatal error C1083: Cannot open include file: "
+               r"'(?P<header>[^'\n]+)'", re.MULTILINE),
+)
+MISSING_LIBRARY = re.compile(r"cannot find -l(?P<name>[A-Za-z0-9_.+-]+)|"
+                             r"LINK : fatal error LNK1181: cannot open input file '(?P<win>[^'\n]+)'")
+COMPILER_ERROR = (
+    # gcc/clang: "csrc/a.cpp:12:5: error: ..." (not the notes, warnings, or "In file included from")
+    re.compile(r"^(?P<file>[^\s:][^:\n]*\.(?:c|cc|cpp|cxx|cu|cuh|h|hh|hpp|hxx|inl)):(?P<line>\d+):(?:\d+:)? "
+               r"(?:fatal )?error: (?P<message>.+)$", re.MULTILINE),
+    # nvcc's front end: "csrc/k.cu(12): error: ..." (also "error #20: ...")
+    re.compile(r"^(?P<file>[^\s(][^(\n]*\.(?:cu|cuh|c|cc|cpp|cxx|h|hpp))\((?P<line>\d+)\): error(?: #\d+(?:-D)?)?: "
+               r"(?P<message>.+)$", re.MULTILINE),
+    # MSVC: "csrc\a.cpp(12): error C2065: ..."
+    re.compile(r"^(?P<file>[^\s(][^(\n]*)\((?P<line>\d+)\)(?:: |\s*: )error (?P<message>C\d+: .+)$", re.MULTILINE),
+)
+#: A Python traceback's frame line.
+FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)', re.MULTILINE)
+#: The exception line that closes a traceback: ``ValueError: ...``, ``SyntaxError: ...``, ``ModuleNotFoundError``.
+EXCEPTION = re.compile(r"^(?P<name>(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt)|SystemExit)"
+                       r"(?::\s*(?P<message>.*))?$", re.MULTILINE)
+#: pypa/build's advice after a failed backend: options of its own command line, which the farm does not take.
+INNER_TIPS = re.compile(r"pass --env-dir and --sdist-extract-dir|build\.pypa\.io/en/stable/how-to/troubleshooting")
+#: Variables a build script reads that usually switch between a download and a local build.
+SWITCH_WORDS = ("FORCE", "BUILD", "LOCAL", "SKIP", "NO_DOWNLOAD", "SOURCE", "COMPILE", "PREBUILT", "OFFLINE")
+
+
+def hidden(line: str) -> bool:
+    """Whether an output line is an inner tool's advice the farm's user cannot follow (pypa/build's
+    ``--env-dir`` tip): such a line is not echoed."""
+    return bool(INNER_TIPS.search(line))
+
+
+def _relative(path: str, source: str) -> str:
+    path, source = path.strip().replace("\\", "/"), source.replace("\\", "/")  # MSVC writes C:\src\a.cpp
+    for prefix in (source.rstrip("/") + "/", "./") if source else ("./",):
+        if path.startswith(prefix):
+            return path[len(prefix):]
+    return path
+
+
+def _first(patterns: Sequence[re.Pattern[str]], output: str) -> re.Match[str] | None:
+    found = [m for m in (p.search(output) for p in patterns) if m is not None]
+    return min(found, key=lambda m: m.start()) if found else None
+
+
+def switches(build_script: str) -> list[str]:
+    """Environment variables the build script reads (``os.environ.get("X")``, ``os.getenv("X")``,
+    ``os.environ["X"]``) whose names look like a download/build switch."""
+    names = re.findall(r"""(?:environ\.get|getenv|environ)\s*[\[(]\s*['"]([A-Za-z_][A-Za-z0-9_]*)['"]""",
+                       build_script)
+    return [n for n in dict.fromkeys(names) if any(w in n.upper() for w in SWITCH_WORDS)
+            and not n.upper().endswith(("_URL", "_PATH", "_DIR", "_HOME", "_ROOT"))]
+
+
+def network(output: str, build_script: str, *, cpu: bool) -> Cause | None:
+    matches = list(NETWORK.finditer(output))
+    if not matches:
+        return None
+    last = matches[-1]  # the final exception says the most: <urlopen error [Errno -2] Name or service not known>
+    line = output[output.rfind("\n", 0, last.start()) + 1:].split("\n", 1)[0].strip()
+    # The address: a URL on the first failing line or the lines before it (the script announcing its download),
+    # not a tool's link to its documentation.
+    before = output[:matches[0].end()].splitlines()[-200:]
+    urls = [u for text in before for u in URL.findall(text) if not DOC_LINK.search(u)]
+    key = "cpu-env" if cpu else "build-env"
+    named = switches(build_script)
+    example = named[0] if named else "THE_PROJECTS_VARIABLE"
+    hint = (f"the build script reads {', '.join(named)}: " if named else
+            "projects that download a prebuilt binary usually have a variable that forces a local build (look "
+            "for os.environ in setup.py); ")
+    return Cause("the build tried to reach the network (a download during the build)",
+                 f"{urls[-1] + ': ' if urls else ''}{line[:200]}",
+                 f"{hint}set it in {key} of {TABLE}, e.g. {key} = {{ {example} = \"1\" }}, so the farm "
+                 "compiles the project instead")
+
+
+def architecture(output: str) -> Cause | None:
+    # The last one: a traceback also shows the line that raised it (``Unknown CUDA arch ({arch})``).
+    found = [m for m in UNKNOWN_ARCH.finditer(output) if "{" not in m.group(0)]
+    if not found:
+        return None
+    match = found[-1]
+    value = match.group(1) or match.group(2) or match.group(0)
+    return Cause("the build was asked for a CUDA architecture its toolkit or torch does not know", value,
+                 "pass --arch-list with architectures of the cell (the farm's matrix command lists them) or fix "
+                 f"cuda-archs in {TABLE}; a -gencode or -arch flag in setup.py asks for one too: drop it and let "
+                 "TORCH_CUDA_ARCH_LIST apply")
+
+
+def header(output: str, source: str, empty_submodules: Sequence[str]) -> Cause | None:
+    match = _first(MISSING_HEADER, output)
+    if match is None:
+        return None
+    name = match.group("header").strip()
+    where = f"{_relative(match.group('file'), source)}:{match.group('line')}"
+    top = name.split("/")[0]
+    for sub in empty_submodules:
+        if top == sub.rstrip("/").split("/")[-1] or name.startswith(sub.rstrip("/") + "/") or top in sub.split("/"):
+            return Cause("a header is missing: it lies in a git submodule that is not checked out",
+                         f"{where}: {name} (submodule {sub})",
+                         "run `git submodule update --init --recursive` in the project's folder, then build again")
+    return Cause("a header is missing", f"{where}: {name}",
+                 "add the folder that holds it to the extension's include_dirs (an absolute path: torch's ninja "
+                 "compiles in build/), or install the library that provides it; a vendored library may be a git "
+                 "submodule: git submodule update --init --recursive")
+
+
+def library(output: str, linkable: Sequence[str]) -> Cause | None:
+    match = MISSING_LIBRARY.search(output)
+    if match is None:
+        return None
+    name = match.group("name") or match.group("win") or ""
+    if name in linkable:
+        return Cause("the linker cannot find a CUDA library", f"-l{name}",
+                     f'add toolkit-libraries = ["{name}"] to {TABLE}: the farm then puts its pinned wheel on '
+                     "the linker's path")
+    cuda = f" (a CUDA library: add it to toolkit-libraries of {TABLE}; the farm links {', '.join(linkable)})" \
+        if linkable else ""
+    return Cause("the linker cannot find a library", f"-l{name}" if match.group("name") else name,
+                 f"install it or add its folder to the extension's library_dirs{cuda}")
+
+
+def compiler(output: str, source: str) -> Cause | None:
+    match = _first(COMPILER_ERROR, output)
+    if match is None:
+        return None
+    message = match.group("message").strip()
+    return Cause("the compiler failed", f"{_relative(match.group('file'), source)}:{match.group('line')}: "
+                 f"{message[:200]}", "fix that line (the compiler's full message is above)")
+
+
+def python_error(output: str, source: str) -> Cause | None:
+    """The last traceback's exception, at the innermost frame in the project's own files (else the innermost)."""
+    start = output.rfind("Traceback (most recent call last):")
+    syntax = re.search(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)\n(?:.*\n){0,3}?\s*(?P<name>SyntaxError|'
+                       r"IndentationError|TabError): (?P<message>.*)$", output, re.MULTILINE)
+    if start < 0 and syntax is None:
+        return None
+    if syntax is not None and (start < 0 or syntax.start() > start):
+        file, line, name, message = syntax["file"], syntax["line"], syntax["name"], syntax["message"]
+    else:
+        block = output[start:]
+        frames = list(FRAME.finditer(block))
+        exc = EXCEPTION.search(block, frames[-1].end() if frames else 0)
+        if not frames or exc is None:
+            return None
+        own = [f for f in frames if source and f["file"].startswith(source.rstrip("/") + "/")]
+        frame = (own or frames)[-1]
+        file, line, name, message = frame["file"], frame["line"], exc["name"], exc["message"] or ""
+    if file == "<string>":  # setuptools' build backend runs setup.py as a string of code
+        file = "setup.py"
+    return Cause("the build script raised a Python error", f"{_relative(file, source)}:{line}: {name}: "
+                 f"{message.strip()[:200]}".rstrip(": "),
+                 "fix the build script at that line (its traceback is above)")
+
+
+def classify(output: str, *, source: str = "", build_script: str = "", cpu: bool = False,
+             linkable: Sequence[str] = (), empty_submodules: Sequence[str] = ()) -> Cause | None:
+    """The cause class of a failed build, from its ``output`` (``None``: not recognised).
+
+    ``source``: the folder the build ran in (paths in the answer are relative to it); ``build_script``: the text of
+    its setup.py (to name the variable a download can be switched off with); ``cpu``: a ``--cpu`` build (its
+    variables are ``cpu-env``, not ``build-env``); ``linkable``: the CUDA libraries ``toolkit-libraries`` can add;
+    ``empty_submodules``: ``.gitmodules`` folders that are empty in the build's copy."""
+    for found in (network(output, build_script, cpu=cpu), architecture(output),
+                  header(output, source, empty_submodules), library(output, linkable), compiler(output, source)):
+        if found is not None:
+            return found
+    # torch's wrapper of a failed compile and setuptools' own say nothing more than the compiler above.
+    if re.search(r"Error compiling objects for extension|error: command '[^']+' failed", output):
+        return Cause("the compiler failed", "see its output above",
+                     "fix the first error the compiler printed above")
+    return python_error(output, source)
+
+
+def explain(general: CommandFailed, output: str, *, build: str, source: str = "", build_script: str = "",
+            cpu: bool = False, linkable: Sequence[str] = (), empty_submodules: Sequence[str] = ()) -> CommandFailed:
+    """The error a failed build ends with: ``general`` (the farm's own line) with the cause :func:`classify` reads
+    from ``output`` in its place when there is one; ``build`` names the build (``the wheel build of <target>``)."""
+    cause = classify(output, source=source, build_script=build_script, cpu=cpu, linkable=linkable,
+                     empty_submodules=empty_submodules)
+    if cause is None:
+        return general
+    return CommandFailed(f"{build} failed: {cause.what}", cause.value, f"{cause.fix}; nothing was written to the "
+                         "wheelhouse")
+
+
+def explain_build(general: CommandFailed, output: str, *, build: str, source: Path, paths_from: str | None = None,
+                  cpu: bool = False, linkable: Sequence[str] = ()) -> CommandFailed:
+    """:func:`explain` for a build of the project copy at ``source`` (its setup.py and empty submodule folders are
+    read from there); ``paths_from``: where the build saw that copy (``/project`` in a container), default
+    ``source``."""
+    try:
+        script = (source / "setup.py").read_text(errors="replace")
+    except OSError:
+        script = ""
+    empty = [p for p in project_source.gitmodules_paths(source)
+             if not (source / p).is_dir() or not any((source / p).iterdir())]
+    return explain(general, output, build=build, source=paths_from or str(source), build_script=script, cpu=cpu,
+                   linkable=linkable, empty_submodules=empty)
+
+
+# --- architecture flags the project passes itself ------------------------------------------------------------
+
+#: nvcc's architecture options: ``-gencode=arch=…,code=…`` (or with a space), ``--generate-code``, ``-arch``,
+#: ``--gpu-architecture``, ``-code``, ``--gpu-code``.
+ARCH_OPTIONS = ("-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code", "--gpu-code")
+
+
+def torch_arch_flags(arch_list: str) -> set[str]:
+    """The ``-gencode`` flags torch's extension builder gives nvcc for ``TORCH_CUDA_ARCH_LIST=arch_list``."""
+    flags = set()
+    for item in arch_list.replace(",", ";").replace(" ", ";").split(";"):
+        base = item.strip().removesuffix("+PTX")
+        if not base:
+            continue
+        num = base.replace(".", "")
+        flags.add(f"-gencode=arch=compute_{num},code=sm_{num}")
+        if item.strip().endswith("+PTX"):
+            flags.add(f"-gencode=arch=compute_{num},code=compute_{num}")
+    return flags
+
+
+def nvcc_arch_flags(line: str) -> list[str] | None:
+    """The architecture flags of an nvcc compile command line (``None``: the line is not one), each written as one
+    ``-option=value`` word."""
+    words = line.split()
+    if not any(w.endswith(("/nvcc", "nvcc", "nvcc-ccache", "nvcc-module-anchor")) for w in words[:3]) \
+            or "-c" not in words:
+        return None
+    found: list[str] = []
+    for i, word in enumerate(words):
+        option, _, value = word.partition("=")
+        if option in ARCH_OPTIONS:
+            if not value and i + 1 < len(words):
+                value = words[i + 1]
+            found.append(f"{option}={value}".replace("--generate-code=", "-gencode="))
+    return found
+
+
+def ninja_arch_flags(text: str) -> list[str] | None:
+    """The architecture flags of the nvcc compiles a ``build.ninja`` written by torch describes (``cuda_cflags``
+    and ``cuda_post_cflags``); None: not (yet) a complete file with CUDA compiles."""
+    lines = text.splitlines()
+    if not any(line.startswith("build ") for line in lines):
+        return None
+    flags = [line.partition("=")[2] for line in lines if line.startswith(("cuda_cflags =", "cuda_post_cflags ="))]
+    if not flags:
+        return None
+    return nvcc_arch_flags("nvcc -c " + " ".join(flags))
+
+
+def _own(flags: list[str] | None, arch_list: str) -> list[str]:
+    if not flags:
+        return []
+    wanted = torch_arch_flags(arch_list)
+    return [] if set(flags) == wanted else [f for f in flags if f not in wanted] or flags
+
+
+def own_arch_flags(line: str, arch_list: str) -> list[str]:
+    """Architecture flags on an nvcc compile line that ``TORCH_CUDA_ARCH_LIST=arch_list`` did not ask for: the
+    project's own (torch then adds none of its own, so the farm's architectures are ignored)."""
+    return _own(nvcc_arch_flags(line), arch_list)
+
+
+def own_arch_error(own: list[str], arch_list: str) -> UsageError:
+    more = f" and {len(own) - 1} more" if len(own) > 1 else ""
+    return UsageError("the project passes its own CUDA architecture flags to nvcc, so torch ignores "
+                      "TORCH_CUDA_ARCH_LIST (the farm's architectures)", f"{own[0]}{more}",
+                      "drop the -gencode/-arch flags from the extension's extra_compile_args (setup.py) and let "
+                      "torch's TORCH_CUDA_ARCH_LIST apply: cuda-archs in [tool.cuda-ext-farm] or --arch-list "
+                      f"choose the architectures ({arch_list} here); the build was stopped before its long compile")
+
+
+def stop_on_own_arch_flags(arch_list: str) -> Callable[[str], FarmError | None]:
+    """A watcher for the build's output lines: the first nvcc command line printed (setuptools without ninja
+    prints each before running it) that carries architecture flags of the project's own stops the build."""
+
+    def watch(line: str) -> FarmError | None:
+        own = own_arch_flags(line, arch_list)
+        return own_arch_error(own, arch_list) if own else None
+
+    return watch
+
+
+def watch_build_ninja(source: Path, arch_list: str) -> Callable[[], FarmError | None]:
+    """A watcher polled while the build runs: torch writes ``build/temp*/build.ninja`` under ``source`` and starts
+    ninja at once (which prints a command only when it finished): its nvcc flags are read from there, and flags
+    of the project's own stop the build within moments of its first nvcc."""
+    seen: dict[Path, float] = {}
+
+    def poll() -> FarmError | None:
+        for ninja in source.glob("build/temp*/build.ninja"):
+            try:
+                stamp = ninja.stat().st_mtime
+                if seen.get(ninja) == stamp:
+                    continue
+                text = ninja.read_text(errors="replace")
+            except OSError:
+                continue
+            flags = ninja_arch_flags(text)
+            if flags is None:
+                continue  # not complete yet: read again on the next poll
+            seen[ninja] = stamp
+            own = _own(flags, arch_list)
+            if own:
+                return own_arch_error(own, arch_list)
+        return None
+
+    return poll

@@ -1,0 +1,340 @@
+"""The cause class of a failed build, read from its output (ci/build/failure.py), over output of the shapes the
+farm's builds print: pypa/build around setuptools, torch's ninja compile, gcc, nvcc, the linker. The samples are
+trimmed from builds run here (paths shortened to SRC, the build's copy of the project)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ci.build import failure
+from ci.errors import CommandFailed
+
+SRC = "/cache/build/proj-torch2.13-cpu-cp311-linux_x86_64/src"
+ENV = "/cache/envs/build-torch2.13.0-py3.11/lib/python3.11/site-packages"
+
+TIP = ("TIP pass --env-dir and --sdist-extract-dir to keep the build environment and sources, then see "
+       "https://build.pypa.io/en/stable/how-to/troubleshooting.html#debug-a-failed-build for help debugging a failed "
+       "build\nERROR Backend subprocess exited when trying to invoke build_wheel\n")
+
+NINJA_TAIL = f"""compilation terminated.
+ninja: build stopped: subcommand failed.
+Traceback (most recent call last):
+  File "{ENV}/torch/utils/cpp_extension.py", line 2893, in _run_ninja_build
+    subprocess.run(
+subprocess.CalledProcessError: Command '['ninja', '-v', '-j', '2']' returned non-zero exit status 1.
+
+The above exception was the direct cause of the following exception:
+
+Traceback (most recent call last):
+  File "{ENV}/pyproject_hooks/_in_process/_in_process.py", line 406, in <module>
+    main()
+  File "{ENV}/torch/utils/cpp_extension.py", line 2910, in _run_ninja_build
+    raise RuntimeError(message) from e
+RuntimeError: Error compiling objects for extension
+
+""" + TIP
+
+MISSING_HEADER = f"""building 'proj._C' extension
+[1/1] g++ -MMD -Ithird_party/glm -I{ENV}/torch/include -c -c {SRC}/csrc/ops.cpp -o {SRC}/build/temp/csrc/ops.o
+FAILED: {SRC}/build/temp/csrc/ops.o
+g++ -MMD -Ithird_party/glm -c -c {SRC}/csrc/ops.cpp -o {SRC}/build/temp/csrc/ops.o
+{SRC}/csrc/ops.cpp:2:10: fatal error: glm/glm.hpp: No such file or directory
+    2 | #include <glm/glm.hpp>
+      |          ^~~~~~~~~~~~~
+""" + NINJA_TAIL
+
+COMPILER_ERROR = f"""[1/2] g++ -c -c {SRC}/csrc/ops.cpp -o {SRC}/build/temp/csrc/ops.o
+FAILED: {SRC}/build/temp/csrc/ops.o
+In file included from {SRC}/csrc/ops.cpp:3:
+{SRC}/csrc/ops.cpp: In function 'at::Tensor scaled(const at::Tensor&, double)':
+{SRC}/csrc/ops.cpp:12:10: warning: unused variable 'k' [-Wunused-variable]
+{SRC}/csrc/ops.cpp:14:12: error: 'scale_factor' was not declared in this scope
+   14 |   return x * scale_factor;
+      |              ^~~~~~~~~~~~
+{SRC}/csrc/ops.cpp:20:1: error: expected ';' before '}}' token
+""" + NINJA_TAIL
+
+NVCC_ERROR = f"""[1/1] /cache/tk/bin/nvcc -c {SRC}/csrc/kernel.cu -o {SRC}/build/temp/csrc/kernel.o
+FAILED: {SRC}/build/temp/csrc/kernel.o
+{SRC}/csrc/kernel.cu(41): error: identifier "blockDimm" is undefined
+      int i = blockIdx.x * blockDimm.x + threadIdx.x;
+                           ^
+
+1 error detected in the compilation of "{SRC}/csrc/kernel.cu".
+""" + NINJA_TAIL
+
+SYNTAX = f"""* Getting build dependencies for wheel...
+Traceback (most recent call last):
+  File "{ENV}/pyproject_hooks/_in_process/_in_process.py", line 406, in <module>
+    main()
+  File "{ENV}/setuptools/build_meta.py", line 317, in run_setup
+    exec(code, locals())
+  File "<string>", line 4
+    version="0.1"
+            ^^^^
+SyntaxError: invalid syntax. Perhaps you forgot a comma?
+
+""" + TIP
+
+SETUP_RAISES = f"""Traceback (most recent call last):
+  File "{ENV}/setuptools/build_meta.py", line 317, in run_setup
+    exec(code, locals())
+  File "<string>", line 9, in <module>
+  File "{SRC}/tools/versions.py", line 22, in read_version
+    raise KeyError("PROJ_VERSION")
+KeyError: 'PROJ_VERSION'
+
+""" + TIP
+
+NETWORK = """downloading the prebuilt wheel http://127.0.0.1:9/wheels/proj-0.1-cp311-linux_x86_64.whl
+Traceback (most recent call last):
+  File "/usr/lib/python3.11/urllib/request.py", line 1348, in do_open
+    h.request(req.get_method(), req.selector, req.data, headers,
+ConnectionRefusedError: [Errno 111] Connection refused
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+  File "<string>", line 14, in <module>
+  File "/usr/lib/python3.11/urllib/request.py", line 1351, in do_open
+    raise URLError(err)
+urllib.error.URLError: <urlopen error [Errno 111] Connection refused>
+
+""" + TIP
+
+DNS = """Guessing wheel URL:  https://github.com/example/proj/releases/download/v0.1/proj-0.1+cu130-cp311-linux_x86_64.whl
+Precompiled wheel not found. Building from source...
+error: <urlopen error [Errno -2] Name or service not known>
+""" + TIP
+
+UNKNOWN_ARCH = f"""Traceback (most recent call last):
+  File "{ENV}/torch/utils/cpp_extension.py", line 2410, in _get_cuda_arch_flags
+    raise ValueError(f"Unknown CUDA arch ({{arch}}) or GPU not supported")
+ValueError: Unknown CUDA arch (9.9+PTX) or GPU not supported
+
+""" + TIP
+
+NVCC_ARCH = f"""[1/1] /cache/tk/bin/nvcc -gencode=arch=compute_99,code=sm_99 -c {SRC}/csrc/k.cu
+FAILED: {SRC}/build/temp/csrc/k.o
+nvcc fatal   : Unsupported gpu architecture 'compute_99'
+""" + NINJA_TAIL
+
+MISSING_LIBRARY = f"""g++ -shared {SRC}/build/temp/csrc/ops.o -L/cache/tk/lib -lcudart -lcublas -o build/lib/proj/_C.so
+/usr/bin/ld: cannot find -lcublas: No such file or directory
+collect2: error: ld returned 1 exit status
+error: command '/usr/bin/g++' failed with exit code 1
+""" + TIP
+
+
+def classify(output: str, **kwargs: object) -> tuple[str, str, str] | None:
+    return failure.classify(output, source=SRC, **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_missing_header_names_the_file_line_and_header() -> None:
+    cause = classify(MISSING_HEADER)
+    assert cause is not None
+    assert (cause.what, cause.value) == ("a header is missing", "csrc/ops.cpp:2: glm/glm.hpp")
+    assert "include_dirs" in cause.fix and "--env-dir" not in cause.fix
+
+
+def test_a_missing_header_under_an_empty_submodule_says_so() -> None:
+    cause = classify(MISSING_HEADER, empty_submodules=["third_party/glm"])
+    assert cause == failure.Cause(
+        "a header is missing: it lies in a git submodule that is not checked out",
+        "csrc/ops.cpp:2: glm/glm.hpp (submodule third_party/glm)",
+        "run `git submodule update --init --recursive` in the project's folder, then build again")
+
+
+def test_a_compiler_error_names_the_first_error_not_a_warning_or_note() -> None:
+    cause = classify(COMPILER_ERROR)
+    assert cause == failure.Cause("the compiler failed", "csrc/ops.cpp:14: 'scale_factor' was not declared in "
+                                  "this scope", "fix that line (the compiler's full message is above)")
+
+
+def test_an_nvcc_error_names_the_cu_file_and_line() -> None:
+    cause = classify(NVCC_ERROR)
+    assert cause is not None and cause.value == 'csrc/kernel.cu:41: identifier "blockDimm" is undefined'
+
+
+def test_a_syntax_error_in_setup_py_names_setup_py_and_the_line() -> None:
+    cause = classify(SYNTAX)
+    assert cause is not None
+    assert cause.what == "the build script raised a Python error"
+    assert cause.value == "setup.py:4: SyntaxError: invalid syntax. Perhaps you forgot a comma?"
+
+
+def test_an_exception_names_the_innermost_frame_in_the_project() -> None:
+    cause = classify(SETUP_RAISES)
+    assert cause is not None and cause.value == "tools/versions.py:22: KeyError: 'PROJ_VERSION'"
+
+
+@pytest.mark.parametrize(("output", "value"), [
+    (NETWORK, "http://127.0.0.1:9/wheels/proj-0.1-cp311-linux_x86_64.whl: urllib.error.URLError: <urlopen error "
+              "[Errno 111] Connection refused>"),
+    (DNS, "https://github.com/example/proj/releases/download/v0.1/proj-0.1+cu130-cp311-linux_x86_64.whl: "
+          "error: <urlopen error [Errno -2] Name or service not known>"),
+    ("socket.gaierror: [Errno -3] Temporary failure in name resolution\n",
+     "socket.gaierror: [Errno -3] Temporary failure in name resolution"),
+])
+def test_a_network_access_names_the_address(output: str, value: str) -> None:
+    cause = classify(output)
+    assert cause is not None
+    assert cause.what == "the build tried to reach the network (a download during the build)"
+    assert cause.value == value
+    assert "build-env of [tool.cuda-ext-farm]" in cause.fix and "force" in cause.fix
+
+
+def test_the_network_advice_names_the_variable_the_build_script_reads_and_cpu_env_for_cpu_builds() -> None:
+    script = 'import os\nif os.environ.get("PROJ_FORCE_BUILD", "0") != "1" and not os.getenv("HOME"):\n  pass\n'
+    assert failure.switches(script) == ["PROJ_FORCE_BUILD"]
+    cause = classify(NETWORK, build_script=script, cpu=True)
+    assert cause is not None
+    assert cause.fix == ('the build script reads PROJ_FORCE_BUILD: set it in cpu-env of [tool.cuda-ext-farm], e.g. '
+                         'cpu-env = { PROJ_FORCE_BUILD = "1" }, so the farm compiles the project instead')
+
+
+@pytest.mark.parametrize(("output", "value"), [(UNKNOWN_ARCH, "9.9+PTX"), (NVCC_ARCH, "compute_99")])
+def test_an_unknown_architecture(output: str, value: str) -> None:
+    cause = classify(output)
+    assert cause is not None and cause.value == value
+    assert cause.what == "the build was asked for a CUDA architecture its toolkit or torch does not know"
+    assert "--arch-list" in cause.fix and "-gencode" in cause.fix
+
+
+def test_a_missing_cuda_library_gives_the_toolkit_libraries_hint() -> None:
+    cause = classify(MISSING_LIBRARY, linkable=["cublas", "cusparse"])
+    assert cause == failure.Cause("the linker cannot find a CUDA library", "-lcublas",
+                                  'add toolkit-libraries = ["cublas"] to [tool.cuda-ext-farm]: the farm then puts '
+                                  "its pinned wheel on the linker's path")
+    other = classify(MISSING_LIBRARY.replace("cublas", "png"), linkable=["cublas"])
+    assert other is not None and other.what == "the linker cannot find a library" and other.value == "-lpng"
+
+
+def test_output_it_does_not_know_gives_none() -> None:
+    assert classify("ERROR Backend subprocess exited when trying to invoke build_wheel\n") is None
+
+
+def test_explain_puts_the_cause_in_the_general_lines_place() -> None:
+    general = CommandFailed("the wheel build of t failed", "exit status 1", "the compiler output above ...")
+    assert failure.explain(general, "no idea\n", build="the wheel build of t") is general
+    line = failure.explain(general, MISSING_HEADER, build="the wheel build of t", source=SRC).line()
+    assert line == ("error: the wheel build of t failed: a header is missing (csrc/ops.cpp:2: glm/glm.hpp): add the "
+                    "folder that holds it to the extension's include_dirs (an absolute path: torch's ninja compiles "
+                    "in build/), or install the library that provides it; a vendored library may be a git submodule: "
+                    "git submodule update --init --recursive; nothing was written to the wheelhouse")
+
+
+def test_pypa_builds_tip_is_hidden() -> None:
+    assert failure.hidden(TIP.splitlines()[0])
+    assert not failure.hidden("ERROR Backend subprocess exited when trying to invoke build_wheel")
+
+
+def test_the_address_is_the_downloads_not_a_tools_documentation_link() -> None:
+    noise = "SetuptoolsDeprecationWarning: see https://setuptools.pypa.io/en/latest/userguide.html\n"
+    chained = NETWORK.replace("Traceback", "\n".join(["  File \"x.py\", line 1, in f"] * 60) + "\nTraceback", 1)
+    cause = classify(noise + chained)
+    assert cause is not None
+    assert cause.value.startswith("http://127.0.0.1:9/wheels/proj-0.1-cp311-linux_x86_64.whl: ")
+    assert classify(noise + "urllib.error.URLError: <urlopen error timed out; Connection refused>\n").value == (  # type: ignore[union-attr]
+        "urllib.error.URLError: <urlopen error timed out; Connection refused>")
+
+
+# --- architecture flags the project passes itself ----------------------------------------------------------------
+
+NVCC = "/cache/tk/bin/nvcc"
+TORCH_FLAGS = ("-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=compute_90 "
+               "-gencode=arch=compute_90,code=sm_90")
+
+
+def ninja_line(flags: str) -> str:
+    return (f"[1/3] {NVCC} --generate-dependencies-with-compile --dependency-output {SRC}/build/k.o.d "
+            f"-I{ENV}/torch/include -c -c {SRC}/csrc/k.cu -o {SRC}/build/k.o -D__CUDA_NO_HALF_OPERATORS__ "
+            f"--expt-relaxed-constexpr {flags} -std=c++17")
+
+
+def test_torchs_own_flags_for_the_arch_list_are_not_the_projects() -> None:
+    assert failure.torch_arch_flags("8.0;9.0+PTX") == set(TORCH_FLAGS.split())
+    assert failure.own_arch_flags(ninja_line(TORCH_FLAGS), "8.0;9.0+PTX") == []
+
+
+@pytest.mark.parametrize(("flags", "own"), [
+    ("-O3 -gencode arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90",
+     ["-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90,code=sm_90"]),
+    ("-arch=sm_80", ["-arch=sm_80"]),
+    ("--generate-code=arch=compute_86,code=[sm_86,compute_86]", ["-gencode=arch=compute_86,code=[sm_86,compute_86]"]),
+    ("-gencode=arch=compute_90,code=sm_90", ["-gencode=arch=compute_90,code=sm_90"]),  # a subset is not torch's
+])
+def test_flags_torch_did_not_write_are_the_projects(flags: str, own: list[str]) -> None:
+    assert failure.own_arch_flags(ninja_line(flags), "8.0;9.0+PTX") == own
+
+
+def test_lines_that_are_not_an_nvcc_compile_are_ignored() -> None:
+    assert failure.own_arch_flags(f"[1/3] c++ -c {SRC}/csrc/a.cpp -o a.o -march=native", "9.0") == []
+    assert failure.own_arch_flags("building 'p._C' extension -gencode=arch=compute_80,code=sm_80", "9.0") == []
+
+
+def test_the_watcher_says_what_to_drop() -> None:
+    watch = failure.stop_on_own_arch_flags("9.0")
+    assert watch(ninja_line("-gencode=arch=compute_90,code=sm_90")) is None
+    error = watch(ninja_line("-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_86,code=sm_86"))
+    assert error is not None
+    assert error.line() == (
+        "error: the project passes its own CUDA architecture flags to nvcc, so torch ignores TORCH_CUDA_ARCH_LIST "
+        "(the farm's architectures) (-gencode=arch=compute_80,code=sm_80 and 1 more): drop the -gencode/-arch flags "
+        "from the extension's extra_compile_args (setup.py) and let torch's TORCH_CUDA_ARCH_LIST apply: cuda-archs "
+        "in [tool.cuda-ext-farm] or --arch-list choose the architectures (9.0 here); the build was stopped before "
+        "its long compile")
+
+
+BUILD_NINJA = f"""ninja_required_version = 1.3
+cxx = c++
+nvcc = /cache/tk/bin/nvcc
+
+cflags = -pthread -fPIC -I{ENV}/torch/include -I/usr/include/python3.11 -c
+post_cflags = -O2 -DTORCH_API_INCLUDE_EXTENSION_H -DTORCH_EXTENSION_NAME=_C -std=c++17
+cuda_cflags = -I{ENV}/torch/include -I/cache/tk/include -c
+cuda_post_cflags = -D__CUDA_NO_HALF_OPERATORS__ --expt-relaxed-constexpr --compiler-options ''"'"'-fPIC'"'"'' -O2 \
+{{flags}} -DTORCH_API_INCLUDE_EXTENSION_H -DTORCH_EXTENSION_NAME=_C -std=c++17
+cuda_dlink_post_cflags =
+ldflags =
+
+rule cuda_compile
+  depfile = $out.d
+  deps = gcc
+  command = $nvcc --generate-dependencies-with-compile --dependency-output $out.d $cuda_cflags -c $in -o $out \
+$cuda_post_cflags
+
+build {SRC}/build/temp.linux-x86_64-cpython-311/csrc/scale.o: cuda_compile {SRC}/csrc/scale.cu
+"""
+
+
+def test_build_ninja_flags_of_the_projects_own() -> None:
+    own = BUILD_NINJA.replace("{flags}", "-gencode=arch=compute_80,code=sm_80 -gencode arch=compute_86,code=sm_86")
+    assert failure.ninja_arch_flags(own) == ["-gencode=arch=compute_80,code=sm_80",
+                                             "-gencode=arch=compute_86,code=sm_86"]
+    torchs = BUILD_NINJA.replace("{flags}", "-gencode=arch=compute_90,code=sm_90")
+    assert failure.ninja_arch_flags(torchs) == ["-gencode=arch=compute_90,code=sm_90"]
+    assert failure.ninja_arch_flags(own.split("rule ")[0]) is None  # not complete yet: no build edge
+
+
+def test_the_build_ninja_watcher_objects_once_the_file_is_there(tmp_path: Path) -> None:
+    poll = failure.watch_build_ninja(tmp_path, "9.0")
+    assert poll() is None
+    ninja = tmp_path / "build" / "temp.linux-x86_64-cpython-311" / "build.ninja"
+    ninja.parent.mkdir(parents=True)
+    ninja.write_text(BUILD_NINJA.replace("{flags}", "-gencode=arch=compute_90,code=sm_90"))
+    assert poll() is None  # torch's own flags for 9.0
+    ninja.write_text(BUILD_NINJA.replace("{flags}", "-arch=sm_80"))
+    os.utime(ninja, (1, 1))
+    error = poll()
+    assert error is not None and error.value == "-arch=sm_80"
+
+
+def test_msvc_paths_are_made_relative_too() -> None:
+    output = ("C:\\farm\\stage\\source\\csrc\\ops.cpp(14): error C2065: 'scale_factor': undeclared identifier\n"
+              "error: command 'cl.exe' failed with exit code 2\n")
+    cause = failure.classify(output, source="C:\\farm\\stage\\source")
+    assert cause is not None and cause.value == "csrc/ops.cpp:14: C2065: 'scale_factor': undeclared identifier"

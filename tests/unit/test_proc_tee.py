@@ -1,0 +1,80 @@
+"""``proc.run(tee=...)``: a build's output kept in a file and echoed as it comes (hidden lines left out), and a
+watcher that stops the whole tree at the first line it objects to. Real child processes."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ci import proc
+from ci.errors import CommandFailed, FarmError, UsageError
+
+SCRIPT = """
+import subprocess, sys, time
+# A grandchild in the same group, as ninja's compilers are: it must be stopped too.
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+print("compiling a.cpp", flush=True)
+print("TIP pass --env-dir and --sdist-extract-dir to keep the build environment", flush=True)
+print("nvcc -c k.cu -gencode=arch=compute_80,code=sm_80", flush=True)
+time.sleep(120)
+print("never", flush=True)
+"""
+
+
+def test_the_output_is_kept_echoed_and_a_tip_hidden(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "out.log"
+    code = "import sys; print('one'); print('TIP two', file=sys.stderr); print('three', end='')"
+    with pytest.raises(CommandFailed) as err:
+        proc.run([sys.executable, "-c", code + "; sys.exit(3)"], tee=log, hide=lambda line: line.startswith("TIP"),
+                 what="the build failed", log=False)
+    assert err.value.value == "exit status 3"
+    assert log.read_text().splitlines() == ["one", "TIP two", "three"]
+    assert capsys.readouterr().out.splitlines() == ["one", "three"]
+
+
+def test_the_watcher_stops_the_tree_at_once_and_its_error_is_raised(tmp_path: Path) -> None:
+    def watch(line: str) -> FarmError | None:
+        return UsageError("own flags", line.split()[-1], "drop them") if "-gencode" in line else None
+
+    marker = f"# farm-tee-test-{os.getpid()}-{tmp_path.name}"
+    with pytest.raises(UsageError) as err:
+        proc.run([sys.executable, "-c", SCRIPT.replace("time.sleep(120)", f"time.sleep(120)  {marker}")],
+                 tee=tmp_path / "out.log", stop_when=watch, log=False)
+    assert err.value.line() == "error: own flags (-gencode=arch=compute_80,code=sm_80): drop them"
+    assert "never" not in (tmp_path / "out.log").read_text()  # stopped, not left to run its two minutes
+    assert not alive_with(marker)
+
+
+def alive_with(marker: str) -> list[str]:
+    """Processes whose command line holds ``marker``, once those already sent SIGKILL had a moment to go."""
+    found: list[str] = []
+    for _ in range(50):
+        found = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit() and entry.name != str(os.getpid()):
+                try:
+                    if marker.encode() in (entry / "cmdline").read_bytes():
+                        found.append(entry.name)
+                except OSError:
+                    continue
+        if not found:
+            return found
+        time.sleep(0.1)
+    return found
+
+
+def test_a_poll_stops_the_child_on_what_it_writes(tmp_path: Path) -> None:
+    flag = tmp_path / "build.ninja"
+    script = (f"import pathlib, time; pathlib.Path({str(flag)!r}).write_text('-arch=sm_80'); "
+              "print('wrote', flush=True); time.sleep(120); print('never', flush=True)")
+
+    def poll() -> FarmError | None:
+        return UsageError("own flags", flag.read_text(), "drop them") if flag.exists() else None
+
+    with pytest.raises(UsageError, match=r"own flags \(-arch=sm_80\)"):
+        proc.run([sys.executable, "-c", script], tee=tmp_path / "out.log", poll=poll, log=False)
+    assert "never" not in (tmp_path / "out.log").read_text()
