@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 
 from ci import options, settings
 from ci.commands import (
+    adopt_torch,
     audit,
     base_image,
     bench_builds,
@@ -53,7 +54,7 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
     matrix.COMMAND, build.COMMAND, develop.COMMAND, audit.COMMAND, build_cuda.COMMAND, build_all.COMMAND,
     coverage.COMMAND, doctor.COMMAND, shell.COMMAND, test_gpu.COMMAND, test.COMMAND, run.COMMAND, build_win.COMMAND,
     jit.COMMAND, release.COMMAND, workflows.COMMAND, reproduce.COMMAND, bench_builds.COMMAND, torch_archs.COMMAND,
-    lock.COMMAND, base_image.COMMAND, images.COMMAND, toolkit.COMMAND,
+    lock.COMMAND, base_image.COMMAND, images.COMMAND, toolkit.COMMAND, adopt_torch.COMMAND,
 )}
 
 
