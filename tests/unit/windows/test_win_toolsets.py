@@ -8,22 +8,33 @@ from pathlib import Path
 import pytest
 
 from ci.errors import MissingRequirement, UsageError
-from ci.universe import matrix
+from ci.universe import matrix, shapes
 from windows import hostconfig, msvc, vswhere
+
+DATA = Path(__file__).resolve().parent / "data"
 
 # --- host_config.h -------------------------------------------------------------------------------
 
+#: What each recorded crt/host_config.h (data/host_config-<cuda>.h, from NVIDIA's win_amd64 wheels and installer)
+#: accepts: the _MSC_VER range of its check. Facts of the recorded files, not of the matrix.
+RECORDED_RANGES = {"12.4": (1910, 1950), "13.0": (1920, 1950), "13.2": (1920, 1960), "13.5": (1920, 1960)}
 
-@pytest.mark.parametrize(("cuda", "expected"), [
-    ("12.4", (1910, 1950)), ("13.0", (1920, 1950)), ("13.2", (1920, 1960)), ("13.5", (1920, 1960)),
-])
+
+def test_every_recorded_header_has_its_range() -> None:
+    recorded = {p.name[len("host_config-"):-len(".h")] for p in DATA.glob("host_config-1*.h")} - {"12.x-deprecated"}
+    assert recorded == set(RECORDED_RANGES)
+
+
+@pytest.mark.parametrize(("cuda", "expected"), sorted(RECORDED_RANGES.items()))
 def test_host_config_range_per_toolkit(data: Path, cuda: str, expected: tuple[int, int]) -> None:
-    parsed = hostconfig.parse((data / f"host_config-{cuda}.h").read_text())
-    assert parsed.msc_ver == expected
-    # The matrix carries what the headers say.
-    assert matrix.get_cell(cuda).windows is not None
-    assert matrix.get_cell(cuda).windows.msc_ver == expected  # type: ignore[union-attr]
-    hostconfig.check_cell(matrix.get_cell(cuda), parsed)
+    assert hostconfig.parse((data / f"host_config-{cuda}.h").read_text()).msc_ver == expected
+
+
+@pytest.mark.parametrize("cell", [c for c in matrix.CELLS if c.cuda in RECORDED_RANGES], ids=lambda c: c.name)
+def test_the_matrix_carries_what_the_recorded_header_says(data: Path, cell: shapes.Cell) -> None:
+    parsed = hostconfig.parse((data / f"host_config-{cell.cuda}.h").read_text())
+    assert cell.windows is not None and cell.windows.msc_ver == parsed.msc_ver
+    hostconfig.check_cell(cell, parsed)
 
 
 def test_host_config_reads_the_check_not_the_stale_comment(data: Path) -> None:
@@ -98,11 +109,14 @@ def test_refusals_say_why() -> None:
     ("13.2", ["14.29", "14.38", "14.44", "14.50", "14.51"]),
     ("13.5", ["14.29", "14.38", "14.44", "14.50", "14.51", "14.52"]),
 ])
-def test_accepted_toolsets_per_cell(cuda: str, accepted: list[str]) -> None:
+def test_accepted_toolsets_per_recorded_header(cuda: str, accepted: list[str]) -> None:
+    # The rules (the header's range, then the STL's gate) on the recorded toolkits' ranges.
     every = ["14.16", "14.29", "14.38", "14.44", "14.50", "14.51", "14.52"]
-    cell = matrix.get_cell(cuda)
-    assert [t for t in every if msvc.acceptable(cell, msvc.Toolset.parse(t))] == accepted
-    # The toolset the matrix pins is always an acceptable one.
+    assert [t for t in every if msvc.refusal(cuda, RECORDED_RANGES[cuda], msvc.Toolset.parse(t)) is None] == accepted
+
+
+@pytest.mark.parametrize("cell", matrix.CELLS, ids=lambda c: c.name)
+def test_the_pinned_toolset_of_every_cell_is_acceptable(cell: shapes.Cell) -> None:
     assert cell.windows is not None and msvc.acceptable(cell, msvc.Toolset.parse(cell.windows.toolset))
 
 
@@ -158,38 +172,43 @@ def test_discovery_of_a_dev_box(machine: Callable[[str], vswhere.Discovery]) -> 
 
 # --- the choice for every cell --------------------------------------------------------------------
 
-EXPECTED = {
-    # machine -> cell -> (toolset, instance display name, pinned?)
-    "dev-box": {"13.0": ("14.44.35207", "Visual Studio Enterprise 2022", True),
-                "13.2": ("14.44.35207", "Visual Studio Enterprise 2022", True),
-                "13.5": ("14.44.35207", "Visual Studio Enterprise 2022", True),
-                "12.4": ("14.44.35207", "Visual Studio Enterprise 2022", True),
-                "12.8": ("14.44.35207", "Visual Studio Enterprise 2022", True)},
-    "windows-2025": {"13.0": ("14.44.35207", "Visual Studio Enterprise 2026", True),
-                     "13.2": ("14.44.35207", "Visual Studio Enterprise 2026", True),
-                     "13.5": ("14.44.35207", "Visual Studio Enterprise 2026", True),
-                     "12.4": ("14.44.35207", "Visual Studio Enterprise 2026", True),
-                     "12.8": ("14.44.35207", "Visual Studio Enterprise 2026", True)},
-    # Only VS 2026's 14.50: CUDA 13.2/13.5 accept it (a stand-in for the pinned 14.44), 13.0, 12.4 and 12.8 do not.
-    "vs2026-buildtools": {"13.2": ("14.50.35717", "Visual Studio Build Tools 2026", False),
-                          "13.5": ("14.50.35717", "Visual Studio Build Tools 2026", False)},
+#: Recorded machines -> the toolset each offers and the instance holding it. dev-box and windows-2025 have the
+#: 14.44 every cell pins; vs2026-buildtools only VS 2026's 14.50, which a cell takes as a stand-in for its pinned
+#: 14.44 when its rules accept it (the header's range, the STL's gate: test_accepted_toolsets_per_recorded_header)
+#: and is refused otherwise (CUDA 13.0, 12.4 and 12.8 refuse it; 13.2 and 13.5 take it).
+MACHINES = {
+    "dev-box": ("14.44.35207", "Visual Studio Enterprise 2022"),
+    "windows-2025": ("14.44.35207", "Visual Studio Enterprise 2026"),
+    "vs2026-buildtools": ("14.50.35717", "Visual Studio Build Tools 2026"),
 }
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("name", sorted(MACHINES))
 def test_toolset_for_every_cell(machine: Callable[[str], vswhere.Discovery], name: str) -> None:
     found = machine(name)
+    version, display_name = MACHINES[name]
+    offered = msvc.Toolset.parse(version)
+    chosen: list[str] = []
+    refused: list[str] = []
     for cell in matrix.CELLS:
-        expected = EXPECTED[name].get(cell.cuda)
-        if expected is None:
+        assert cell.windows is not None
+        pinned = offered.short == cell.windows.toolset
+        if not msvc.acceptable(cell, offered):
+            refused.append(cell.name)
             with pytest.raises(MissingRequirement):
                 msvc.choose(cell, found.toolsets, skipped=found.skipped)
             continue
+        chosen.append(cell.name)
         choice = msvc.choose(cell, found.toolsets, skipped=found.skipped)
-        assert (str(choice.toolset), choice.instance.display_name, choice.preferred) == expected, cell.cuda
-        assert choice.vcvars_ver == expected[0]
+        assert (str(choice.toolset), choice.instance.display_name, choice.preferred) == (
+            version, display_name, pinned), cell.cuda
+        assert choice.vcvars_ver == version
         if not choice.preferred:
             assert "14.44" in choice.note and "VC.14.44.17.14" in choice.note
+    # The recorded machines exercise both outcomes: the pinned toolset everywhere, and 14.50 taken and refused.
+    assert chosen
+    if name == "vs2026-buildtools":
+        assert refused and "cu130" in refused
 
 
 def test_cuda13_on_vs2026_without_the_2022_toolset_names_the_component(
