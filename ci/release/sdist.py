@@ -379,7 +379,7 @@ def find_sdist(folder: Path) -> Path:
     found = sorted(folder.glob("*.tar.gz"))
     if len(found) != 1:
         raise UsageError("expected exactly one sdist", f"{folder}: {', '.join(p.name for p in found) or 'none'}",
-                         "pass the folder python -m ci release --sdist wrote")
+                         "pass the folder python -m ci release sdist wrote")
     return found[0]
 
 

@@ -5,7 +5,7 @@ A fresh machine's dry run stopped at the CUDA 12 cell's CPU-only import test: ``
 extra index and no constraint (``PIP_CONFIG_FILE=os.devnull``, no ``PIP_*`` index variables; only the CA bundle pip
 is configured with stays, which is not an index) and a cache of its own, and every cell's import steps run through
 the dry run's own code: ``rehearsal.import_tests`` runs the generated workflow's commands (``gha.import_commands``) as
-``python -m ci release --import-test``, which picks the torch (``install_checks.cpu_import_torch``), installs it into a
+``python -m ci release import-test``, which picks the torch (``install_checks.cpu_import_torch``), installs it into a
 farm environment and imports a real fusedops wheel.
 
 The wheel is the cell's own from the wheelhouse (``wheelhouse/<target-id>/``) where it is there; otherwise the wheel
