@@ -127,7 +127,7 @@ def test_cibuildwheel_environment(fusedops_targets: tuple[Target, ...]) -> None:
     assert variables == {
         "CUDA_HOME": str(HOME), "CUDA_PATH": str(HOME), "DISTUTILS_USE_SDK": "1",
         "TORCH_CUDA_ARCH_LIST": "7.5;8.0;8.6;9.0;10.0;12.0", "MAX_JOBS": "4",
-        "FUSEDOPS_CUDA": "1", "FUSEDOPS_NVCC_VERSION": "13.0.88",
+        "FORCE_CUDA": "1", "FUSEDOPS_CUDA": "1", "FUSEDOPS_NVCC_VERSION": "13.0.88",
         "FUSEDOPS_GIT_COMMIT": project_source.git_commit(target.project.root) or "unknown",
     }
     env = cibw.cibuildwheel_env(target, "3.10", SITE, variables)
