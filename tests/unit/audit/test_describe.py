@@ -219,31 +219,3 @@ def test_the_release_wheel_says_what_its_binary_needs(built_wheel: Path, tmp_pat
     assert [c.name for c in result.failures()] == ["coverage-file"]
 
 
-@pytest.mark.wheel
-@pytest.mark.slow
-def test_pip_refuses_the_wheel_below_its_floor(built_wheel: Path) -> None:
-    """Resolution only (PyPI's metadata files, no torch download): pip refuses the wheel one release below its floor.
-    The other half, the install and smoke test at the floor, downloads torch 2.10 and its CUDA libraries (3 GB) and
-    is `nox -s compat-floor`."""
-    at, below = describe.floor_releases(built_wheel)
-    assert (at, below) == ("2.10.0", "2.9.1")
-
-    def dry_run(torch: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
-                               str(built_wheel), f"torch=={torch}"], capture_output=True, text=True,
-                              env={"PATH": "/usr/bin:/bin", "PIP_CONSTRAINT": "/dev/null",
-                                   "PIP_DISABLE_PIP_VERSION_CHECK": "1", "HOME": str(Path.home())})
-
-    refused = dry_run(below)
-    assert refused.returncode != 0 and "ResolutionImpossible" in refused.stdout + refused.stderr
-    assert "depends on torch>=2.10" in refused.stdout + refused.stderr
-
-
-@pytest.mark.slow
-def test_the_recorded_architectures_are_torchs_own() -> None:
-    """One release read from PyPI by range requests (about 10 MB of a 900 MB wheel); `nox -s torch-archs` reads all."""
-    from ci.universe import torch_archs
-
-    read = torch_archs.read_archs("2.11.0", "aarch64")
-    assert read.sass == matrix.get_torch("2.11").archs_for("aarch64") == ("8.0", "9.0", "10.0", "11.0", "12.0")
-    assert read.fetched < 64 * 2**20

@@ -23,7 +23,6 @@ from ci import wheelmeta
 from ci.errors import UsageError
 from ci.release import assembly, install_lines, plan
 from ci.release.manifest import Manifest, ReleaseFile, index_name
-from ci.toolchain import envs
 
 PROJECT = "farm-probe-classic"
 DIST = "farm_probe_classic"
@@ -138,31 +137,5 @@ def test_old_scheme_trades_a_torch_2_10_users_torch_for_2_9(tmp_path: Path, pypi
     assert outcome.wheel == f"{DIST}-{VERSION}+pt29cu124-{TAG}.whl" and outcome.torch == "2.9.1"
 
 
-@pytest.mark.extended  # about 60 s: three torch resolutions from PyPI's metadata, five venvs
-def test_new_scheme_lines_give_each_torch_its_build_and_keep_the_installed_torch(
-        tmp_path: Path, pypi: install_lines.PyPIView, monkeypatch: pytest.MonkeyPatch) -> None:
-    out = tmp_path / "release"
-    manifest = release(out, [("2.9.1", "cu124", "12.4"), ("2.10.0", "cu124", "12.4"), ("2.13.0", "cu130", "13.0")],
-                       per_torch=True)
-    torch_envs = [envs.PythonEnv(TORCH_ENV)] if (TORCH_ENV / "bin" / "python").is_file() else []
-    results = install_lines.check_install_lines(out, manifest, torch_envs=torch_envs, pypi_url=pypi.upstream)
-    fresh = {k: v for k, v in results.items() if " fresh " in k}
-    assert fresh == {
-        f"torch2.10-cu124 fresh {DIST}-{VERSION}+pt2.10.cu124-{TAG}.whl": "ok: pip install farm-probe-classic "
-        f"--extra-index-url {install_lines.SITE}/torch2.10-cu124 -> {DIST}-{VERSION}+pt2.10.cu124-{TAG}.whl, "
-        "torch 2.10.0 (CUDA 12.8)",
-        f"torch2.13-cu130 fresh {DIST}-{VERSION}+pt2.13.cu130-{TAG}.whl": "ok: pip install farm-probe-classic "
-        f"--extra-index-url {install_lines.SITE}/torch2.13-cu130 -> {DIST}-{VERSION}+pt2.13.cu130-{TAG}.whl, "
-        "torch 2.13.0 (CUDA 13.0)",
-        f"torch2.9-cu124 fresh {DIST}-{VERSION}+pt2.9.cu124-{TAG}.whl": "ok: pip install farm-probe-classic "
-        f"--extra-index-url {install_lines.SITE}/torch2.9-cu124 -> {DIST}-{VERSION}+pt2.9.cu124-{TAG}.whl, "
-        "torch 2.9.1 (CUDA 12.8)",
-    }
-    keep = {k: v for k, v in results.items() if " keep-torch " in k}
-    assert keep[f"torch2.10-cu124 keep-torch {DIST}-{VERSION}+pt2.10.cu124-{TAG}.whl"].endswith(
-        "keeps torch 2.10.0+cu128 (a stand-in torch (metadata only))")
-    if torch_envs:  # a real torch 2.13.0+cpu, seen through a layered venv
-        assert keep[f"torch2.13-cu130 keep-torch {DIST}-{VERSION}+pt2.13.cu130-{TAG}.whl"].endswith(
-            f"keeps torch 2.13.0+cpu (a CPU-only torch over {TORCH_ENV.name})")
     # The old lines' failure is named in one line: the torch 2.10 user's line without the torch pin, over the
     # old index, picks 2.9's build.

@@ -311,24 +311,6 @@ def run_ci(*args: str) -> subprocess.CompletedProcess[str]:
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
-def test_assemble_writes_a_release_folder_from_workflow_artifacts(tmp_path: Path,
-                                                                  fusedops: project.ProjectConfig) -> None:
-    build_artifacts(tmp_path / "artifacts", fusedops)
-    fake_sdist(tmp_path / "sdist", "fusedops", VERSION)
-    out = tmp_path / "release"
-    result = run_ci("release", "--assemble", str(tmp_path / "artifacts"), "--sdist-dir", str(tmp_path / "sdist"),
-                    "--out", str(out), "--tag", "v0.1.0", "--no-audit")
-    assert result.returncode == 0, result.stdout
-    manifest = assembly.verify_release(out)
-    # One wheel per cell on x86_64, on aarch64 where the cell has it, and on Windows.
-    expected = sum(1 + c.aarch64 + (c.windows is not None) for c in RELEASED_CELLS)
-    assert manifest.tag == "v0.1.0" and len(manifest.wheels) == expected
-    assert all(dict(f.checks)["index-install"].startswith("ok") for f in manifest.wheels)
-    assert all(dict(f.checks)["extra-index"].startswith("ok") for f in manifest.wheels)
-    notes = (out / "release-notes.md").read_text()
-    assert "--extra-index-url" in notes and "/cu128" in notes
-
-
 def test_release_without_a_mode_says_which_to_pick() -> None:
     result = run_ci("release")
     assert result.returncode == 2

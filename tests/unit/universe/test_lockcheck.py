@@ -128,12 +128,6 @@ def index() -> lockcheck.Index:
     return found
 
 
-@pytest.mark.parametrize("name", pins.all_locks())
-def test_every_lock_installs_from_wheels_wherever_it_is_used(name: str, index: lockcheck.Index) -> None:
-    problems = lockcheck.check([name], index)
-    assert not problems, "\n".join(map(str, problems))
-
-
 def test_each_lock_is_compiled_for_its_oldest_python(monkeypatch: pytest.MonkeyPatch) -> None:
     """uv's universal resolution holds from --python-version up; without it, from the running interpreter up."""
     commands: list[list[str]] = []
