@@ -128,6 +128,11 @@ def on_interrupt(cleanup: Callable[[], None]) -> Iterator[None]:
 # --- running ---------------------------------------------------------------------------------
 
 
+def path_with(*folders: str | Path) -> str:
+    """A child's PATH: ``folders`` first, then this process's PATH."""
+    return os.pathsep.join([*(str(f) for f in folders), os.environ.get("PATH", "")])
+
+
 def child_environ(env: Mapping[str, str] | None, unset: Collection[str] = ()) -> dict[str, str] | None:
     """A child's environment: this process's, less ``unset``, plus ``env`` (None: inherit it unchanged)."""
     if env is None and not unset:

@@ -335,7 +335,7 @@ def _build_in_container(job: ContainerBuild) -> report.BuildReport:
             env = cibuildwheel_env(job, python, volume, images.host_ca_bundle())
             # cibuildwheel calls `docker`; give it the client the farm chose.
             docker_dir = str(Path(images.docker_cli()).parent)
-            env["PATH"] = os.pathsep.join([docker_dir, os.environ.get("PATH", "")])
+            env["PATH"] = proc.path_with(docker_dir)
             source = stage / "source"
             project_source.sync_source(target.project.root, source, (job.outputs.build_root, job.outputs.wheelhouse))
             output = stage / "build-output.log"

@@ -52,7 +52,7 @@ class InstalledToolkit:
 
     def env(self) -> dict[str, str]:
         """Environment for a build that must use only this toolkit."""
-        path = os.pathsep.join([str(self.cuda_home / "bin"), os.environ.get("PATH", "")])
+        path = proc.path_with(self.cuda_home / "bin")
         return {"CUDA_HOME": str(self.cuda_home), "CUDA_PATH": str(self.cuda_home), "PATH": path}
 
 
