@@ -84,7 +84,7 @@ def docker_cli() -> str:
     it built in. ``FARM_DOCKER`` wins; otherwise the first suitable ``docker``
     on PATH.
     """
-    chosen = env_path("FARM_DOCKER", kind="executable")
+    chosen = env_path("FARM_DOCKER", settings.current().environ, kind="executable")
     if chosen:
         if not _probe([chosen, "version", "--format", "{{.Client.Version}}"]).stdout.strip():
             raise UsageError("FARM_DOCKER is not a usable docker client", chosen,

@@ -27,7 +27,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ci import fsutil, proc
+from ci import fsutil, proc, settings
 from ci.errors import CommandFailed, MissingRequirement, UsageError, env_path
 from ci.log import log
 from ci.toolenv import cache_root
@@ -203,7 +203,7 @@ def ensure_toolkit_libraries(cell: shapes.Cell, names: tuple[str, ...]) -> Path 
 
 def preinstalled(cell: shapes.Cell) -> InstalledToolkit | None:
     """``FARM_CUDA_HOME``: a toolkit installed by other means (inside a builder image)."""
-    home = env_path("FARM_CUDA_HOME", kind="folder")
+    home = env_path("FARM_CUDA_HOME", settings.current().environ, kind="folder")
     if home is None:
         return None
     cuda_home = Path(home)
