@@ -47,13 +47,13 @@ def _main(argv: list[str]) -> int:
     try:
         opts = cli.parse(argv)
         settings.install(opts.settings)  # for the modules below that read a setting through settings.current()
-        if "--show-settings" in leading or errors.debug_enabled():
+        if "--show-settings" in leading or errors.debug_enabled(os.environ):
             for line in opts.settings.lines():
                 log.info(line)
         cli.validate(opts)
         return int(cli.COMMANDS[opts.command].run(opts))
     except errors.FarmError as exc:
-        if errors.debug_enabled():
+        if errors.debug_enabled(os.environ):
             traceback.print_exc()
         if exc.details:
             log.results.print(exc.details, markup=False)
@@ -66,13 +66,13 @@ def _main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         return errors.EXIT_SIGINT
     except ModuleNotFoundError as exc:
-        if errors.debug_enabled():
+        if errors.debug_enabled(os.environ):
             traceback.print_exc()
         _last_line(f"a tool the farm needs is not installed ({exc.name}): run the farm through nox, or pip install "
                   "--require-hashes -r ci/requirements/farm.txt")
         return errors.EXIT_MISSING
     except Exception as exc:
-        if errors.debug_enabled():
+        if errors.debug_enabled(os.environ):
             traceback.print_exc()
         _last_line(f"internal error in the farm ({type(exc).__name__}: {exc}): rerun with --traceback (or "
                   "FARM_DEBUG=1) and report it")

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Mapping
 
 EXIT_COMMAND = 1
 EXIT_USAGE = 2
@@ -98,20 +99,20 @@ class Interrupted(BaseException):
         return known.get(self.signum, 128 + self.signum)
 
 
-def debug_enabled(env: os._Environ[str] | dict[str, str] | None = None) -> bool:
-    """``FARM_DEBUG=1`` shows tracebacks (the ``--traceback`` switch sets it)."""
-    value = (os.environ if env is None else env).get("FARM_DEBUG", "")
+def debug_enabled(env: Mapping[str, str]) -> bool:
+    """``FARM_DEBUG=1`` in ``env`` (the entry's process environment) shows tracebacks (the ``--traceback`` switch
+    sets it)."""
+    value = env.get("FARM_DEBUG", "")
     return value.strip().lower() in ("1", "true", "yes", "on")
 
 
-def env_path(name: str, *, must_exist: bool = True, kind: str = "folder",
-             env: dict[str, str] | None = None) -> str | None:
-    """Read a path from an environment variable, validated where it is read.
+def env_path(name: str, env: Mapping[str, str], *, must_exist: bool = True, kind: str = "folder") -> str | None:
+    """Read a path from the variable ``name`` of ``env`` (the environment the entry read), validated here.
 
     Returns None when the variable is unset or empty. ``kind`` is ``folder``,
     ``file`` or ``executable``.
     """
-    value = (os.environ if env is None else env).get(name, "").strip()
+    value = env.get(name, "").strip()
     if not value:
         return None
     if must_exist:

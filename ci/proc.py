@@ -24,7 +24,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -128,6 +128,18 @@ def on_interrupt(cleanup: Callable[[], None]) -> Iterator[None]:
 # --- running ---------------------------------------------------------------------------------
 
 
+def path_with(*folders: str | Path) -> str:
+    """A child's PATH: ``folders`` first, then this process's PATH."""
+    return os.pathsep.join([*(str(f) for f in folders), os.environ.get("PATH", "")])
+
+
+def child_environ(env: Mapping[str, str] | None, unset: Collection[str] = ()) -> dict[str, str] | None:
+    """A child's environment: this process's, less ``unset``, plus ``env`` (None: inherit it unchanged)."""
+    if env is None and not unset:
+        return None
+    return {**{k: v for k, v in os.environ.items() if k not in unset}, **(env or {})}
+
+
 def spawn(
     cmd: Sequence[str | Path],
     *,
@@ -138,8 +150,10 @@ def spawn(
     stdin: int | None = None,
     foreground: bool = False,
     log: bool = True,
+    unset: Collection[str] = (),
 ) -> subprocess.Popen[str]:
-    """Start ``cmd`` (registered, so signals stop it). ``foreground`` keeps the terminal (interactive shells)."""
+    """Start ``cmd`` (registered, so signals stop it). ``foreground`` keeps the terminal (interactive shells).
+    ``env`` adds to this process's environment; ``unset`` names variables the child does not inherit."""
     args = [str(c) for c in cmd]
     if log:
         log_command(args, env, cwd)
@@ -152,7 +166,7 @@ def spawn(
             kwargs["start_new_session"] = True
     try:
         child: subprocess.Popen[str] = subprocess.Popen(  # type: ignore[misc]
-            args, env=None if env is None else {**os.environ, **env}, cwd=cwd, text=True,
+            args, env=child_environ(env, unset), cwd=cwd, text=True,
             stdout=stdout, stderr=stderr, stdin=stdin, errors="replace", **kwargs,  # type: ignore[call-overload]
         )
     except FileNotFoundError:
@@ -194,6 +208,7 @@ def run(
     foreground: bool = False,
     log: bool = True,
     input_text: str | None = None,
+    unset: Collection[str] = (),
     tee: Path | None = None,
     hide: Callable[[str], bool] | None = None,
     stop_when: Callable[[str], FarmError | None] | None = None,
@@ -206,15 +221,17 @@ def run(
     own clean-up on an interrupt never stalls on us; the caller reads the file afterwards (``capture`` is ignored).
     ``stop_when`` (with ``tee``) sees each line as it comes: the first error it returns stops the child's whole
     tree at once and is raised (a build going the wrong way is not left to run for half an hour); ``poll`` (with
-    ``tee``) is asked the same about the child's files ten times a second.
+    ``tee``) is asked the same about the child's files ten times a second. ``unset``: variables the child does
+    not inherit.
     """
     args = [str(c) for c in cmd]
     if tee is not None:
-        return _run_teed(args, tee, hide, stop_when, poll, env=env, cwd=cwd, check=check, what=what, hint=hint,
-                         log=log)
+        return _run_teed(args, tee, hide, stop_when, poll, env=env, unset=unset, cwd=cwd, check=check, what=what,
+                         hint=hint, log=log)
     pipe = subprocess.PIPE if capture else None
     child = spawn(args, env=env, cwd=cwd, stdout=pipe, stderr=pipe,
-                  stdin=subprocess.PIPE if input_text is not None else None, foreground=foreground, log=log)
+                  stdin=subprocess.PIPE if input_text is not None else None, foreground=foreground, log=log,
+                  unset=unset)
     try:
         out, err = child.communicate(input=input_text)
     finally:
@@ -229,7 +246,7 @@ def run(
 
 def _run_teed(args: list[str], tee: Path, hide: Callable[[str], bool] | None,
               stop_when: Callable[[str], FarmError | None] | None, poll: Callable[[], FarmError | None] | None,
-              *, env: Mapping[str, str] | None,
+              *, env: Mapping[str, str] | None, unset: Collection[str] = (),
               cwd: Path | None, check: bool, what: str, hint: str, log: bool) -> subprocess.CompletedProcess[str]:
     tee.parent.mkdir(parents=True, exist_ok=True)
     done = threading.Event()
@@ -262,8 +279,8 @@ def _run_teed(args: list[str], tee: Path, hide: Callable[[str], bool] | None,
                 done.wait(0.1)
 
     with tee.open("w", encoding="utf-8") as writer:
-        child = spawn(args, env=env, cwd=cwd, stdout=writer, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                      log=log)
+        child = spawn(args, env=env, unset=unset, cwd=cwd, stdout=writer, stderr=subprocess.STDOUT,
+                      stdin=subprocess.DEVNULL, log=log)
         echo = threading.Thread(target=follow, name="farm-tee", daemon=True)
         echo.start()
         try:

@@ -39,6 +39,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
+from ci import settings
 from ci.errors import UsageError
 
 #: 1980-01-01, the oldest time a zip entry can hold.
@@ -114,7 +115,7 @@ def read_metadata(path: Path) -> dict[str, list[str]]:
 
 
 def source_date_epoch() -> int:
-    value = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    value = settings.value("SOURCE_DATE_EPOCH") or ""
     if value:
         if not value.isdigit():
             raise UsageError("SOURCE_DATE_EPOCH is not a whole number of seconds", value,

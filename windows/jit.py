@@ -122,11 +122,9 @@ def run(command: Sequence[str], env: Mapping[str, str], *, windows: bool) -> int
     """Run the user's command in ``env`` (added to this process's environment) and return its exit status."""
     full = caller_environ({**os.environ, **env})
     cmd = resolve_program(command, full.get("PATH", ""), windows=windows)
-    # proc.run starts a child with os.environ plus ``env``: what only the farm's process had goes first (this
-    # process runs nothing else after the command).
-    for name in [k for k in os.environ if k not in full]:
-        del os.environ[name]
-    return proc.run(cmd, env=full, check=False, foreground=True).returncode
+    # proc.run starts a child with os.environ plus ``env``: what only the farm's process had is left out.
+    unset = [k for k in os.environ if k not in full]
+    return proc.run(cmd, env=full, unset=unset, check=False, foreground=True).returncode
 
 
 def main(cuda: str, command: Sequence[str], *, toolset: str | None = None, print_env: bool = False,

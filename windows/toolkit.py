@@ -42,7 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
 from urllib.parse import urlparse
 
-from ci import proc, toolenv
+from ci import proc, settings, toolenv
 from ci.errors import CommandFailed, MissingRequirement, UsageError, env_path
 from ci.log import log
 from ci.toolchain import toolkit as linux_toolkit
@@ -388,14 +388,15 @@ def ensure(cell: shapes.Cell, *, install: bool = False) -> WindowsToolkit:  # pr
     """The cell's toolkit on this Windows host: FARM_CUDA_HOME, the pinned wheels (installed on first use), or
     NVIDIA's installer's CUDA 12 (installed only when ``install``: ``python -m ci toolkit``; a build never changes
     the machine)."""
-    home = env_path("FARM_CUDA_HOME", kind="folder")
+    home = env_path("FARM_CUDA_HOME", settings.current().environ, kind="folder")
     if home is not None:
         return checked(cell, Path(home), "FARM_CUDA_HOME", _nvcc_version)
     facts = cell.windows
     if facts is None:
         raise UsageError(f"cell {cell.name} has no Windows facts", cell.cuda, "add them in ci/universe/matrix.py")
     if facts.toolkit == "nvidia-installer":
-        return ensure_installer(cell, env=os.environ, tools=toolenv.cache_root() / "tools", install=install)
+        return ensure_installer(cell, env=settings.current().environ, tools=toolenv.cache_root() / "tools",
+                                install=install)
     return ensure_pypi(cell)
 
 

@@ -21,7 +21,7 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from ci import fsutil, proc, toolenv
+from ci import fsutil, proc, settings, toolenv
 from ci.errors import UsageError
 from ci.log import log
 from ci.toolchain import envs
@@ -35,7 +35,7 @@ _CUDA = re.compile(r"^cuda\s*(?::\s*[A-Za-z_\[\]. |]+)?\s*=\s*(None|['\"]([^'\"]
 
 def index_url(target: Target, env: Mapping[str, str] | None = None) -> str:
     """PyTorch's index of the CUDA build of the target's torch (cu130 for 2.11, cu128 for 2.10)."""
-    env = os.environ if env is None else env
+    env = settings.current().environ if env is None else env
     cuda = matrix.get_torch(target.torch).cuda.replace(".", "")
     override = env.get("FARM_TORCH_INDEX_URL", "").strip()
     if override:

@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PureWindowsPath
 
-from ci import proc
+from ci import proc, settings
 from ci.errors import MissingRequirement, UsageError
 
 #: Visual Studio major version -> product year (VS 2026 is 18.x).
@@ -159,7 +159,7 @@ def installed_toolsets(instances: Sequence[VsInstance], listdir: Callable[[str],
 
 def find_vswhere(env: Mapping[str, str] | None = None) -> str | None:
     """``FARM_VSWHERE``, the Visual Studio Installer's own copy, or one on PATH (choco's)."""
-    env = os.environ if env is None else env
+    env = settings.current().environ if env is None else env
     if env.get("FARM_VSWHERE", "").strip():
         return env["FARM_VSWHERE"].strip()
     base = env.get("ProgramFiles(x86)") or env.get("PROGRAMFILES(X86)") or r"C:\Program Files (x86)"

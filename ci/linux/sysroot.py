@@ -49,7 +49,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from ci import toolenv
+from ci import settings, toolenv
 from ci.errors import MissingRequirement, UsageError
 
 ENV = "FARM_SYSROOT"
@@ -72,7 +72,7 @@ def packages(gcc: str) -> tuple[str, ...]:
 
 def suite_from_env(env: Mapping[str, str] | None = None) -> str | None:
     """The sysroot's suite ``FARM_SYSROOT`` asks for (unset: bullseye), or None for ``FARM_SYSROOT=none``."""
-    env = os.environ if env is None else env
+    env = settings.current().environ if env is None else env
     value = env.get(ENV, "").strip().lower()
     if not value:
         return DEFAULT_SUITE
@@ -206,7 +206,7 @@ class Sysroot:
 
 def host_compilers(env: Mapping[str, str] | None = None) -> tuple[str, str]:
     """The C and C++ compilers a host build would use without the sysroot (``CC``/``CXX``, else gcc/g++)."""
-    env = os.environ if env is None else env
+    env = settings.current().environ if env is None else env
     found = []
     for var, default in (("CC", "gcc"), ("CXX", "g++")):
         name = env.get(var, "").strip() or default
@@ -333,7 +333,7 @@ def for_arch(arch: str, env: Mapping[str, str] | None = None) -> Sysroot | None:
     archive keyring: an Ubuntu or Fedora machine) builds against its own glibc, and one yellow line says so and
     what to install; ``FARM_SYSROOT=bullseye`` makes that an error. A failed download is always an error.
     """
-    env = os.environ if env is None else env
+    env = settings.current().environ if env is None else env
     suite = suite_from_env(env)
     if suite is None:
         return None

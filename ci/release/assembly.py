@@ -9,6 +9,7 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
+from ci import settings
 from ci.errors import UsageError
 from ci.release.manifest import MANIFEST, SUMS, Manifest, local_index, parse_sums, write_manifest
 
@@ -53,7 +54,7 @@ def write_metadata_file(wheel: Path, folder: Path, sha256: str | None = None) ->
 
 def pages_url(out: Path, env: Mapping[str, str] | None = None) -> str:
     """Where users find the indexes: the repository's GitHub Pages site, else (a dry run) the folder itself."""
-    env = os.environ if env is None else env
+    env = settings.current().environ if env is None else env
     owner, _, repo = env.get("GITHUB_REPOSITORY", "").partition("/")
     if owner and repo:
         return f"https://{owner.lower()}.github.io/{repo}"

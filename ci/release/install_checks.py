@@ -266,7 +266,7 @@ def import_test(target: Target, kind: str, *, wheel: Path, python: str, index_ur
         proc.run([env.python, "-m", "pip", "check"], env=pip_isolated_env(),
                  what="the wheel's requirements are not met in its test environment",
                  hint="a classic wheel pins its torch release; a stable-ABI wheel needs torch >= its floor")
-        run_env = {"PATH": os.pathsep.join([str(env.bin_dir), os.environ.get("PATH", "")]), "PYTHONPATH": "",
+        run_env = {"PATH": proc.path_with(env.bin_dir), "PYTHONPATH": "",
                    "FARM_LANE": f"import-{kind}", **({"CUDA_VISIBLE_DEVICES": ""} if choice and choice.hide_gpu
                                                     else {})}
         probe = proc.run([env.python, "-c", "import torch; print(torch.__version__); print(torch.cuda.is_available())"],

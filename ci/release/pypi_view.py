@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ci import settings
 from ci.errors import UsageError
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ def _ssl_context() -> ssl.SSLContext:
     """The CA bundle pip uses (``lockcheck.pip_settings``: PIP_CERT, then pip's configuration), as lockcheck."""
     from ci.universe import lockcheck
 
-    cafile = lockcheck.pip_settings().get("cert") or os.environ.get("SSL_CERT_FILE")
+    cafile = lockcheck.pip_settings().get("cert") or settings.current().environ.get("SSL_CERT_FILE")
     return ssl.create_default_context(cafile=cafile if cafile and Path(cafile).is_file() else None)
 
 

@@ -65,9 +65,12 @@ class Subject:
     pythonpath: tuple[str, ...]
     description: str
     wheel: Path | None = None
+    #: ``--quick``: every command run on it sees FARM_QUICK=1 (the project's tests shorten themselves)
+    quick: bool = False
 
     def env(self) -> dict[str, str]:
-        return {"PYTHONPATH": os.pathsep.join(self.pythonpath), "PYTHONUNBUFFERED": "1"}
+        quick = {"FARM_QUICK": "1"} if self.quick else {}
+        return {"PYTHONPATH": os.pathsep.join(self.pythonpath), "PYTHONUNBUFFERED": "1", **quick}
 
 
 def install_wheel(wheel: Path, target: Path) -> Path:
@@ -260,8 +263,9 @@ def run_gpu_lanes(target: Target, subject: Subject, *, ptx: Subject | None, lane
     config = target.project
     configured = config.commands
     fsutil.writable_dir(out, "results folder", "--out", "FARM_TEST_RESULTS")
-    if quick:
-        os.environ["FARM_QUICK"] = "1"
+    if quick:  # in the lanes' environments, not this process's
+        subject = dataclasses.replace(subject, quick=True)
+        ptx = dataclasses.replace(ptx, quick=True) if ptx is not None else None
     info = environment_report(subject)
     gpus = info["gpus"]
     assert isinstance(gpus, list)

@@ -9,7 +9,6 @@ be satisfied by the torch it is tested with.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import tempfile
 from collections.abc import Iterator
@@ -87,7 +86,7 @@ def run_command(target: Target, wheel: Path, name: str, extra_args: list[str], o
         results = out or settings.path_option(None, "FARM_TEST_RESULTS", config.root / "test-results")
         results.mkdir(parents=True, exist_ok=True)
         cmd = [*_command_line(env, command, results, wheel, config.root), *extra_args]
-        run_env = {"PATH": os.pathsep.join([str(env.bin_dir), os.environ.get("PATH", "")]), "PYTHONPATH": "",
+        run_env = {"PATH": proc.path_with(env.bin_dir), "PYTHONPATH": "",
                    "FARM_LANE": name}
         _run(cmd, command, name, config.root, run_env)
     return 0
@@ -117,7 +116,7 @@ def run_cpu_tests(target: Target, wheel: Path) -> int:
     if target.cross:
         return run_emulated(target, wheel)
     with clean_env(target, wheel, "test") as env, tempfile.TemporaryDirectory(prefix="farm-out-") as out:
-        run_env = {"PATH": os.pathsep.join([str(env.bin_dir), os.environ.get("PATH", "")]), "PYTHONPATH": ""}
+        run_env = {"PATH": proc.path_with(env.bin_dir), "PYTHONPATH": ""}
         for name, command in (("smoke", config.commands.smoke), ("test", config.commands.test)):
             if command is None:
                 # The key name in brackets is text, not markup (it printed as "( test)").

@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 from pathlib import Path
 
-from ci import proc
+from ci import proc, settings
 from ci.errors import UsageError
 from ci.toolchain import toolkit
 
@@ -53,7 +52,7 @@ def launcher_env(launcher: str, tk: toolkit.InstalledToolkit | None, folder: Pat
 
 def remote_cache_env() -> dict[str, str]:
     """FARM_CCACHE_REMOTE (ccache's remote storage URL: http://, redis://, file://) for every compile."""
-    remote = os.environ.get("FARM_CCACHE_REMOTE", "").strip()
+    remote = settings.value("FARM_CCACHE_REMOTE") or ""
     if not remote:
         return {}
     if not re.match(r"^(https?|redis|rediss|file)://", remote):
@@ -64,7 +63,7 @@ def remote_cache_env() -> dict[str, str]:
 
 def cache_enabled() -> bool:
     """FARM_CCACHE=off turns the compiler cache off everywhere (reproducibility checks, cold timings)."""
-    value = os.environ.get("FARM_CCACHE", "on").strip().lower()
+    value = settings.current().environ.get("FARM_CCACHE", "on").strip().lower()
     if value not in ("on", "off", "1", "0", "true", "false", "yes", "no"):
         raise UsageError("FARM_CCACHE must be on or off", value, "set FARM_CCACHE=on or FARM_CCACHE=off")
     return value in ("on", "1", "true", "yes")

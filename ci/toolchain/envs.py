@@ -25,7 +25,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from ci import fsutil, proc, toolenv
+from ci import fsutil, proc, settings, toolenv
 from ci.errors import MissingRequirement, UsageError
 from ci.log import log
 from ci.universe import pins, shapes
@@ -73,7 +73,7 @@ def find_interpreter(version: str, env: Mapping[str, str] | None = None) -> Path
     """A working CPython ``version``: ``FARM_PYTHON_3_12`` (a path), the running interpreter, ``python3.12`` on
     PATH, a pyenv installation, or ``py -3.12`` on Windows. Each candidate is run once: a pyenv shim of a
     version that is installed but not selected fails, and the next candidate is tried."""
-    env = os.environ if env is None else env
+    env = settings.current().environ if env is None else env
     variable = "FARM_PYTHON_" + version.replace(".", "_")
     explicit = env.get(variable, "").strip()
     if explicit:

@@ -27,7 +27,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ci import fsutil, proc
+from ci import fsutil, proc, settings
 from ci.errors import CommandFailed, MissingRequirement, UsageError, env_path
 from ci.log import log
 from ci.toolenv import cache_root
@@ -52,7 +52,7 @@ class InstalledToolkit:
 
     def env(self) -> dict[str, str]:
         """Environment for a build that must use only this toolkit."""
-        path = os.pathsep.join([str(self.cuda_home / "bin"), os.environ.get("PATH", "")])
+        path = proc.path_with(self.cuda_home / "bin")
         return {"CUDA_HOME": str(self.cuda_home), "CUDA_PATH": str(self.cuda_home), "PATH": path}
 
 
@@ -203,7 +203,7 @@ def ensure_toolkit_libraries(cell: shapes.Cell, names: tuple[str, ...]) -> Path 
 
 def preinstalled(cell: shapes.Cell) -> InstalledToolkit | None:
     """``FARM_CUDA_HOME``: a toolkit installed by other means (inside a builder image)."""
-    home = env_path("FARM_CUDA_HOME", kind="folder")
+    home = env_path("FARM_CUDA_HOME", settings.current().environ, kind="folder")
     if home is None:
         return None
     cuda_home = Path(home)

@@ -22,7 +22,6 @@ import dataclasses
 import functools
 import html.parser
 import json
-import os
 import re
 import ssl
 import subprocess
@@ -48,6 +47,7 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
+from ci import settings as farm_settings
 from ci.errors import CommandFailed, UsageError
 from ci.universe import pins
 
@@ -253,9 +253,10 @@ def pip_settings() -> dict[str, str]:
         if m and m.group(1) in rank and rank[m.group(1)] >= best.get(m.group(2), -1):
             best[m.group(2)] = rank[m.group(1)]
             settings[m.group(2)] = m.group(3)
+    environ = farm_settings.current().environ  # the environment the entry read (pip's own variables)
     for key, variable in (("index-url", "PIP_INDEX_URL"), ("cert", "PIP_CERT")):
-        if os.environ.get(variable, "").strip():
-            settings[key] = os.environ[variable].strip()
+        if environ.get(variable, "").strip():
+            settings[key] = environ[variable].strip()
     return settings
 
 

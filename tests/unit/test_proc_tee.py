@@ -78,3 +78,14 @@ def test_a_poll_stops_the_child_on_what_it_writes(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=r"own flags \(-arch=sm_80\)"):
         proc.run([sys.executable, "-c", script], tee=tmp_path / "out.log", poll=poll, log=False)
     assert "never" not in (tmp_path / "out.log").read_text()
+
+
+def test_unset_variables_do_not_reach_the_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``unset``: the child does not inherit them; this process keeps them (workflows lint hides GH_TOKEN)."""
+    monkeypatch.setenv("CEF_TEST_SECRET", "s")
+    code = "import os; print(os.environ.get('CEF_TEST_SECRET', '-'), os.environ.get('CEF_TEST_ADDED'))"
+    out = proc.run([sys.executable, "-c", code], env={"CEF_TEST_ADDED": "a"}, unset=("CEF_TEST_SECRET",),
+                   capture=True, log=False).stdout.split()
+    assert out == ["-", "a"]
+    assert os.environ["CEF_TEST_SECRET"] == "s"
+    assert proc.child_environ(None) is None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 import zipfile
 from pathlib import Path
@@ -104,3 +105,21 @@ def test_a_cpu_torch_stops_the_lanes_before_any_runs(tmp_path: Path, by_cuda: di
         "error: the GPU lanes need a CUDA build of torch (torch 2.11.0+cpu has none) ("), caught.value.line()
     assert "install a CUDA 13 build of torch (https://download.pytorch.org/whl/cu130)" in caught.value.line()
     assert not (out / "summary.json").exists() and not list(out.glob("junit-*.xml"))  # no lane ran
+
+
+def test_quick_reaches_the_lanes_environment_not_this_process(tmp_path: Path, by_cuda: dict[str, targets.Target],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """--quick is FARM_QUICK=1 in every command run on the subject; the farm's own environment stays as it was."""
+    monkeypatch.delenv("FARM_QUICK", raising=False)
+    assert gpu_lanes.Subject(Path(sys.executable), (), "x", quick=True).env()["FARM_QUICK"] == "1"
+    assert "FARM_QUICK" not in gpu_lanes.Subject(Path(sys.executable), (), "x").env()
+    stand_in = tmp_path / "cpu-torch" / "torch"
+    stand_in.mkdir(parents=True)
+    (stand_in / "__init__.py").write_text("from . import cuda, version\n__version__ = '2.11.0+cpu'\n")
+    (stand_in / "version.py").write_text("cuda = None\n")
+    (stand_in / "cuda.py").write_text("def is_available():\n    return False\n")
+    subject = gpu_lanes.Subject(Path(sys.executable), (str(stand_in.parent),), "stand-in",
+                                wheel_with_record(tmp_path / "wheel", "13.0"))
+    with pytest.raises(MissingRequirement):
+        gpu_lanes.run_gpu_lanes(by_cuda["13.0"], subject, ptx=None, lanes=["default"], quick=True, out=tmp_path / "o")
+    assert "FARM_QUICK" not in os.environ
