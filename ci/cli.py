@@ -167,6 +167,10 @@ def translate(argv: Sequence[str], *, notes: bool = True) -> list[str]:
 # --- parse and resolve ------------------------------------------------------------------------------------------
 
 
+#: Selection options whose empty value (`--cuda ''`, a variable that expanded to nothing) is refused.
+EMPTY_REFUSED = (("cuda", "--cuda 13.0"), ("torch", "--torch 2.11"), ("python", "--python 3.12"))
+
+
 def parse(argv: Sequence[str], *, cwd: Path | None = None, prog: str | None = None,
           environ: Mapping[str, str] | None = None, notes: bool = True) -> options.Options[Any]:
     """Parse ``argv`` (``[command, *args]``) and resolve its settings into the frozen options; raises UsageError with
@@ -191,6 +195,11 @@ def parse(argv: Sequence[str], *, cwd: Path | None = None, prog: str | None = No
     if arch_list is not None and not arch_list.strip():
         raise UsageError("--arch-list is empty", repr(arch_list),
                          "give architectures such as '9.0;10.0+PTX', or leave the option out for the target's own")
+    for dest, example in EMPTY_REFUSED:
+        given = getattr(ns, dest, None)
+        if isinstance(given, str) and not given.strip():  # an empty value is a mistake, never "not given"
+            raise UsageError(f"--{dest.replace('_', '-')} is empty", repr(given),
+                             f"give one ({example}), or leave the option out")
     resolved = settings.resolve(environ, _flags(command, ns))
     if command.traits.compiles and resolved.source("MAX_JOBS") == "env":
         try:

@@ -233,6 +233,17 @@ def value(name: str) -> str | None:
     return current().get(name)
 
 
+def entry(command: str, args: str = "") -> str:
+    """How the user runs ``command`` (with ``args``) the way they ran the farm: ``cuda-ext-farm build --cpu`` from the
+    installed command, ``nox -s build -- --cpu`` in the farm's checkout, else ``python -m ci build --cpu``; hints
+    name this, never a file of the farm."""
+    resolved = current()
+    if resolved.get("FARM_STATUS_FILE"):  # run by a nox session of the farm's noxfile
+        return f"nox -s {command}" + (f" -- {args}" if args else "")
+    prog = resolved.get("FARM_PROG") or "python -m ci"
+    return f"{prog} {command}" + (f" {args}" if args else "")
+
+
 def path_option(given: str | None, variable: str, default: Path) -> Path:
     """The one cascade for folders: option, else environment variable, else default."""
     chosen = given or value(variable)

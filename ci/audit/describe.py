@@ -36,6 +36,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from ci import settings
 from ci.audit import gpu_code
 from ci.audit.checks import Check
 
@@ -337,5 +338,6 @@ def floor_releases(wheel: Path) -> tuple[str, str]:
     index = releases.index(at) if at in releases else 0
     if index == 0:
         raise UsageError("no torch release below the floor is known", at,
-                "add it to TORCH_RELEASES in ci/universe/matrix.py")
+                f"a newer farm knows more torch releases ({settings.entry('adopt-torch', '--check')} in the farm's "
+                "checkout says what PyPI has that this one lacks)")
     return at, releases[index - 1]

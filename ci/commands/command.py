@@ -123,6 +123,8 @@ def output_args(parser: argparse.ArgumentParser) -> None:
 
 def no_built_wheel(target_id: str, folder: object) -> Exception:
     """The one refusal of a command that needs the target's wheel and finds none."""
+    from ci import settings
     from ci.errors import UsageError
 
-    return UsageError(f"no built wheel of {target_id}", folder, "build it first (nox -s build) or pass --wheel PATH")
+    return UsageError(f"no built wheel of {target_id}", folder,
+                      f"build it first ({settings.entry('build')}) or pass --wheel PATH")

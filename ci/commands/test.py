@@ -34,9 +34,25 @@ def target_and_wheel(opts: Options[Any], wheel: str | None) -> tuple[Target, Pat
     outputs = tail.Outputs.resolve(target.project.root, opts.wheelhouse, opts.build_dir,
                                    target.project.normalized_name)
     found = Path(wheel) if wheel else tail.find_wheel(outputs, target)
+    if found is None and not wheel and opts.selection.empty:
+        # Nothing selected: the wheel that was built (`build --cpu`, another Python) rather than a refusal for the
+        # default target's, which was not.
+        target, found = tail.find_built(outputs, built_candidates(target))
     if found is None:
         raise no_built_wheel(target.id, outputs.target_dir(target))
     return target, found
+
+
+def built_candidates(default: Target) -> list[Target]:
+    """The targets whose wheel an empty selection may mean, best first: the default target, its CPU build, then the
+    project's other Linux targets and their CPU builds (newest torch, then the running Python's first)."""
+    from ci.universe import shapes, targets
+
+    others = sorted(targets.platform_targets(default.project, "linux"),
+                    key=lambda t: (shapes.version_key(t.torch), t.python == targets.current_python(),
+                                   shapes.version_key(t.python)), reverse=True)
+    ordered = [default, *(t for t in others if t.id != default.id)]
+    return [variant for t in ordered for variant in (t, dataclasses.replace(t, cpu=True))]
 
 
 def run(opts: Options[Args]) -> int:

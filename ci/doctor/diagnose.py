@@ -201,7 +201,7 @@ def run(index: str, env: str | None = None, python: str | None = None, as_json: 
         missing = [p for p, vs in report.projects.items() if not (vs and vs[0].fits)]
         raise FarmError(f"no wheel of {', '.join(missing)} fits this machine", folder,
                         "each wheel's reasons are above: install the torch, Python or driver a wheel needs, or build "
-                        "one for this machine (nox -s build)", exit_code=1)
+                        f"one for this machine ({settings.entry('build')})", exit_code=1)
     return 0
 
 

@@ -37,7 +37,7 @@ from packaging.tags import Tag
 from packaging.utils import InvalidWheelFilename, NormalizedName, parse_wheel_filename
 from packaging.version import Version
 
-from ci import wheelmeta
+from ci import settings, wheelmeta
 from ci.audit import describe
 from ci.errors import UsageError
 from ci.release import index
@@ -130,7 +130,7 @@ def list_index(folder: Path) -> tuple[str, list[Listed]]:
     found = [f for f in found if f.file.endswith(".whl")]
     if not found:
         raise UsageError(f"the {shape} holds no wheels", folder, "name the folder of a build or release that wrote "
-                         "wheels (nox -s build-all, nox -s release)")
+                         f"wheels ({settings.entry('build-all')}, {settings.entry('release', 'dry-run')})")
     return shape, found
 
 

@@ -19,7 +19,7 @@ import shutil
 import time
 from pathlib import Path
 
-from ci import fsutil, proc
+from ci import fsutil, proc, settings
 from ci.build import failure, project_source, tail
 from ci.errors import CommandFailed, UsageError
 from ci.linux import host as build
@@ -78,7 +78,7 @@ def develop(
     config = target.project
     if not (config.root / "setup.py").is_file():
         raise UsageError("develop builds in place with setup.py, which the project lacks", config.root,
-                         "use nox -s build (a wheel) for projects without a setup.py")
+                         f"use {settings.entry('build')} (a wheel) for projects without a setup.py")
     cpu = target.cpu
     tk = None if cpu else toolkit.ensure_toolkit(target.cell)
     env = envs.target_env(target)

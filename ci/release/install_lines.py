@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ci import settings
 from ci.errors import CommandFailed, UsageError
 from ci.release.install_checks import pip_isolated_env
 from ci.release.manifest import Manifest, ReleaseFile
@@ -107,8 +108,8 @@ def stable_torch(cuda_major: int, floor: str) -> tuple[str | None, str]:
             if r.cuda_major == cuda_major and shapes.version_key(r.version) >= shapes.version_key(floor)]
     if not fits:
         raise UsageError(f"no torch on PyPI is a CUDA {cuda_major} build of torch {shapes.minor_of(floor)} or newer",
-                         floor, "such a variant's users get torch from PyTorch's own index; add the release to "
-                         "TORCH_RELEASES in ci/universe/matrix.py if PyPI has one")
+                         floor, "such a variant's users get torch from PyTorch's own index; if PyPI has one, a "
+                         f"newer farm knows it ({settings.entry('adopt-torch', '--check')} says what PyPI has)")
     newest = max(fits, key=lambda r: shapes.version_key(r.version))
     overall = max(matrix.TORCH_RELEASES, key=lambda r: shapes.version_key(r.version))
     if newest == overall:

@@ -38,7 +38,7 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from ci import fsutil, options, proc
+from ci import fsutil, options, proc, settings
 from ci.errors import CommandFailed, MissingRequirement, UsageError
 from ci.log import log
 from ci.universe import project_commands
@@ -75,7 +75,8 @@ class Subject:
 
 def install_wheel(wheel: Path, target: Path) -> Path:
     if not wheel.is_file():
-        raise UsageError("wheel file does not exist", wheel, "build it (nox -s build) or pass --wheel PATH")
+        raise UsageError("wheel file does not exist", wheel,
+                         f"build it ({settings.entry('build')}) or pass --wheel PATH")
     proc.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet", "--target",
               str(target), str(wheel)], what="installing the wheel under test failed")
     return target
@@ -277,7 +278,8 @@ def run_gpu_lanes(target: Target, subject: Subject, *, ptx: Subject | None, lane
         check_torch(environment_report(ptx), ptx, target)
     if not gpus:
         raise MissingRequirement("no CUDA GPU is visible", f"torch {info['torch']}",
-                                 "run test-gpu on a machine with a GPU; on CPU-only machines run nox -s tests")
+                                 "run test-gpu on a machine with a GPU; on CPU-only machines run the CPU tests: "
+                                 f"{settings.entry('test')}")
     results: list[LaneResult] = []
     root = config.root
     if "default" in lanes:
@@ -297,7 +299,8 @@ def run_gpu_lanes(target: Target, subject: Subject, *, ptx: Subject | None, lane
     if "ptx-jit" in lanes:
         if ptx is None:
             results.append(LaneResult("ptx-jit", status="skipped",
-                                      detail="pass --ptx-wheel (build one: nox -s build -- --arch-list 8.0+PTX)"))
+                                      detail="pass --ptx-wheel (build one: "
+                                      f"{settings.entry('build', '--arch-list 8.0+PTX')})"))
         elif configured.gpu_test is None:
             results.append(not_configured("ptx-jit", "gpu-test"))
         else:

@@ -101,7 +101,7 @@ def find_interpreter(version: str, env: Mapping[str, str] | None = None) -> Path
     raise MissingRequirement(
         "no CPython interpreter of this version on the machine", version,
         f"install it (pyenv install, python.org, apt), set {variable}=/path/to/python{version}, pick another "
-        "target with --python, or build in the target's container (nox -s build-cuda)",
+        f"target with --python, or build in the target's container ({settings.entry('build-cuda')})",
     )
 
 

@@ -228,9 +228,9 @@ def ensure_toolkit(cell: shapes.Cell) -> InstalledToolkit:
         stand_in = matrix.stand_in_of(cell)
         raise MissingRequirement(
             f"cell {cell.name} takes its CUDA toolkit from {tk.kind!r} packages, which only its container image has",
-            cell.cuda, f"build it in its container: nox -s build-cuda -- {cell.cuda}"
-            + (f" (on a machine without NVIDIA's repository, its local stand-in: nox -s build-cuda -- "
-               f"{stand_in.cuda})" if stand_in is not None else ""),
+            cell.cuda, f"build it in its container: {settings.entry('build-cuda', cell.cuda)}"
+            + (f" (on a machine without NVIDIA's repository, its local stand-in: "
+               f"{settings.entry('build-cuda', stand_in.cuda)})" if stand_in is not None else ""),
         )
 
     def finish(root: Path) -> None:

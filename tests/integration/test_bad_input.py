@@ -79,9 +79,9 @@ CASES: list[tuple[list[str], dict[str, str], int, str]] = [
     (["build", "--torch", "2.10", "--cuda", "13.0"], {}, 2, "cannot be paired with torch 2.10.0"),
     (["build", "--arch-list", "sm_90"], {}, 2, "bad architecture in the arch list (sm_90)"),
     (["build", "--arch-list", "3.5"], {}, 2,
-     "architecture not supported by CUDA 13.0 (3.5): CUDA 13.0 compiles 7.5 to 12.1"),
+     "architecture not supported by CUDA 13.0 (3.5): torch extensions with CUDA 13.0 build for 7.5, 8.0,"),
     (["build-cuda", "12.4", "--arch-list", "8.0;10.0"], {}, 2,
-     "architecture not supported by CUDA 12.4 (10.0): CUDA 12.4 compiles 5.0 to 9.0"),
+     "architecture not supported by CUDA 12.4 (10.0): torch extensions with CUDA 12.4 build for 5.0, 5.2,"),
     (["build", "--project", "/nonexistent-project"], {}, 2, "--project does not exist (/nonexistent-project)"),
     (["build", "--project", "{emptydir}"], {}, 2, "no pyproject.toml or setup.py in the project folder"),
     (["build", "--project", "{badconf}"], {}, 2, "unknown key in [tool.cuda-ext-farm] of pyproject.toml (abii)"),
@@ -139,6 +139,11 @@ CASES: list[tuple[list[str], dict[str, str], int, str]] = [
     # An explicit empty list is not "the defaults"; a junk MAX_JOBS is not ignored; no abbreviated options.
     (["build", "--arch-list", ""], {}, 2, "--arch-list is empty ('')"),
     (["develop", "--arch-list", " "], {}, 2, "--arch-list is empty (' ')"),
+    (["matrix", "--cuda", ""], {}, 2, "--cuda is empty (''): give one (--cuda 13.0)"),
+    (["build", "--torch", ""], {}, 2, "--torch is empty ('')"),
+    (["test", "--python", " "], {}, 2, "--python is empty (' ')"),
+    (["build", "--arch-list", "9.9"], {}, 2, "architecture not supported by CUDA 13.0 (9.9)"),
+    (["build", "--torch", "2.99"], {}, 2, "unknown torch release (2.99): this farm knows torch"),
     (["build"], {"MAX_JOBS": "junk"}, 2, "MAX_JOBS is not a positive whole number ('junk')"),
     (["build", "--wheel", "x"], {}, 2, "unrecognized arguments: --wheel x"),
     (["build", "--project", "{curand}"], {}, 2, "toolkit-libraries names a library cell cu130 does not pin (curand): "

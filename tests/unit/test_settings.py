@@ -88,3 +88,17 @@ def test_show_settings_prints_each_value_and_where_it_came_from() -> None:
     assert any(re.match(r"TORCH_CUDA_ARCH_LIST += 9\.0 \(flag\)", line) for line in lines), lines
     assert any(re.match(r"FARM_BUILD_DIR += .* \(default\)", line) for line in lines), lines
     assert result.stdout.lstrip().startswith("{")  # the results stay alone on stdout
+
+
+@pytest.mark.parametrize(("environ", "expected"), [
+    ({"FARM_PROG": "cuda-ext-farm"}, "cuda-ext-farm build --cpu"),
+    ({"FARM_STATUS_FILE": "/tmp/status"}, "nox -s build -- --cpu"),
+    ({}, "python -m ci build --cpu"),
+])
+def test_hints_name_the_command_the_way_the_user_ran_the_farm(environ: dict[str, str], expected: str) -> None:
+    settings.install(settings.resolve(environ))
+    try:
+        assert settings.entry("build", "--cpu") == expected
+        assert settings.entry("test") == expected.removesuffix(" --cpu").removesuffix(" --").replace(" build", " test")
+    finally:
+        settings.install(None)
