@@ -100,15 +100,3 @@ def check_toolkit_libraries(chosen: tuple[targets.Target, ...]) -> None:
             raise UsageError(f"[tool.cuda-ext-farm] toolkit-libraries names a library cell {target.cell.name} does "
                              "not pin", unknown[0],
                              f"the libraries the farm can add are {', '.join(sorted(known)) or 'none'}")
-
-
-LANES = ("default", "sanitizer", "ptx-jit", "multi-gpu", "bench")
-
-
-def parse_lanes(value: str) -> list[str]:
-    lanes = [lane.strip() for lane in value.split(",") if lane.strip()]
-    unknown = sorted(set(lanes) - set(LANES))
-    if unknown or not lanes:
-        raise UsageError("unknown GPU test lane", ", ".join(unknown) or "none given",
-                         f"choose from {', '.join(LANES)}")
-    return lanes

@@ -37,9 +37,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def check(opts: Options[Any]) -> None:
-    from ci import options
+    from ci.testing.lanes import parse_lanes
 
-    options.parse_lanes(opts.args.lanes)
+    parse_lanes(opts.args.lanes)
 
 
 def run(opts: Options[Args]) -> int:
@@ -50,10 +50,11 @@ def run(opts: Options[Args]) -> int:
     from ci import options, settings
     from ci.build import tail
     from ci.testing import gpu_lanes, wheel_tests
+    from ci.testing.lanes import parse_lanes
 
     a = opts.args
     (target,) = options.resolve(opts)[:1]
-    lanes = options.parse_lanes(a.lanes)
+    lanes = parse_lanes(a.lanes)
     outputs = tail.Outputs.resolve(target.project.root, opts.wheelhouse, opts.build_dir,
                                    target.project.normalized_name)
     out = settings.path_option(a.out, "FARM_TEST_RESULTS", target.project.root / "test-results")

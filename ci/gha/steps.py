@@ -98,16 +98,10 @@ class Context:
         return targets.default_target(self.config)
 
 
-def released(found: Iterable[targets.Target]) -> tuple[targets.Target, ...]:
-    """The targets GitHub builds: a local stand-in cell (``stand_in_for``: cu124 for cu128) is what this machine
-    builds in place of a release cell whose toolkit it cannot reach; GitHub reaches it and builds the release cell."""
-    return tuple(t for t in found if not t.cell.stand_in_for)
-
-
 def context(config: ProjectConfig, farm: FarmSource, default_branch: str = "main") -> Context:
     """Every architecture's Linux targets (``targets.platform_targets``) and the Windows ones, without stand-ins."""
-    return Context(config, released(targets.platform_targets(config, "linux")),
-                   released(targets.targets_for(config, "windows")), farm, default_branch)
+    linux, windows = targets.workflow_targets(config)
+    return Context(config, linux, windows, farm, default_branch)
 
 
 def job_suffix(arch: str) -> str:

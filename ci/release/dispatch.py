@@ -88,10 +88,10 @@ class Request:
 
 def workflow_targets(config: ProjectConfig) -> tuple[Target, ...]:
     """The targets the workflows have jobs for (wheels.yml: every architecture, no local stand-in)."""
-    from ci.gha import steps
+    from ci.universe import targets
 
-    ctx = steps.context(config, steps.FarmSource())
-    return (*ctx.linux, *ctx.windows)
+    linux, windows = targets.workflow_targets(config)
+    return (*linux, *windows)
 
 
 def _not_built(config: ProjectConfig, target_id: str, known: Sequence[Target]) -> UsageError:

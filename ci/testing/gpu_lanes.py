@@ -38,14 +38,13 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from ci import fsutil, options, proc, settings
+from ci import fsutil, proc, settings
 from ci.errors import CommandFailed, MissingRequirement, UsageError
 from ci.log import log
 from ci.universe import project_commands
 from ci.universe.targets import Target
 
 SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
-LANES = options.LANES
 
 @dataclasses.dataclass
 class LaneResult:

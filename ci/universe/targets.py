@@ -398,3 +398,15 @@ def pypi_variant(config: ProjectConfig) -> str:
 
 def with_arch_list(target: Target, arch_list: str | None) -> Target:
     return dataclasses.replace(target, cell=archs.with_arch_list(target.cell, arch_list))
+
+
+def released(found: Iterable[Target]) -> tuple[Target, ...]:
+    """The targets GitHub builds: a local stand-in cell (``stand_in_for``: cu124 for cu128) is what this machine
+    builds in place of a release cell whose toolkit it cannot reach; GitHub reaches it and builds the release cell."""
+    return tuple(t for t in found if not t.cell.stand_in_for)
+
+
+def workflow_targets(config: ProjectConfig) -> tuple[tuple[Target, ...], tuple[Target, ...]]:
+    """The targets the generated workflows have jobs for: every architecture's Linux targets and the Windows ones,
+    without local stand-ins (the workflows, and dispatch.yml's plan, read this one answer)."""
+    return released(platform_targets(config, "linux")), released(targets_for(config, "windows"))
