@@ -57,9 +57,7 @@ from ci.universe.matrix import PYTORCH_INDEX
 from ci.universe.selection import select
 
 if TYPE_CHECKING:
-    from ci.release.manifest import Manifest
     from ci.universe.project import ProjectConfig
-    from ci.universe.targets import Target
 
 #: verb -> (the argument it takes, its help)
 VERBS: dict[str, tuple[str | None, str]] = {
@@ -228,25 +226,6 @@ def _default_out(opts: Options[Args], config: ProjectConfig) -> Path:
     return settings.path_option(opts.args.out, "FARM_RELEASE_DIR", outputs.build_root / "release")
 
 
-def _print_summary(manifest: Manifest, out: Path, seconds: float | None = None) -> None:
-    from rich.table import Table
-
-    from ci.log import log
-
-
-    table = Table(title=f"{manifest.project} {manifest.version}: {out}")
-    for col in ("file", "size", "sha256", "variant", "PyPI", "checks"):
-        table.add_column(col, overflow="fold")
-    for item in manifest.files:
-        checks = ", ".join(f"{k} {v.split(':')[0]}" for k, v in item.checks) or "-"
-        table.add_row(item.name, f"{item.size / 2**20:.2f} MiB", item.sha256[:16], item.variant or "-",
-                      "yes" if item.pypi else "no", checks)
-    log.result(table)
-    log.progress.print(f"variants: {', '.join(sorted(manifest.variants()))}; indexes under {out / 'index'}; "
-                       f"PyPI gets {sum(f.pypi for f in manifest.files)} files ({out / 'pypi'})"
-                       + (f"; {seconds:.0f} s" if seconds is not None else ""))
-
-
 def _cmd_dry_run(opts: Options[Args]) -> int:
     from ci.build import project_source
     from ci.log import log
@@ -255,7 +234,7 @@ def _cmd_dry_run(opts: Options[Args]) -> int:
     from ci.audit import wheel_audit
     from ci.build import tail
     from ci.linux import buildall, images
-    from ci.release import rehearsal
+    from ci.release import assembly, install_checks, rehearsal
     from ci.release.assembly import prepare_out, verify_release, write_release
     from ci.release.install_checks import check_extra_index, check_index_install
     from ci.release.install_lines import check_install_lines
@@ -331,23 +310,13 @@ def _cmd_dry_run(opts: Options[Args]) -> int:
     for released in manifest.files:
         emulated_target = by_id.get(released.target or "")
         if emulated_target is not None and emulated_target.cross:
-            imported = _emulated_import(out / "assets" / released.name, emulated_target)
+            imported = install_checks.emulated_import(out / "assets" / released.name, emulated_target)
             manifest = record_file(manifest, released.name, {"import-qemu": imported})
     write_manifest(out, manifest)
     verify_release(out)
-    _print_summary(manifest, out, time.monotonic() - started)
+    assembly.print_summary(manifest, out, time.monotonic() - started)
     log.progress.print("[green]dry run complete[/]: nothing was uploaded")
     return 0
-
-
-def _emulated_import(wheel: Path, target: Target) -> str:
-    """A linux_aarch64 wheel of the release imported under qemu-user with PyPI's aarch64 torch (ci/linux/qemu.py), as
-    the workflow's import job does natively on an arm64 runner."""
-    from ci.linux import cross, qemu
-
-    line = qemu.import_wheel(wheel, target.project.import_name, cross.ensure_torch(target.torch,
-                                                                                    cross.torch_python(target)))
-    return f"ok: {line} (qemu-aarch64, no GPU)"
 
 
 def _cmd_assemble(opts: Options[Args]) -> int:
@@ -355,6 +324,7 @@ def _cmd_assemble(opts: Options[Args]) -> int:
     from ci.log import log
     args = opts.args
     from ci import options
+    from ci.release import assembly
     from ci.release.assembly import prepare_out, verify_release, write_release
     from ci.release.install_checks import check_extra_index, check_index_install
     from ci.release.install_lines import check_install_lines
@@ -380,7 +350,7 @@ def _cmd_assemble(opts: Options[Args]) -> int:
     manifest = record_install_lines(manifest, check_install_lines(out, manifest))
     write_manifest(out, manifest)
     verify_release(out)
-    _print_summary(manifest, out)
+    assembly.print_summary(manifest, out)
     return 0
 
 

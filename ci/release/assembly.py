@@ -135,3 +135,22 @@ def verify_release(out: Path) -> Manifest:
         raise UsageError("pypi/ does not hold exactly the files meant for PyPI", out / "pypi",
                          "write the release folder again")
     return manifest
+
+
+def print_summary(manifest: Manifest, out: Path, seconds: float | None = None) -> None:
+    """The release folder as a table on stdout, and where its indexes and PyPI files are."""
+    from rich.table import Table
+
+    from ci.log import log
+
+    table = Table(title=f"{manifest.project} {manifest.version}: {out}")
+    for col in ("file", "size", "sha256", "variant", "PyPI", "checks"):
+        table.add_column(col, overflow="fold")
+    for item in manifest.files:
+        checks = ", ".join(f"{k} {v.split(':')[0]}" for k, v in item.checks) or "-"
+        table.add_row(item.name, f"{item.size / 2**20:.2f} MiB", item.sha256[:16], item.variant or "-",
+                      "yes" if item.pypi else "no", checks)
+    log.result(table)
+    log.progress.print(f"variants: {', '.join(sorted(manifest.variants()))}; indexes under {out / 'index'}; "
+                       f"PyPI gets {sum(f.pypi for f in manifest.files)} files ({out / 'pypi'})"
+                       + (f"; {seconds:.0f} s" if seconds is not None else ""))

@@ -307,3 +307,11 @@ def host_can_run(item: ReleaseFile, python: str) -> str | None:
     return None
 
 
+def emulated_import(wheel: Path, target: Target) -> str:
+    """A linux_aarch64 wheel of the release imported under qemu-user with PyPI's aarch64 torch (ci/linux/qemu.py), as
+    the workflow's import job does natively on an arm64 runner."""
+    from ci.linux import cross, qemu
+
+    line = qemu.import_wheel(wheel, target.project.import_name, cross.ensure_torch(target.torch,
+                                                                                    cross.torch_python(target)))
+    return f"ok: {line} (qemu-aarch64, no GPU)"
