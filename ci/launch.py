@@ -43,6 +43,8 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         raise SystemExit(errors.EXIT_MISSING) from None
     # Only the farm's code on the path: the tool environment's own site-packages hold the rest.
     env = {**os.environ, "PYTHONPATH": str(project.FARM_ROOT), "FARM_PROG": PROG}
+    # The user's PATH as they had it: doctor looks for their `python` there, never the tool environment's.
+    env.setdefault("FARM_CALLER_PATH", os.environ.get("PATH", ""))
     if "PYTHONPATH" in os.environ:  # the user's own, for the commands `jit` runs in their environment
         env["FARM_CALLER_PYTHONPATH"] = os.environ["PYTHONPATH"]
     argv_child = [str(python), "-m", "ci", *args]
