@@ -116,7 +116,13 @@ def test_an_abi3_target_refuses_a_per_python_wheel(tmp_path: Path) -> None:
 def test_python_selection_of_an_abi3_target_is_judged_by_its_floor(tmp_path: Path) -> None:
     config = template(tmp_path).project
     (chosen,) = select(config, Selection(python="3.10"))
-    assert chosen.python == "3.12"  # still built with the only Python the project allows
+    # Built and tested with the Python asked for (not silently 3.12); the wheel is the same cp39-abi3 one.
+    assert (chosen.python, chosen.oldest_python) == ("3.10", "3.9")
+    assert chosen.id == "tmpl-torch2.11-cu130-cp39abi3-linux_x86_64"
+    assert select(config, Selection(python="3.13"))[0].python == "3.13"
+    with pytest.raises(targets.TargetError, match=r"torch 2.11 has no wheel for the Python asked for \(3.99\): its "
+                       r"wheels are for .*\(the project's cp39-abi3 wheel serves every one of them\)"):
+        select(config, Selection(python="3.99"))
     with pytest.raises(targets.TargetError, match=r"builds abi3 wheels for CPython 3.9 and newer \(3.8\)"):
         select(config, Selection(python="3.8"))
 
