@@ -169,3 +169,17 @@ def test_coverage_takes_any_abi3_wheel_at_or_below_the_targets_python(tmp_path: 
     assert coverage.matches(f"{name}-cp312-abi3-{PLATFORM}.whl", target)
     assert not coverage.matches(f"{name}-cp313-abi3-{PLATFORM}.whl", target)  # does not install on 3.12
     assert not coverage.matches(f"{name}-cp39-cp39-{PLATFORM}.whl", target)
+
+
+def test_the_wheel_tag_failure_names_the_python_abi_key(tmp_path: Path) -> None:
+    """abi3 target, per-Python wheel (and the reverse): the fix names `python-abi` and its value."""
+    check = wheel_tag(template(tmp_path / "abi3"), "cp311-cp311")
+    assert not check.ok
+    assert ('the project has python-abi = "abi3" ([tool.cuda-ext-farm]): build with -DPy_LIMITED_API=0x03090000 '
+            'and bdist_wheel py_limited_api = "cp39", or set python-abi = "per-python"') in check.detail
+    config = write_project(tmp_path / "per", 'torch = ["2.11"]\npython = ["3.11"]\n')
+    (target,) = targets.targets_for(config)
+    (check,) = [c for c in naming.check_tags(Path(f"tmpl-0.1.0-cp311-abi3-{PLATFORM}.whl"), target)[1]
+                if c.name == "wheel-tag"]
+    assert not check.ok and 'expected cp311-cp311 for this target; the wheel is abi3 (py_limited_api): set ' \
+        'python-abi = "abi3" in [tool.cuda-ext-farm]' in check.detail
