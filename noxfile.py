@@ -28,10 +28,23 @@ from ci.universe import matrix  # noqa: E402
 REQUIREMENTS = ROOT / "ci" / "requirements"
 
 
+def _fail(exc: errors.FarmError) -> None:
+    """End the nox run with the farm's own last line and exit code (not nox's 'Session failed')."""
+    sys.stdout.flush()
+    print(exc.line(), file=sys.stderr, flush=True)
+    raise SystemExit(exc.exit_code)
+
+
 def _envdir() -> str:
     """Session venvs: FARM_NOX_ENVDIR, else .nox in the farm's checkout, else (read-only checkout) the cache."""
     chosen = settings.value("FARM_NOX_ENVDIR")
     if chosen:
+        path = Path(chosen).expanduser()
+        blocker = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
+        if blocker is not None:  # nox would end in a traceback creating the first venv
+            _fail(errors.UsageError("FARM_NOX_ENVDIR is not a folder",
+                                    chosen if blocker == path else f"{chosen}; {blocker} is a file",
+                                    "point it at a folder (or unset it: the farm's .nox, else the cache)"))
         return chosen
     if os.access(ROOT, os.W_OK):
         return str(ROOT / ".nox")
@@ -56,13 +69,6 @@ signal.signal(signal.SIGTERM, _terminate)
 RELEASE = matrix.get_cell("13")
 #: How long nox waits for `python -m ci` to stop its children and clean up after an interrupt.
 INTERRUPT = {"interrupt_timeout": 2.0, "terminate_timeout": 60.0}
-
-
-def _fail(exc: errors.FarmError) -> None:
-    """End the nox run with the farm's own last line and exit code (not nox's 'Session failed')."""
-    sys.stdout.flush()
-    print(exc.line(), file=sys.stderr, flush=True)
-    raise SystemExit(exc.exit_code)
 
 
 def _validate(session: nox.Session, command: str, posargs: Sequence[str]) -> None:

@@ -235,6 +235,25 @@ def test_nox_session_with_bad_input_fails_before_creating_anything(args: list[st
     assert not (tmp_path / "cache").exists()
 
 
+@pytest.mark.skipif(shutil.which("nox") is None and not (Path(sys.executable).parent / "nox").exists(),
+                    reason="nox is not installed")
+@pytest.mark.parametrize("envdir", ["{file}", "{file}/envs"])
+def test_nox_envdir_naming_a_file_is_one_line(envdir: str, tmp_path: Path) -> None:
+    """FARM_NOX_ENVDIR at a file (or below one): the farm's line, not nox's traceback creating the venv."""
+    file = tmp_path / "a-file"
+    file.write_text("")
+    given = envdir.format(file=file)
+    nox = shutil.which("nox") or str(Path(sys.executable).parent / "nox")
+    result = subprocess.run([nox, "-f", str(ROOT / "noxfile.py"), "-s", "lint"], cwd=ROOT, text=True,
+                            env={**os.environ, "COLUMNS": "300", "FARM_NOX_ENVDIR": given,
+                                 "FARM_CACHE_DIR": str(tmp_path / "cache")},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    where = given if given == str(file) else f"{given}; {file} is a file"
+    check_output(result.stdout, result.returncode, 2, f"FARM_NOX_ENVDIR is not a folder ({where}): point it at a "
+                 "folder")
+    assert not (tmp_path / "cache").exists()
+
+
 def _engine_running() -> bool:
     docker = shutil.which("docker")
     return docker is not None and subprocess.run([docker, "info"], capture_output=True).returncode == 0
