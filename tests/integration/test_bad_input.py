@@ -123,6 +123,11 @@ CASES: list[tuple[list[str], dict[str, str], int, str]] = [
     (["base-image", "--suite", "buster"], {}, 2, "invalid choice: 'buster'"),
     (["images"], {"FARM_DOCKER": "/bin/false"}, 2, "FARM_DOCKER is not a usable docker client (/bin/false)"),
     (["build-win"], {}, 3, "Windows builds need a Windows host with Visual Studio"),
+    # A CA bundle that is not there: refused before the base image step, by every command that builds images.
+    *[(args, {"FARM_CA_BUNDLE": "/nonexistent/ca.pem", "FARM_DOCKER": "/bin/false"}, 2,
+       "FARM_CA_BUNDLE does not point at a file (/nonexistent/ca.pem): point it at a PEM bundle")
+      for args in (["base-image"], ["images"], ["build-cuda", "13", "--project", str(CLASSIC)],
+                   ["build-all", "--project", str(CLASSIC)])],
     (["release", "--bogus"], {}, 2, "release has no option --bogus (--bogus): see `python -m ci release --help`"),
     # Verbs: a missing or extra argument, two modes, an old flag's argument that does not exist.
     (["release", "import-test"], {}, 2, "release import-test needs its WHEEL"),
