@@ -259,6 +259,17 @@ def test_nox_envdir_naming_a_file_is_one_line(envdir: str, tmp_path: Path) -> No
     assert not (tmp_path / "cache").exists()
 
 
+def test_launcher_with_a_cache_folder_that_cannot_be_created_is_one_line(tmp_path: Path) -> None:
+    """`cuda-ext-farm` (the launcher) with FARM_CACHE_DIR below a file: one line, as `python -m ci` gives, no
+    traceback from making the tool environment."""
+    cache = f"{NOT_A_DIR}/cache"
+    result = subprocess.run([sys.executable, "-c", "from ci import launch; launch.main()", "matrix", "--project",
+                             str(CLASSIC)], cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT), "FARM_CACHE_DIR": cache}, timeout=120)
+    check_output(result.stdout, result.returncode, 3, f"error: the farm's cache folder is not writable ({cache}/envs): "
+                 "Not a directory; point FARM_CACHE_DIR at a writable folder")
+
+
 def _engine_running() -> bool:
     docker = shutil.which("docker")
     return docker is not None and subprocess.run([docker, "info"], capture_output=True).returncode == 0
