@@ -11,6 +11,7 @@ Another project uses the farm without copying it:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -28,10 +29,23 @@ from ci.universe import matrix  # noqa: E402
 REQUIREMENTS = ROOT / "ci" / "requirements"
 
 
+def _fail(exc: errors.FarmError) -> None:
+    """End the nox run with the farm's own last line and exit code (not nox's 'Session failed')."""
+    sys.stdout.flush()
+    print(exc.line(), file=sys.stderr, flush=True)
+    raise SystemExit(exc.exit_code)
+
+
 def _envdir() -> str:
     """Session venvs: FARM_NOX_ENVDIR, else .nox in the farm's checkout, else (read-only checkout) the cache."""
     chosen = settings.value("FARM_NOX_ENVDIR")
     if chosen:
+        path = Path(chosen).expanduser()
+        blocker = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
+        if blocker is not None:  # nox would end in a traceback creating the first venv
+            _fail(errors.UsageError("FARM_NOX_ENVDIR is not a folder",
+                                    chosen if blocker == path else f"{chosen}; {blocker} is a file",
+                                    "point it at a folder (or unset it: the farm's .nox, else the cache)"))
         return chosen
     if os.access(ROOT, os.W_OK):
         return str(ROOT / ".nox")
@@ -45,10 +59,34 @@ nox.options.reuse_venv = "yes"
 nox.options.envdir = _envdir()
 
 
+#: Set while a ``python -m ci`` child runs (``_run_farm``): a SIGTERM is handed to it.
+_FARM_CHILD = {"running": False}
+
+
+def _children() -> list[int]:
+    """The processes nox started (Linux: read from /proc; elsewhere none are found)."""
+    found = []
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rpartition(")")[2].split()[1]) == os.getpid():
+                found.append(int(entry.name))
+    return found
+
+
 def _terminate(signum: int, frame: object) -> None:
-    # nox handles KeyboardInterrupt (it stops the running command and waits for it); a CI runner's
-    # cancel sends SIGTERM, which would otherwise kill nox and orphan the build.
-    raise KeyboardInterrupt
+    # A CI runner's cancel sends SIGTERM, which would otherwise kill nox and orphan the build. While the farm runs,
+    # the signal goes to it: it stops its builds, prints its interrupted line and ends 143, which _run_farm makes nox's
+    # exit code (the documented one). Otherwise nox's own handling: KeyboardInterrupt stops the running command.
+    children = _children() if _FARM_CHILD["running"] else []
+    if not children:
+        raise KeyboardInterrupt
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
 
 
 signal.signal(signal.SIGTERM, _terminate)
@@ -56,13 +94,6 @@ signal.signal(signal.SIGTERM, _terminate)
 RELEASE = matrix.get_cell("13")
 #: How long nox waits for `python -m ci` to stop its children and clean up after an interrupt.
 INTERRUPT = {"interrupt_timeout": 2.0, "terminate_timeout": 60.0}
-
-
-def _fail(exc: errors.FarmError) -> None:
-    """End the nox run with the farm's own last line and exit code (not nox's 'Session failed')."""
-    sys.stdout.flush()
-    print(exc.line(), file=sys.stderr, flush=True)
-    raise SystemExit(exc.exit_code)
 
 
 def _validate(session: nox.Session, command: str, posargs: Sequence[str]) -> None:
@@ -96,9 +127,13 @@ def _run_farm(session: nox.Session, python: str, *args: str, env: dict[str, str]
     code."""
     with tempfile.TemporaryDirectory(prefix="farm-status-") as tmp, session.chdir(_caller(session)):
         status = Path(tmp) / "code"
-        session.run(python, "-m", "ci", *args, external=True, success_codes=list(range(256)),
-                    env={"PYTHONPATH": str(ROOT), "FARM_STATUS_FILE": str(status), **_caller_pythonpath(),
-                         **(env or {})}, **INTERRUPT)
+        _FARM_CHILD["running"] = True
+        try:
+            session.run(python, "-m", "ci", *args, external=True, success_codes=list(range(256)),
+                        env={"PYTHONPATH": str(ROOT), "FARM_STATUS_FILE": str(status), **_caller_pythonpath(),
+                             **(env or {})}, **INTERRUPT)
+        finally:
+            _FARM_CHILD["running"] = False
         code = int(status.read_text()) if status.is_file() else 0
     if code != 0:
         raise SystemExit(code)

@@ -185,7 +185,7 @@ def parse(argv: Sequence[str], *, cwd: Path | None = None, prog: str | None = No
     if first == "run" and "--" in argv:
         at = argv.index("--")
         argv, extra = argv[:at], argv[at + 1:]
-    ns = build_parser(prog, environ).parse_args(argv)
+    ns = _parse(build_parser(prog, environ), argv)
     command = COMMANDS[ns.subcommand]
     if command.name == "run":
         ns.extra = extra
@@ -209,6 +209,23 @@ def parse(argv: Sequence[str], *, cwd: Path | None = None, prog: str | None = No
                              "set it to the number of parallel compile jobs (MAX_JOBS=4), or unset it") from None
     _absolute_paths(command, ns, (cwd or Path.cwd()).resolve(), resolved, environ)
     return _options(command, ns, resolved)
+
+
+def _parse(parser: Parser, argv: list[str]) -> argparse.Namespace:
+    """``parser.parse_args``, but an option the command does not have is named with the value the user gave it (argparse
+    reports what is left over, which for ``doctor --config FILE INDEX`` is ``--config INDEX``)."""
+    ns, rest = parser.parse_known_args(argv)
+    if not rest:
+        return ns
+    unknown = next((a for a in rest if a.startswith("-")), None)
+    if unknown is None or unknown not in argv:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    at = argv.index(unknown)
+    given = argv[at:at + 2] if "=" not in unknown and argv[at + 1:at + 2] and not argv[at + 1].startswith("-") \
+        else [unknown]
+    command = ns.subcommand
+    raise UsageError(f"{command} has no option {unknown.partition('=')[0]}", " ".join(given),
+                     f"see `{parser.prog} {command} --help` for its options")
 
 
 def _flags(command: Command, ns: argparse.Namespace) -> dict[str, object]:

@@ -41,8 +41,15 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         print(f"error: installing the farm's tool environment failed (exit status {exc.returncode}): "
               "see pip's output above; check the network or FARM_CACHE_DIR", file=sys.stderr, flush=True)
         raise SystemExit(errors.EXIT_MISSING) from None
+    except OSError as exc:  # the cache folder cannot hold the tool environment (read-only, below a file, full)
+        where = exc.filename or toolenv.cache_root()
+        print(f"error: the farm's cache folder is not writable ({where}): {exc.strerror or exc}; point FARM_CACHE_DIR "
+              "at a writable folder", file=sys.stderr, flush=True)
+        raise SystemExit(errors.EXIT_MISSING) from None
     # Only the farm's code on the path: the tool environment's own site-packages hold the rest.
     env = {**os.environ, "PYTHONPATH": str(project.FARM_ROOT), "FARM_PROG": PROG}
+    # The user's PATH as they had it: doctor looks for their `python` there, never the tool environment's.
+    env.setdefault("FARM_CALLER_PATH", os.environ.get("PATH", ""))
     if "PYTHONPATH" in os.environ:  # the user's own, for the commands `jit` runs in their environment
         env["FARM_CALLER_PYTHONPATH"] = os.environ["PYTHONPATH"]
     argv_child = [str(python), "-m", "ci", *args]

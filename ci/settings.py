@@ -122,6 +122,8 @@ DECLARED: tuple[Setting, ...] = (
       group="internal"),
     S("FARM_CALLER_PYTHONPATH", "the caller's own PYTHONPATH, for the commands jit and doctor run", kind="internal",
       group="internal"),
+    S("FARM_CALLER_PATH", "the PATH the user had when running the installed command: doctor finds the user's python "
+      "there, not the farm's tool environment", kind="internal", group="internal"),
     S("FARM_LANE", "the GPU lane a test command runs in", kind="internal", group="internal"),
     S("FARM_QUICK", "1: a GPU lane's quick mode", kind="internal", group="internal"),
     S("FARM_TEST_WHEEL", "the farm's test suite: the built release wheel", kind="internal", group="internal"),

@@ -44,15 +44,25 @@ def check_wheel_tag(tags: Sequence[str], target: Target | None) -> Check:
     shown = f"tags {', '.join(tags)}"
     if target is not None and not target.abi3:
         want = target.wheel_tag_prefix
-        return Check("wheel-tag", prefixes == [want],
-                     shown + ("" if prefixes == [want] else f"; expected {want} for this target"))
+        if prefixes == [want]:
+            return Check("wheel-tag", True, shown)
+        hint = ('; the wheel is abi3 (py_limited_api): set python-abi = "abi3" in [tool.cuda-ext-farm] for abi3 '
+                'targets, or build without py_limited_api' if any(_abi3_floor_of(p) for p in prefixes) else "")
+        return Check("wheel-tag", False, f"{shown}; expected {want} for this target{hint}")
     floor = target.oldest_python if target else matrix.PYTHON_LIMITED_API
     requires = target.project.requires_python if target else None
     declared = declared_floor(requires)
     why = f"requires-python {requires}" if declared else f"the target's oldest CPython {floor}"
     floors = [_abi3_floor_of(p) for p in prefixes]
     if not floors or None in floors:
-        return Check("wheel-tag", False, f"{shown}; expected {_cp(floor)}-abi3 ({why}) or an older cpXY-abi3")
+        other = ""
+        if target is not None:  # the key that makes the target abi3, and the way out where there is one
+            stable = target.project.abi == "stable"
+            implied = ', implied by abi = "stable"' if stable else ""
+            way_out = "" if stable else ', or set python-abi = "per-python" for one wheel per Python'
+            other = (f'; the project has python-abi = "abi3" ([tool.cuda-ext-farm]{implied}): '
+                     f"{_limited_api_fix(floor)}{way_out}")
+        return Check("wheel-tag", False, f"{shown}; expected {_cp(floor)}-abi3 ({why}) or an older cpXY-abi3{other}")
     wheel = min((f for f in floors if f), key=shapes.version_key)
     shown += f"; abi3 floor {_cp(wheel)} ({why})"
     if shapes.version_key(wheel) <= shapes.version_key(floor):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from ci.commands.command import Command
+from ci.commands.command import Command, check_ca_bundle
 from ci.options import Options
 
 
@@ -32,4 +32,5 @@ def run(opts: Options[Args]) -> int:
     return 0
 
 
-COMMAND = Command("base-image", "bootstrap a Debian base image (no registry needed)", configure, Args, run)
+COMMAND = Command("base-image", "bootstrap a Debian base image (no registry needed)", configure, Args, run,
+                  check=check_ca_bundle)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from ci.commands.command import Command, Traits, output_args, positive_int, selection_args
+from ci.commands.command import Command, Traits, check_ca_bundle, output_args, positive_int, selection_args
 from ci.options import Options
 
 
@@ -51,4 +51,4 @@ def run(opts: Options[Args]) -> int:
 
 
 COMMAND = Command("build-all", "every Linux target of the project, in containers", configure, Args, run,
-                  Traits(compiles=True, selects=True))
+                  Traits(compiles=True, selects=True), check=check_ca_bundle)

@@ -7,7 +7,7 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
-from ci.commands.command import Command, Traits, output_args, selection_args
+from ci.commands.command import Command, Traits, check_ca_bundle, output_args, selection_args
 from ci.errors import UsageError
 from ci.options import Options
 
@@ -76,4 +76,4 @@ def run(opts: Options[Args]) -> int:
 
 
 COMMAND = Command("build-cuda", "build targets with cibuildwheel in their cell's builder image", configure, Args,
-                  run, Traits(compiles=True, default_cuda="13", selects=True), finish=finish)
+                  run, Traits(compiles=True, default_cuda="13", selects=True), check=check_ca_bundle, finish=finish)

@@ -128,3 +128,16 @@ def no_built_wheel(target_id: str, folder: object) -> Exception:
 
     return UsageError(f"no built wheel of {target_id}", folder,
                       f"build it first ({settings.entry('build')}) or pass --wheel PATH")
+
+
+def check_ca_bundle(opts: Options[Any]) -> None:
+    """The commands that build images: ``FARM_CA_BUNDLE`` at a missing file is refused before the first step (the
+    image builds would read it only after the base image)."""
+    from pathlib import Path
+
+    from ci.errors import UsageError
+
+    given = opts.settings.get("FARM_CA_BUNDLE")
+    if given and not Path(given).expanduser().is_file():
+        raise UsageError("FARM_CA_BUNDLE does not point at a file", given,
+                         "point it at a PEM bundle (e.g. /etc/ssl/certs/ca-certificates.crt) or unset it")

@@ -9,7 +9,7 @@ import dataclasses
 import time
 from typing import Any
 
-from ci.commands.command import Command, project_args
+from ci.commands.command import Command, check_ca_bundle, project_args
 from ci.errors import UsageError
 from ci.options import Options
 
@@ -51,6 +51,8 @@ def check(opts: Options[Any]) -> None:
     from ci import options
     from ci.universe import matrix
 
+    if opts.args.verb is None:  # a build: its base image step reads the CA bundle
+        check_ca_bundle(opts)
     if opts.args.verb == "changed":
         options.load_project(opts)
     elif opts.args.verb in ("pull", "push"):

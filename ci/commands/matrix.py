@@ -31,7 +31,7 @@ def targets_of_oses(opts: Options[Any], os_choice: str, config: project.ProjectC
     from ci.universe.selection import select
 
     chosen: list[targets.Target] = []
-    for os_name in ("linux", "windows") if os_choice == "all" else (os_choice,):
+    for os_name in config.oses if os_choice == "all" else (os_choice,):
         sel = opts.selection
         chosen += select(config, sel, os_name) if not sel.empty else targets.platform_targets(config, os_name)
     return chosen

@@ -264,7 +264,7 @@ def _cmd_dry_run(opts: Options[Args]) -> int:
         cross.find_compiler()
         qemu.find_qemu()
     log.progress.print(f"[green]tool installs[/]: {rehearsal.tool_installs()}")
-    for cell, step in rehearsal.windows_toolkits(targets.targets_for(config, "windows")).items():
+    for cell, step in rehearsal.windows_toolkits(targets.platform_targets(config, "windows")).items():
         log.progress.print(f"[green]Windows toolkit step[/] {cell}: {step}")
     by_id = {t.id: t for t in chosen}
     reusable = []

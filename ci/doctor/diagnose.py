@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ci import settings
+from ci import settings, toolenv
 from ci.doctor import wheels as doctor_wheels
 from ci.doctor.rules import Machine, Verdict, judge, rank_key
 from ci.errors import CommandFailed, FarmError, UsageError
@@ -132,7 +132,7 @@ def load_env(path: Path) -> Machine:
 def interpreter(given: str | None) -> str:
     """``--python``: a path, a name on PATH or an environment's folder; by default the user's ``python``."""
     if given is None:
-        return shutil.which("python") or shutil.which("python3") or sys.executable
+        return _user_python()
     path = Path(given).expanduser()
     if path.is_dir():
         path = path / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
@@ -141,6 +141,17 @@ def interpreter(given: str | None) -> str:
         raise UsageError("--python is not an interpreter", given,
                          "pass a python executable (a path, or a name on PATH such as python3.12) or a venv folder")
     return found
+
+
+def _user_python() -> str:
+    """The ``python`` first on the user's PATH (``FARM_CALLER_PATH``, which the installed command's launcher keeps,
+    else PATH), never the farm's own tool environment (the interpreter running this), then ``python3``."""
+    environ = settings.current().environ
+    tool_env = (Path(sys.prefix) / toolenv.COMPLETE_MARKER).is_file()  # this runs in the farm's tool environment
+    own = os.path.realpath(Path(sys.executable).parent) if tool_env else None
+    search = environ.get("FARM_CALLER_PATH") or environ.get("PATH", "")
+    path = os.pathsep.join(f for f in search.split(os.pathsep) if f and os.path.realpath(f) != own)
+    return shutil.which("python", path=path) or shutil.which("python3", path=path) or sys.executable
 
 
 def _caller_env() -> dict[str, str]:

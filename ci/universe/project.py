@@ -20,6 +20,7 @@ a ``[project] name``. A project you cannot edit is described by a separate file
     compress-fatbin = true          # CUDA 13 cells compile with nvcc --compress-mode=size (Zstandard fatbins)
     test-requires = ["pytest"]      # what the tests need besides the wheel (PEP 508 strings, as cibuildwheel's)
     test-extras = ["test"]          # extras of the project's own wheel installed with it for the tests
+    os = ["linux", "windows"]       # the platforms built: os = ["linux"] opts out of Windows wheels
 
     [tool.cuda-ext-farm.commands]
     smoke = "python -c 'import myext'"   # import test, run in a clean environment with the wheel
@@ -88,6 +89,9 @@ class Commands:
 
 #: Linux CPU architectures a project is built for unless its table says ``archs = ["x86_64"]``.
 LINUX_ARCHS = ("x86_64", "aarch64")
+#: The platforms a project is built for unless its table says ``os = ["linux"]`` (Linux always: every command runs
+#: there).
+OSES = ("linux", "windows")
 #: ``max-wheel-size`` by default: PyPI's default limit on one file.
 DEFAULT_MAX_WHEEL_SIZE = 100 * 2**20
 
@@ -124,6 +128,8 @@ class ProjectConfig:
     build_requires: tuple[str, ...]
     #: Linux architectures (``archs``): aarch64 wheels come from the cells and torch releases that have them.
     archs: tuple[str, ...] = LINUX_ARCHS
+    #: ``os``: the platforms with targets (``("linux",)``: no Windows wheels, jobs or coverage rows).
+    oses: tuple[str, ...] = OSES
     #: ``max-wheel-size`` in bytes: the audit's ``wheel-size`` check fails a larger wheel.
     max_wheel_size: int = DEFAULT_MAX_WHEEL_SIZE
     #: ``strip-debug``: the build splits the libraries' debug sections off into ``debug/<build-id>.debug`` beside
@@ -156,6 +162,7 @@ _KEYS = {
     "version", "name", "import-name", "abi", "python-abi", "torch", "python", "cuda", "cuda-archs", "extra-cuda-archs",
     "build-env", "cpu-env", "debug-env", "cuda-libraries", "cpu-libraries", "commands", "toolkit-libraries",
     "archs", "max-wheel-size", "strip-debug", "compress-fatbin", "test-requires", "test-extras",
+    "os",
 }
 
 
@@ -344,6 +351,7 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
         build_env=build_env,
         cpu_env=cpu_env, debug_env=debug_env, cuda_libraries=cuda_libraries, cpu_libraries=cpu_libraries,
         toolkit_libraries=toolkit_libraries, commands=commands, archs=archs,
+        oses=tomlvalues.subset(table, "os", OSES, OSES, required="linux"),
         build_requires=_build_requires(pyproject),
         max_wheel_size=tomlvalues.size(table, "max-wheel-size", DEFAULT_MAX_WHEEL_SIZE),
         strip_debug=tomlvalues.boolean(table, "strip-debug", True),

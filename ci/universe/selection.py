@@ -101,11 +101,19 @@ def select(config: ProjectConfig, selection: Selection, os: str = "linux") -> tu
             chosen = matching
     if selection.python:
         if config.python_abi == "abi3":
-            # --python asks for a wheel that serves that CPython: any at or above the abi3 floor.
+            # --python asks for a wheel that serves that CPython (any at or above the abi3 floor), built and tested
+            # with that interpreter: the wheel (its id, its cpXY-abi3 tag) stays the same.
             oldest = chosen[0].oldest_python
             if shapes.version_key(selection.python) < shapes.version_key(oldest):
                 raise TargetError(f"{config.name} builds abi3 wheels for CPython {oldest} and newer",
                                   selection.python, f"pick {oldest} or newer")
+            for target in chosen:
+                release = matrix.get_torch(target.torch)
+                if selection.python not in release.pythons:
+                    raise TargetError(f"torch {release.minor} has no wheel for the Python asked for", selection.python,
+                                      f"its wheels are for {', '.join(release.pythons)} (the project's "
+                                      f"cp{oldest.replace('.', '')}-abi3 wheel serves every one of them)")
+            chosen = [dataclasses.replace(t, python=selection.python, abi3_floor=t.oldest_python) for t in chosen]
         else:
             matching = [t for t in chosen if t.python == selection.python]
             if not matching:

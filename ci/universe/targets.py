@@ -312,7 +312,10 @@ def archs_of(config: ProjectConfig, os: str) -> tuple[str, ...]:
 
 
 def platform_targets(config: ProjectConfig, os: str = "linux") -> tuple[Target, ...]:
-    """Every target of ``config`` on ``os``, every architecture (``targets_for`` is one architecture's)."""
+    """Every target of ``config`` on ``os``, every architecture (``targets_for`` is one architecture's); none for an
+    OS the project's ``os`` leaves out."""
+    if os in PLATFORMS and os not in config.oses:
+        return ()
     return tuple(t for arch in ARCHS[os] if os != "linux" or arch in config.archs or arch == "x86_64"
                  for t in _targets_or_none(config, os, arch))
 
@@ -332,6 +335,9 @@ def targets_for(config: ProjectConfig, os: str = "linux", arch: str | None = Non
     """Every target of ``config`` on ``os`` for one architecture (default: the OS's first), in matrix order."""
     arch = arch or ARCHS.get(os, ("",))[0]
     check_arch(os, arch)
+    if os not in config.oses:
+        raise TargetError(f"{config.name} is not built for {os}", ", ".join(config.oses),
+                          f'add "{os}" to [tool.cuda-ext-farm] os (or remove os for every platform)')
     cross = os == "linux" and arch != "x86_64"
     if cross and arch not in config.archs:
         raise TargetError(f"{config.name} is not built for {arch}", ", ".join(config.archs),
@@ -409,4 +415,4 @@ def released(found: Iterable[Target]) -> tuple[Target, ...]:
 def workflow_targets(config: ProjectConfig) -> tuple[tuple[Target, ...], tuple[Target, ...]]:
     """The targets the generated workflows have jobs for: every architecture's Linux targets and the Windows ones,
     without local stand-ins (the workflows, and dispatch.yml's plan, read this one answer)."""
-    return released(platform_targets(config, "linux")), released(targets_for(config, "windows"))
+    return released(platform_targets(config, "linux")), released(platform_targets(config, "windows"))

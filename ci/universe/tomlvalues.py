@@ -62,6 +62,19 @@ def string_list(table: Mapping[str, Any], key: str, default: tuple[str, ...]) ->
     return tuple(v.strip() for v in value)
 
 
+def subset(table: Mapping[str, Any], key: str, choices: tuple[str, ...], default: tuple[str, ...],
+           required: str | None = None) -> tuple[str, ...]:
+    """A list of some of ``choices`` (a lone string is one); ``required``: the one it must hold."""
+    value = string_list(table, key, default)
+    unknown = [v for v in value if v not in choices]
+    if unknown:
+        raise ConfigError(f"{_key(key)} names an unknown value", unknown[0], f"use some of {', '.join(choices)}")
+    if required is not None and required not in value:
+        raise ConfigError(f"{_key(key)} must include {required!r}", repr(list(value)),
+                          f'write {key} = ["{required}"] (or leave it out for {", ".join(default)})')
+    return tuple(c for c in choices if c in value)
+
+
 def versions(table: Mapping[str, Any], key: str, pattern: str) -> tuple[tuple[str, ...], SpecifierSet | None]:
     value = table.get(key)
     if value is None:

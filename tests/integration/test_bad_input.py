@@ -123,7 +123,12 @@ CASES: list[tuple[list[str], dict[str, str], int, str]] = [
     (["base-image", "--suite", "buster"], {}, 2, "invalid choice: 'buster'"),
     (["images"], {"FARM_DOCKER": "/bin/false"}, 2, "FARM_DOCKER is not a usable docker client (/bin/false)"),
     (["build-win"], {}, 3, "Windows builds need a Windows host with Visual Studio"),
-    (["release", "--bogus"], {}, 2, "unrecognized arguments: --bogus"),
+    # A CA bundle that is not there: refused before the base image step, by every command that builds images.
+    *[(args, {"FARM_CA_BUNDLE": "/nonexistent/ca.pem", "FARM_DOCKER": "/bin/false"}, 2,
+       "FARM_CA_BUNDLE does not point at a file (/nonexistent/ca.pem): point it at a PEM bundle")
+      for args in (["base-image"], ["images"], ["build-cuda", "13", "--project", str(CLASSIC)],
+                   ["build-all", "--project", str(CLASSIC)])],
+    (["release", "--bogus"], {}, 2, "release has no option --bogus (--bogus): see `python -m ci release --help`"),
     # Verbs: a missing or extra argument, two modes, an old flag's argument that does not exist.
     (["release", "import-test"], {}, 2, "release import-test needs its WHEEL"),
     (["release", "dry-run", "extra"], {}, 2, "release dry-run takes no argument (extra)"),
@@ -145,7 +150,7 @@ CASES: list[tuple[list[str], dict[str, str], int, str]] = [
     (["build", "--arch-list", "9.9"], {}, 2, "architecture not supported by CUDA 13.0 (9.9)"),
     (["build", "--torch", "2.99"], {}, 2, "unknown torch release (2.99): this farm knows torch"),
     (["build"], {"MAX_JOBS": "junk"}, 2, "MAX_JOBS is not a positive whole number ('junk')"),
-    (["build", "--wheel", "x"], {}, 2, "unrecognized arguments: --wheel x"),
+    (["build", "--wheel", "x"], {}, 2, "build has no option --wheel (--wheel x)"),
     (["build", "--project", "{curand}"], {}, 2, "toolkit-libraries names a library cell cu130 does not pin (curand): "
      "the libraries the farm can add are cublas, cusolver, cusparse"),
     (["matrix", "--project", "{libname}"], {}, 2, "toolkit-libraries names a library by something else than its "
@@ -184,6 +189,18 @@ def test_farm_command_with_bad_input(files: dict[str, Path], args: list[str], en
     assert not (tmp_path / "wh").exists() or not any((tmp_path / "wh").rglob("*.whl"))
 
 
+@pytest.mark.parametrize("order", ["before", "after"])
+def test_an_option_the_command_lacks_is_named_with_the_value_given(files: dict[str, Path], order: str) -> None:
+    """`doctor --config FILE INDEX`: the line quotes FILE (argparse's leftovers would be `--config INDEX`)."""
+    index, config = str(files["emptydir"]), str(files["misconf"])
+    args = ["--config", config, index] if order == "before" else [index, "--config", config]
+    result = subprocess.run([sys.executable, "-m", "ci", "doctor", *args], cwd=ROOT, text=True,
+                            env={**os.environ, "COLUMNS": "300", "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    check_output(result.stdout, result.returncode, 2, f"doctor has no option --config (--config {config}): "
+                 "see `python -m ci doctor --help` for its options")
+
+
 NOX_CASES: list[tuple[list[str], int, str]] = [
     (["-s", "build", "--", "--cuda", "99.9"], 2, "unknown CUDA version (99.9)"),
     (["-s", "build", "--", "--cuda"], 2, "--cuda: expected one argument"),
@@ -200,7 +217,7 @@ NOX_CASES: list[tuple[list[str], int, str]] = [
     (["-s", "images", "--", "99"], 2, "unknown CUDA version (99)"),
     (["-s", "toolkit", "--", "--cuda", "x"], 2, "unknown CUDA version (x)"),
     (["-s", "build-win-cuda-13"], 3, "Windows builds need a Windows host with Visual Studio"),
-    (["-s", "release", "--", "--bogus"], 2, "unrecognized arguments: --bogus"),
+    (["-s", "release", "--", "--bogus"], 2, "release has no option --bogus (--bogus)"),
     (["-s", "test-gpu-system", "--", "--wheel", "/nonexistent.whl"], 2, "--wheel does not exist (/nonexistent.whl)"),
     (["-s", "lint", "--", "junk"], 2, "nox -s lint takes no arguments (junk)"),
 ]
@@ -221,6 +238,36 @@ def test_nox_session_with_bad_input_fails_before_creating_anything(args: list[st
     # Validation came first: no session venv, no farm tool environment.
     assert not envdir.exists() or not any(envdir.iterdir())
     assert not (tmp_path / "cache").exists()
+
+
+@pytest.mark.skipif(shutil.which("nox") is None and not (Path(sys.executable).parent / "nox").exists(),
+                    reason="nox is not installed")
+@pytest.mark.parametrize("envdir", ["{file}", "{file}/envs"])
+def test_nox_envdir_naming_a_file_is_one_line(envdir: str, tmp_path: Path) -> None:
+    """FARM_NOX_ENVDIR at a file (or below one): the farm's line, not nox's traceback creating the venv."""
+    file = tmp_path / "a-file"
+    file.write_text("")
+    given = envdir.format(file=file)
+    nox = shutil.which("nox") or str(Path(sys.executable).parent / "nox")
+    result = subprocess.run([nox, "-f", str(ROOT / "noxfile.py"), "-s", "lint"], cwd=ROOT, text=True,
+                            env={**os.environ, "COLUMNS": "300", "FARM_NOX_ENVDIR": given,
+                                 "FARM_CACHE_DIR": str(tmp_path / "cache")},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    where = given if given == str(file) else f"{given}; {file} is a file"
+    check_output(result.stdout, result.returncode, 2, f"FARM_NOX_ENVDIR is not a folder ({where}): point it at a "
+                 "folder")
+    assert not (tmp_path / "cache").exists()
+
+
+def test_launcher_with_a_cache_folder_that_cannot_be_created_is_one_line(tmp_path: Path) -> None:
+    """`cuda-ext-farm` (the launcher) with FARM_CACHE_DIR below a file: one line, as `python -m ci` gives, no
+    traceback from making the tool environment."""
+    cache = f"{NOT_A_DIR}/cache"
+    result = subprocess.run([sys.executable, "-c", "from ci import launch; launch.main()", "matrix", "--project",
+                             str(CLASSIC)], cwd=tmp_path, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT), "FARM_CACHE_DIR": cache}, timeout=120)
+    check_output(result.stdout, result.returncode, 3, f"error: the farm's cache folder is not writable ({cache}/envs): "
+                 "Not a directory; point FARM_CACHE_DIR at a writable folder")
 
 
 def _engine_running() -> bool:

@@ -68,7 +68,7 @@ def wait_for_compiler(marker: str, child: subprocess.Popen[str], timeout: float 
 
 
 @pytest.mark.parametrize(("via", "signum", "code"), [("farm", signal.SIGTERM, 143), ("farm", signal.SIGINT, 130),
-                                                     ("nox", signal.SIGINT, 130)])
+                                                     ("nox", signal.SIGINT, 130), ("nox", signal.SIGTERM, 143)])
 def test_signal_to_the_build_stops_the_whole_tree_and_leaves_nothing(tmp_path: Path, via: str, signum: int,
                                                                       code: int) -> None:
     marker = f"farm-fault-{via}-{signum}-{os.getpid()}"
@@ -96,6 +96,8 @@ def test_signal_to_the_build_stops_the_whole_tree_and_leaves_nothing(tmp_path: P
             os.killpg(child.pid, signal.SIGKILL)
     assert child.returncode == code, output[-3000:]
     assert "Traceback" not in output
+    if signum == signal.SIGTERM:  # the farm's line (nox's would be "Interrupted by keyboard", exit 130)
+        assert "interrupted (signal 15): child processes stopped" in output, output[-3000:]
     time.sleep(0.5)
     assert processes_mentioning(marker) == []
     assert not list((out / "wh").rglob("*.whl")) if (out / "wh").exists() else True

@@ -315,3 +315,31 @@ def test_bad_input_is_one_line(case: str, release: Path, tmp_path: Path) -> None
     assert done.returncode == code, done.stdout + done.stderr
     assert _last_line(done).startswith(text), _last_line(done)
     assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_default_python_is_the_one_first_on_the_callers_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The installed command's launcher keeps the user's PATH in FARM_CALLER_PATH: doctor probes the `python` found
+    there, not the one first on the PATH the farm's process has (its tool environment)."""
+    user, farm = tmp_path / "user-bin", tmp_path / "farm-bin"
+    for folder in (user, farm):
+        folder.mkdir()
+        script = folder / "python"
+        script.write_text("#!/bin/sh\nexit 0\n")
+        script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{farm}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv("FARM_CALLER_PATH", str(user))
+    assert diagnose.interpreter(None) == str(user / "python")
+    monkeypatch.delenv("FARM_CALLER_PATH")  # no launcher: the process's own PATH
+    assert diagnose.interpreter(None) == str(farm / "python")
+
+
+def test_the_launcher_passes_the_callers_path(tmp_path: Path) -> None:
+    """`cuda-ext-farm doctor`: the launcher hands the child the PATH the user had (FARM_CALLER_PATH)."""
+    code = ("import os, sys\nfrom ci import launch, toolenv\n"
+            "toolenv.farm_python = lambda lock='farm': sys.executable\n"
+            "os.execve = lambda exe, argv, env: (print(env.get('FARM_CALLER_PATH')), sys.exit(0))\n"
+            "launch.main(['doctor', '.'])\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "PATH": f"/user/bin{os.pathsep}/bin"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"/user/bin{os.pathsep}/bin"

@@ -59,6 +59,8 @@ def test_farm_checkout_is_the_default_project() -> None:
         ('[tool.cuda-ext-farm]\nversion = 7\n', r"version is not supported \(7\)"),
         ('[tool.cuda-ext-farm]\nabi = "stable"\npython-abi = "per-python"\n', r"must be abi3 for a stable-ABI"),
         ("[tool.cuda-ext-farm\n", r"malformed TOML"),
+        ('[tool.cuda-ext-farm]\nos = ["linux", "macos"]\n', r"os names an unknown value \(macos\)"),
+        ('[tool.cuda-ext-farm]\nos = ["windows"]\n', r"os must include 'linux'"),
     ],
 )
 def test_bad_configuration_names_the_key(tmp_path: Path, table: str, message: str) -> None:
@@ -171,3 +173,21 @@ def test_build_env_adds_to_the_default_force_cuda(tmp_path: Path) -> None:
     assert config.build_env == {"FORCE_CUDA": "1", "MY_EXT_FORCE_BUILD": "1"}
     config = project.load(write_project(tmp_path, '[tool.cuda-ext-farm]\nbuild-env = { FORCE_CUDA = "0" }\n'))
     assert config.build_env == {"FORCE_CUDA": "0"}
+
+
+def test_os_linux_opts_out_of_windows_targets(tmp_path: Path) -> None:
+    """`os = ["linux"]`: no Windows targets (matrix, coverage, release plan, generated workflows); build-win refused."""
+    from ci.gha import steps as gha_steps
+    from ci.release import plan
+
+    config = project.load(write_project(tmp_path, '[tool.cuda-ext-farm]\nos = "linux"\n'))
+    assert config.oses == ("linux",)
+    assert targets.platform_targets(config, "windows") == ()
+    assert targets.workflow_targets(config)[1] == ()
+    assert gha_steps.context(config, gha_steps.FarmSource()).windows == ()
+    assert all(t.os == "linux" for t in plan.all_targets(config).values())
+    with pytest.raises(targets.TargetError, match=r'my-ext is not built for windows \(linux\): add "windows" to '
+                       r"\[tool.cuda-ext-farm\] os"):
+        select(config, Selection(cuda="13"), "windows")
+    both = project.load(write_project(tmp_path, ""))
+    assert both.oses == ("linux", "windows") and targets.platform_targets(both, "windows")

@@ -116,7 +116,13 @@ def test_an_abi3_target_refuses_a_per_python_wheel(tmp_path: Path) -> None:
 def test_python_selection_of_an_abi3_target_is_judged_by_its_floor(tmp_path: Path) -> None:
     config = template(tmp_path).project
     (chosen,) = select(config, Selection(python="3.10"))
-    assert chosen.python == "3.12"  # still built with the only Python the project allows
+    # Built and tested with the Python asked for (not silently 3.12); the wheel is the same cp39-abi3 one.
+    assert (chosen.python, chosen.oldest_python) == ("3.10", "3.9")
+    assert chosen.id == "tmpl-torch2.11-cu130-cp39abi3-linux_x86_64"
+    assert select(config, Selection(python="3.13"))[0].python == "3.13"
+    with pytest.raises(targets.TargetError, match=r"torch 2.11 has no wheel for the Python asked for \(3.99\): its "
+                       r"wheels are for .*\(the project's cp39-abi3 wheel serves every one of them\)"):
+        select(config, Selection(python="3.99"))
     with pytest.raises(targets.TargetError, match=r"builds abi3 wheels for CPython 3.9 and newer \(3.8\)"):
         select(config, Selection(python="3.8"))
 
@@ -163,3 +169,17 @@ def test_coverage_takes_any_abi3_wheel_at_or_below_the_targets_python(tmp_path: 
     assert coverage.matches(f"{name}-cp312-abi3-{PLATFORM}.whl", target)
     assert not coverage.matches(f"{name}-cp313-abi3-{PLATFORM}.whl", target)  # does not install on 3.12
     assert not coverage.matches(f"{name}-cp39-cp39-{PLATFORM}.whl", target)
+
+
+def test_the_wheel_tag_failure_names_the_python_abi_key(tmp_path: Path) -> None:
+    """abi3 target, per-Python wheel (and the reverse): the fix names `python-abi` and its value."""
+    check = wheel_tag(template(tmp_path / "abi3"), "cp311-cp311")
+    assert not check.ok
+    assert ('the project has python-abi = "abi3" ([tool.cuda-ext-farm]): build with -DPy_LIMITED_API=0x03090000 '
+            'and bdist_wheel py_limited_api = "cp39", or set python-abi = "per-python"') in check.detail
+    config = write_project(tmp_path / "per", 'torch = ["2.11"]\npython = ["3.11"]\n')
+    (target,) = targets.targets_for(config)
+    (check,) = [c for c in naming.check_tags(Path(f"tmpl-0.1.0-cp311-abi3-{PLATFORM}.whl"), target)[1]
+                if c.name == "wheel-tag"]
+    assert not check.ok and 'expected cp311-cp311 for this target; the wheel is abi3 (py_limited_api): set ' \
+        'python-abi = "abi3" in [tool.cuda-ext-farm]' in check.detail
