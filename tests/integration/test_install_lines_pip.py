@@ -8,7 +8,20 @@ import pytest
 
 from ci.release import install_lines
 from ci.toolchain import envs
-from tests.unit.release.test_install_lines import DIST, TAG, TORCH_ENV, VERSION, release
+from tests.unit.release.test_install_lines import (
+    DIST,
+    TAG,
+    TORCH_ENV,
+    VERSION,
+    release,
+)
+
+
+@pytest.fixture(scope="module")
+def pypi() -> object:
+    with install_lines.PyPIView() as view:
+        yield view
+    assert not view.downloads, f"pip asked for whole files: {view.downloads}"
 
 
 @pytest.mark.extended  # about 60 s: three torch resolutions from PyPI's metadata, five venvs

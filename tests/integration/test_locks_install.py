@@ -7,6 +7,14 @@ import pytest
 from ci.universe import lockcheck, pins
 
 
+@pytest.fixture(scope="module")
+def index() -> lockcheck.Index:
+    """The index pip installs from, each project's page fetched once for the whole module."""
+    found = lockcheck.Index()
+    found.prefetch(p.name for name in pins.all_locks() for p in lockcheck.read_lock(pins.lock_path(name)))
+    return found
+
+
 @pytest.mark.parametrize("name", pins.all_locks())
 def test_every_lock_installs_from_wheels_wherever_it_is_used(name: str, index: lockcheck.Index) -> None:
     problems = lockcheck.check([name], index)

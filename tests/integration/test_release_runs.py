@@ -5,9 +5,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from ci.release import assembly
 from ci.universe import project
-from tests.unit.release.test_release import RELEASED_CELLS, VERSION, build_artifacts, fake_sdist, run_ci
+from tests.unit.release.test_release import (
+    RELEASED_CELLS,
+    VERSION,
+    build_artifacts,
+    fake_sdist,
+    run_ci,
+)
+
+
+@pytest.fixture(scope="module")
+def fusedops() -> project.ProjectConfig:
+    return project.load(Path(__file__).resolve().parents[2])
 
 
 def test_assemble_writes_a_release_folder_from_workflow_artifacts(tmp_path: Path,
