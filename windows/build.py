@@ -10,7 +10,7 @@
 3. the vcvars64 environment of the chosen toolset (``windows/vcvars.py``, cached);
 4. the CUDA build of the target's torch for the build's CPython (``windows/torchenv.py``);
 5. cibuildwheel builds the wheel from a copy of the project's sources;
-6. ``ci.build.tail.publish`` with delvewheel as the repair step (``windows/repair.py``)
+6. ``ci.builds.tail.publish`` with delvewheel as the repair step (``windows/repair.py``)
    and the PE audit (``windows/audit.py``) plus an import test of the final
    wheel in a fresh venv that sees only the target's torch, as the audit step.
 """
@@ -25,8 +25,8 @@ from pathlib import Path
 
 from ci import fsutil, proc
 from ci.audit.checks import AuditResult, Check
-from ci.build import failure, project_source, report, standard
-from ci.build import tail as publish
+from ci.builds import failure, project_source, report, standard
+from ci.builds import tail as publish
 from ci.errors import CommandFailed
 from ci.log import log
 from ci.toolchain import envs

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path, PurePath, PureWindowsPath
 
-from ci.build import project_source
+from ci.builds import project_source
 from ci.errors import UsageError
 from ci.universe import matrix, project, shapes
 from ci.universe.targets import Target

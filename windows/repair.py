@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ci import proc
-from ci.build import tail
+from ci.builds import tail
 from windows import dlls
 
 
@@ -32,7 +32,7 @@ def delvewheel_command(wheel: Path, outdir: Path, *, excludes: Sequence[str] = d
 
 
 def delvewheel_repair(add_paths: Sequence[Path] = ()) -> Callable[[Path, Path], Path]:
-    """The ``repair`` step of ``ci.build.tail.publish`` for Windows wheels."""
+    """The ``repair`` step of ``ci.builds.tail.publish`` for Windows wheels."""
 
     def repair(wheel: Path, outdir: Path) -> Path:
         proc.run(delvewheel_command(wheel, outdir, add_paths=add_paths),

@@ -4,7 +4,7 @@
 * ``debug-info`` fails a wheel whose libraries hold ``.debug_*`` sections, naming each library and the bytes:
   setuptools compiles with the interpreter's ``CFLAGS`` (``-g``), so DWARF ships unless the project says ``-g0``
   (a one-function extension: 10.7 MB of DWARF around 92 KB of code). The farm's builds split it off
-  (ci/build/debug_split.py: ``debug/<build-id>.debug`` beside the wheel); a project that wants its wheels to
+  (ci/builds/debug_split.py: ``debug/<build-id>.debug`` beside the wheel); a project that wants its wheels to
   carry it says ``strip-debug = false`` and the check only reports.
 * ``fatbin`` reports, per library with CUDA code, how many of its fatbinary's entries are compressed (the entry
   header's flags: 0x2000 LZ4, nvcc's ``-Xfatbin -compress-all``; 0x8000 Zstandard, ``--compress-mode``). A

@@ -24,7 +24,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(opts: Options[Args]) -> int:
     from ci import options
-    from ci.build import report, tail
+    from ci.builds import report, tail
     from ci.linux import host
     from ci.log import log
 

@@ -28,7 +28,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(opts: Options[Args]) -> int:
     from ci import options
-    from ci.build import tail
+    from ci.builds import tail
     from ci.linux import buildall
     from ci.log import log
     from ci.release import coverage

@@ -38,7 +38,7 @@ def finish(ns: argparse.Namespace) -> None:
 
 def container_build(opts: Options[Any], chosen: tuple[Target, ...], base_image: str | None) -> int:
     """Each target in its cell's builder image (build-cuda, reproduce --container)."""
-    from ci.build import report, tail
+    from ci.builds import report, tail
     from ci.linux import container, images
     from ci.log import log
     from ci.universe import targets

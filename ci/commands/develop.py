@@ -31,7 +31,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(opts: Options[Args]) -> int:
     from ci import options
-    from ci.build import tail
+    from ci.builds import tail
     from ci.linux import develop
     from ci.log import log
 

@@ -220,19 +220,19 @@ def _dispatch_merge(opts: Options[Args]) -> int:
 
 
 def _default_out(opts: Options[Args], config: ProjectConfig) -> Path:
-    from ci.build import tail
+    from ci.builds import tail
 
     outputs = tail.Outputs.resolve(config.root, opts.wheelhouse, opts.build_dir)
     return settings.path_option(opts.args.out, "FARM_RELEASE_DIR", outputs.build_root / "release")
 
 
 def _cmd_dry_run(opts: Options[Args]) -> int:
-    from ci.build import project_source
+    from ci.builds import project_source
     from ci.log import log
     args = opts.args
     from ci import options
     from ci.audit import wheel_audit
-    from ci.build import tail
+    from ci.builds import tail
     from ci.linux import buildall, images
     from ci.release import assembly, install_checks, rehearsal
     from ci.release.assembly import prepare_out, verify_release, write_release
@@ -320,7 +320,7 @@ def _cmd_dry_run(opts: Options[Args]) -> int:
 
 
 def _cmd_assemble(opts: Options[Args]) -> int:
-    from ci.build import project_source
+    from ci.builds import project_source
     from ci.log import log
     args = opts.args
     from ci import options

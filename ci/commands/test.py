@@ -28,7 +28,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def target_and_wheel(opts: Options[Any], wheel: str | None) -> tuple[Target, Path]:
     """The target and its wheel: ``--wheel``, else the newest in the wheelhouse (test, run)."""
     from ci import options
-    from ci.build import tail
+    from ci.builds import tail
 
     (target,) = options.resolve(opts)[:1]
     outputs = tail.Outputs.resolve(target.project.root, opts.wheelhouse, opts.build_dir,

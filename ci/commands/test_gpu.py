@@ -48,7 +48,7 @@ def run(opts: Options[Args]) -> int:
     import tempfile
 
     from ci import options, settings
-    from ci.build import tail
+    from ci.builds import tail
     from ci.testing import gpu_lanes, wheel_tests
     from ci.testing.lanes import parse_lanes
 

@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ci import proc
-from ci.build import report, standard, tail
+from ci.builds import report, standard, tail
 from ci.errors import CommandFailed
 from ci.log import log
 from ci.universe.targets import Target

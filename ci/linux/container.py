@@ -9,7 +9,7 @@
   smoke command in a fresh venv that holds only torch and the wheel.
 * The symbol check runs in a throw-away container with the same volume (the
   loader's view is the image's, with the target's torch); the rest of the audit
-  and the publishing run on the host (``ci/build/tail.py``).
+  and the publishing run on the host (``ci/builds/tail.py``).
 * Pip and ccache caches are named volumes; containers carry a label with the
   job, so an interrupted build removes them.
 * The compilers (``CC``, ``CXX``) are those the image found in its base at build time
@@ -35,8 +35,8 @@ from pathlib import Path
 from ci import fsutil, proc, settings, toolenv
 from ci.audit import checks as audit_records
 from ci.audit import symbols, wheel_audit
-from ci.build import failure, project_source, report, standard
-from ci.build import tail as publish
+from ci.builds import failure, project_source, report, standard
+from ci.builds import tail as publish
 from ci.errors import CommandFailed, UsageError
 from ci.linux import host as build
 from ci.linux import image_contents, images, sysroot
@@ -312,6 +312,7 @@ def resolve_in_container(job: ContainerBuild, torch_volume_name: str, wheel: Pat
 def build_in_container(job: ContainerBuild) -> report.BuildReport:
     """Build, repair (in the image), audit and publish ``job``'s target; a failed first build leaves no empty
     wheelhouse."""
+    standard.check(job.target)  # a project pinning an older C++ standard than torch's headers need: one line, now
     with publish.no_empty_wheelhouse(job.outputs):
         return _build_in_container(job)
 
@@ -319,7 +320,6 @@ def build_in_container(job: ContainerBuild) -> report.BuildReport:
 def _build_in_container(job: ContainerBuild) -> report.BuildReport:
     started = time.monotonic()
     target = job.target
-    standard.check(target)  # a project pinning an older C++ standard than torch's headers need: one line, now
     python = build_python(target, job.spec)
     job.outputs.check_writable()
     if job.toolchain is None:

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from ci import fsutil, proc, settings
-from ci.build import failure, project_source, tail
+from ci.builds import failure, project_source, tail
 from ci.errors import CommandFailed, UsageError
 from ci.linux import host as build
 from ci.log import log

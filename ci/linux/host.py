@@ -5,7 +5,7 @@ outputs outside git) into the target's work folder and built there, so the
 checkout itself is never written to (a read-only checkout builds), two targets
 never share objects, and unchanged files keep their times for ninja. Builds of
 one target are serialised by a lock; everything is produced in a staging folder
-and published by ``ci/build/tail.py`` only after the audit passed.
+and published by ``ci/builds/tail.py`` only after the audit passed.
 
 x86_64 builds compile and link against a Debian bullseye sysroot (glibc 2.31, gcc 10's libstdc++) through
 wrappers around this machine's gcc/g++ (``ci/linux/sysroot.py``), so the wheel's floor is bullseye's, not this
@@ -24,7 +24,7 @@ from pathlib import Path
 from ci import fsutil, proc, toolenv
 from ci.audit import checks as audit_records
 from ci.audit import symbols, wheel_audit
-from ci.build import failure, project_source, report, standard, tail
+from ci.builds import failure, project_source, report, standard, tail
 from ci.errors import CommandFailed, UsageError
 from ci.linux import cross, qemu, sysroot
 from ci.log import log
@@ -130,12 +130,12 @@ def compiler_env(target: Target, tk: toolkit.InstalledToolkit | None, *, cpu: bo
 def run_build(cmd: list[str | Path], env: Mapping[str, str], source: Path, target: Target) -> None:
     """The project's wheel build. Its output is written to ``build-output.log`` beside the source copy and echoed
     as it comes (a file, not a pipe: a full pipe would stall ninja's own clean-up of its compilers on an
-    interrupt); a failed build's last line names the cause read from that output (``ci/build/failure.py``)."""
+    interrupt); a failed build's last line names the cause read from that output (``ci/builds/failure.py``)."""
     linkable = sorted(target.cell.toolkit.linkable)
     missing = (f"; a linker's `cannot find -l<name>` for a CUDA library ({', '.join(linkable)}) means: add "
                f'toolkit-libraries = ["<name>"] to [tool.cuda-ext-farm]') if linkable else ""
     output = source.parent / "build-output.log"
-    # -gencode flags of the project's own are caught on its first nvcc command (ci/build/failure.py).
+    # -gencode flags of the project's own are caught on its first nvcc command (ci/builds/failure.py).
     arch_list = None if target.cpu else env.get("TORCH_CUDA_ARCH_LIST")
     for stale in source.glob("build/temp*/build.ninja"):
         stale.unlink()  # torch writes it anew; the one an earlier build left must not be judged
@@ -206,6 +206,7 @@ def symbol_search(target: Target, env: envs.PythonEnv, tk: toolkit.InstalledTool
 def build(target: Target, outputs: tail.Outputs, *, max_jobs: int | None = None) -> report.BuildReport:
     """Build, repair, audit and publish ``target`` (``target.cpu``: a CPU-only wheel, no toolkit)."""
     started = time.monotonic()
+    standard.check(target)  # a project pinning an older C++ standard than torch's headers need: one line, now
     with tail.no_empty_wheelhouse(outputs):
         outputs.check_writable()
         return _build(target, outputs, started, max_jobs=max_jobs)
@@ -213,7 +214,6 @@ def build(target: Target, outputs: tail.Outputs, *, max_jobs: int | None = None)
 
 def _build(target: Target, outputs: tail.Outputs, started: float, *, max_jobs: int | None) -> report.BuildReport:
     cpu = target.cpu
-    standard.check(target)  # a project pinning an older C++ standard than torch's headers need: one line, now
     with log.target(target.id, "build"), fsutil.locked(outputs.lock(target), f"the build of {target.id}"):
         with log.stage("toolkit and build environment"):
             setup = cross.prepare(target) if target.cross else None

@@ -9,7 +9,7 @@ A folder is read in one of the two shapes the farm writes:
   the PyPI variant has none) and whose tags are the target's (``cp310-abi3``, ``manylinux…_x86_64``).
 
 ``build-all --missing`` builds exactly the missing Linux targets into a wheelhouse: each target's wheel is
-moved into its folder only once it passed the audit (ci/build/tail.py), so a stopped run leaves no partial wheel
+moved into its folder only once it passed the audit (ci/builds/tail.py), so a stopped run leaves no partial wheel
 and the next ``--missing`` run continues with what is still missing.
 """
 

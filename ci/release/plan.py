@@ -53,7 +53,7 @@ def all_targets(config: ProjectConfig, os_names: Iterable[str] = ("linux", "wind
 def find_built(folder: Path, wanted: Mapping[str, Target], *, require_all: bool = True) -> list[Built]:
     """The built wheels under ``folder``: ``<target-id>/`` (a wheelhouse) or ``wheel-<target-id>/`` (downloaded
     workflow artifacts), each holding one wheel and its ``report.json``."""
-    from ci.build import report
+    from ci.builds import report
 
     found: list[Built] = []
     missing: list[str] = []

@@ -158,7 +158,7 @@ def cpu_torch_env(config: ProjectConfig, python: str, version: str, torch_index:
 def copy_project(root: Path, dest: Path) -> int:
     """Copy the project's files (``ci.linux.host.project_files``: what git lists, or all but build outputs) to
     ``dest``."""
-    from ci.build import project_source, tail
+    from ci.builds import project_source, tail
 
     outputs = tail.Outputs.resolve(root)
     names = project_source.project_files(root, (outputs.build_root, outputs.wheelhouse))
@@ -294,7 +294,7 @@ def check_sdist(config: ProjectConfig, sdist: Path, project_files: Sequence[str]
     """Refuse an sdist that lacks a file its build needs (:func:`needed_files`), naming it and the fix in one line
     (the full list before it). ``project_files``: the project's files relative to its root (default: what git lists,
     as the wheel build copies)."""
-    from ci.build import project_source
+    from ci.builds import project_source
 
     members = sdist_members(sdist)
     files = list(project_files) if project_files is not None else project_source.project_files(config.root)
@@ -356,7 +356,7 @@ def build_wheel_from_sdist(config: ProjectConfig, sdist: Path, dest: Path, *, ar
     The sdist is unpacked into a temporary folder and loaded as a project of its own (its ``pyproject.toml``, or
     ``config``'s ``--config`` file), so nothing of the checkout takes part. ``work``: the build folder (default: a
     temporary one, removed; the release target's usual build folder is left alone)."""
-    from ci.build import report, tail
+    from ci.builds import report, tail
     from ci.linux import host as build
     from ci.universe import project, targets
 

@@ -133,7 +133,7 @@ class TorchRelease:
     #: The C++ standard its headers are written for (17 or 20): the ``-std=c++NN`` torch's own
     #: ``torch/utils/cpp_extension.py`` passes the compiler, read from the wheel by ``cuda-ext-farm adopt-torch``
     #: (C++20 from 2.12 on). A project that pins an older standard is refused before its compile
-    #: (``ci/build/standard.py``).
+    #: (``ci/builds/standard.py``).
     cxx: int = 17
 
     def archs_for(self, arch: str) -> tuple[str, ...]:

@@ -155,7 +155,7 @@ class Target:
     @property
     def cxx(self) -> int:
         """The C++ standard the build compiles as: the one the target's torch's headers need (``TorchRelease.cxx``,
-        which torch's cpp_extension passes; ``ci/build/standard.py`` refuses a project pinning an older one)."""
+        which torch's cpp_extension passes; ``ci/builds/standard.py`` refuses a project pinning an older one)."""
         return matrix.get_torch(self.torch).cxx
 
     @property

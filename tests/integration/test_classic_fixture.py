@@ -77,7 +77,7 @@ def test_one_wheel_per_torch_release_pinned_to_it(classic_wheels: dict[str, Path
 
 
 def test_the_audit_proved_linking_and_symbols(classic_wheels: dict[str, Path]) -> None:
-    from ci.build import report
+    from ci.builds import report
 
     for wheel in classic_wheels.values():
         rep = report.read_report(wheel.parent)

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from ci import wheelmeta
-from ci.build import report
+from ci.builds import report
 from ci.toolchain import envs
 from ci.universe import project
 from ci.universe.selection import Selection, select

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from ci.build import tail
+from ci.builds import tail
 from ci.linux import container as wheels
 from ci.linux import image_contents, images
 from ci.universe import project, targets

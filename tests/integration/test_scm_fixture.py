@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from ci import wheelmeta
-from ci.build import report
+from ci.builds import report
 from tests.integration.test_fixture_projects import Built, farm
 
 ROOT = Path(__file__).resolve().parents[2]

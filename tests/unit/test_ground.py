@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ci import errors, fsutil, proc, toolenv, wheelmeta
-from ci.build import project_source, tail
+from ci.builds import project_source, tail
 from ci.linux import develop, host
 from ci.toolchain import compiler_cache, toolkit
 from ci.universe import matrix, project, targets

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ci import errors
-from ci.build import tail
+from ci.builds import tail
 from ci.linux import container as wheels
 from ci.linux import debian, images, shell
 from ci.universe import matrix, project, targets

@@ -9,7 +9,7 @@ from pathlib import Path, PureWindowsPath
 import pytest
 from cibuildwheel.environment import parse_environment
 
-from ci.build import project_source
+from ci.builds import project_source
 from ci.errors import UsageError
 from ci.universe import matrix
 from ci.universe.targets import Target

@@ -11,7 +11,7 @@ import pytest
 
 from ci.audit.checks import AuditResult
 from ci.audit.wheel_audit import raise_for_failures
-from ci.build import tail
+from ci.builds import tail
 from ci.errors import AuditFailed, CommandFailed
 from ci.universe.targets import Target
 from windows import audit, dlls, pe, repair

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from ci.build import project_source
+from ci.builds import project_source
 from ci.errors import CommandFailed, FarmError, UsageError
 
 #: The project-side knob a network failure's advice names: ``build-env`` (``cpu-env`` in a ``--cpu`` build).

@@ -24,7 +24,7 @@ from ci import fsutil, settings, toolenv, wheelmeta
 from ci.audit import describe
 from ci.audit.checks import AuditResult
 from ci.audit.wheel_audit import raise_for_failures
-from ci.build import debug_split, report
+from ci.builds import debug_split, report
 from ci.errors import CommandFailed
 from ci.log import log
 from ci.universe.targets import Target
@@ -149,7 +149,7 @@ def publish(
     epoch: str | None = None,
     cuobjdump: Path | None = None,
 ) -> report.BuildReport:
-    """Split the libraries' debug info off (ci/build/debug_split.py; ``strip-debug``), repair, describe
+    """Split the libraries' debug info off (ci/builds/debug_split.py; ``strip-debug``), repair, describe
     (ci/audit/describe.py: the torch range from the binary, the coverage file), set the final metadata, audit,
     move into the wheelhouse (the debug files into its ``debug/``), write the report."""
     split = None

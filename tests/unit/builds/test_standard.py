@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ci.build import standard
+from ci.builds import standard
 from ci.errors import UsageError
 from ci.universe import matrix, project, targets
 
@@ -115,4 +115,4 @@ def test_host_container_and_build_all_refuse_before_anything_else() -> None:
         container.build_in_container(_Untouched(target=target))  # type: ignore[arg-type]
     with pytest.raises(UsageError, match=r"pins C\+\+17 with -std=c\+\+17 in setup.py"):
         buildall.build_all((_target("std17_ext", "2.11"), target), _Untouched(),  # type: ignore[arg-type]
-                           jobs=1, base_image=None, max_jobs=None, console=_Untouched())  # type: ignore[arg-type]
+                           jobs=1, base_image=None, max_jobs=None)

@@ -12,7 +12,7 @@ that has ``.debug_*`` sections is split with binutils' objcopy, the way distribu
   file and that file's CRC.
 
 objcopy writes no time or path into either file, so the same library gives the same bytes: the wheel stays
-reproducible. The debug files go to ``<wheelhouse>/<target>/debug/`` with the wheel (ci/build/tail.py), never
+reproducible. The debug files go to ``<wheelhouse>/<target>/debug/`` with the wheel (ci/builds/tail.py), never
 into it, never to PyPI. ``strip-debug = false`` in ``[tool.cuda-ext-farm]`` keeps the wheel as built.
 """
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ci.audit import debug_info
-from ci.build import debug_split
+from ci.builds import debug_split
 from ci.errors import MissingRequirement, UsageError
 from ci.universe import project
 

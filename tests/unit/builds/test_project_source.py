@@ -1,4 +1,4 @@
-"""The files a build copies (ci/build/project_source.py) from real git repositories: an initialised submodule's files
+"""The files a build copies (ci/builds/project_source.py) from real git repositories: an initialised submodule's files
 (nested ones too, and their untracked files) replace its gitlink entry; a submodule whose folder is empty stops the
 listing with one line naming the folder."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ci.build import project_source
+from ci.builds import project_source
 from ci.errors import UsageError
 
 GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
@@ -111,7 +111,7 @@ def test_the_sdist_check_asks_for_a_submodule_header_the_sources_include(nested:
 
 
 def test_a_failed_build_leaves_no_empty_wheelhouse_it_created(tmp_path: Path) -> None:
-    from ci.build import tail
+    from ci.builds import tail
 
     outputs = tail.Outputs(wheelhouse=tmp_path / "wheelhouse", build_root=tmp_path / "build")
     with pytest.raises(UsageError), tail.no_empty_wheelhouse(outputs):
@@ -125,7 +125,7 @@ def test_a_failed_build_leaves_no_empty_wheelhouse_it_created(tmp_path: Path) ->
 
 
 def test_the_built_target_is_found_among_those_selected(tmp_path: Path) -> None:
-    from ci.build import tail
+    from ci.builds import tail
     from ci.universe import project, targets
 
     (tmp_path / "p").mkdir()

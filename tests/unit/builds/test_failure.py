@@ -1,4 +1,4 @@
-"""The cause class of a failed build, read from its output (ci/build/failure.py), over output of the shapes the
+"""The cause class of a failed build, read from its output (ci/builds/failure.py), over output of the shapes the
 farm's builds print: pypa/build around setuptools, torch's ninja compile, gcc, nvcc, the linker. The samples are
 trimmed from builds run here (paths shortened to SRC, the build's copy of the project)."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ci.build import failure
+from ci.builds import failure
 from ci.errors import CommandFailed
 
 SRC = "/cache/build/proj-torch2.13-cpu-cp311-linux_x86_64/src"

@@ -34,7 +34,7 @@ class BuildReport:
     image: str | None = None
     #: Bytes of CUDA code per architecture (SASS cubins, PTX), uncompressed, as cuobjdump extracts them.
     arch_bytes: dict[str, int] = dataclasses.field(default_factory=dict)
-    #: What splitting the debug info off saved (ci/build/debug_split.py): ``wheel_before``/``wheel_after`` bytes,
+    #: What splitting the debug info off saved (ci/builds/debug_split.py): ``wheel_before``/``wheel_after`` bytes,
     #: and per library its bytes before and after and its debug file; None: not split (``strip-debug = false``).
     debug_split: dict[str, Any] | None = None
 
