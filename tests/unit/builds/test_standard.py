@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,8 +16,28 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def _target(name: str, torch: str) -> targets.Target:
-    config = project.load(FIXTURES / name)
+    config = project.load(FIXTURES / name if name != "std17_ext" else _std17_ext())
     return next(t for t in targets.targets_for(config) if t.torch_minor == torch)
+
+
+_STD17: Path | None = None
+
+
+def _std17_ext() -> Path:
+    """classic_ext with its C++ flags pinned to -std=c++17, as some extension projects write it (made once per test
+    run in a temporary folder, rather than kept as a second copy of the fixture)."""
+    global _STD17
+    if _STD17 is None:
+        folder = Path(tempfile.mkdtemp(prefix="farm-std17-")) / "std17_ext"
+        shutil.copytree(FIXTURES / "classic_ext", folder, ignore=shutil.ignore_patterns("build", "__pycache__"))
+        setup = folder / "setup.py"
+        text = setup.read_text()
+        assert '"cxx": ["-O3"]' in text
+        setup.write_text(text.replace('"cxx": ["-O3"]', '"cxx": ["-O3", "-std=c++17"]'))
+        pyproject = folder / "pyproject.toml"
+        pyproject.write_text(pyproject.read_text().replace('name = "classic-ext"', 'name = "std17-ext"'))
+        _STD17 = folder
+    return _STD17
 
 
 def test_each_torch_release_carries_its_standard() -> None:
@@ -31,7 +53,7 @@ def test_a_cxx17_pin_is_refused_for_torch_2_13_in_one_line() -> None:
         standard.check(target)
     line = caught.value.line()
     assert "\n" not in line
-    assert line == (f"error: std17-ext pins C++17 with -std=c++17 in setup.py line 43, but torch 2.13's headers need "
+    assert line == (f"error: std17-ext pins C++17 with -std=c++17 in setup.py line 41, but torch 2.13's headers need "
                     f"C++20 ({target.id}): drop the flag (torch's cpp_extension passes -std=c++20 itself) or raise "
                     "it to C++20; or leave torch 2.13 out of [tool.cuda-ext-farm] torch")
 
