@@ -1,6 +1,6 @@
 """What a variant-aware installer would pick (PEP 825 wheel variants, draft) from an index's variant wheels, for the
 doctor: the NVIDIA provider's rules and the variant ordering, implemented here (the doctor runs with the standard
-library and ``packaging`` alone, so it cannot call ``variantlib``; tests/unit/doctor/test_variants.py checks that
+library and ``packaging`` alone, so it cannot call ``variantlib``; tests/unit/doctor/test_variant_pick.py checks that
 ``variantlib``'s own ``sort_and_filter_supported_variants`` orders every recorded machine's variants the same way).
 
 **The NVIDIA provider** (``nvidia-variant-provider``'s ``get_supported_configs``, learnt from its documentation and
