@@ -76,6 +76,9 @@ DECLARED: tuple[Setting, ...] = (
     S("SOURCE_DATE_EPOCH", "the time stamp of the wheel's entries (reproducible builds); builds set it from the "
       "commit", "1980-01-01 (the zip epoch)",
       group="build"),
+    S("FARM_VARIANT_WHEELS", "1: release dry-run and assemble also write PEP 825 variant wheels into "
+      "<release>/variants/ (experimental, docs/variants.md); 0: not even when the project asks", "off",
+      flag="--variant-wheels", commands=("release",), key="variant-wheels", group="build"),
     S("FARM_SYSROOT", "`none`: link against the build machine's glibc instead of the bullseye sysroot", "the sysroot",
       group="build"),
     S("FARM_GLIBC_FLOOR", "the newest glibc the audit lets a wheel need (2.28)", "the route's floor", group="build"),

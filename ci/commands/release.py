@@ -58,6 +58,7 @@ from ci.universe.selection import select
 
 if TYPE_CHECKING:
     from ci.universe.project import ProjectConfig
+    from ci.universe.targets import Target
 
 #: verb -> (the argument it takes, its help)
 VERBS: dict[str, tuple[str | None, str]] = {
@@ -95,6 +96,7 @@ class Args:
     base_url: str | None = None
     base_image: str | None = None
     reuse_wheels: bool = False
+    variant_wheels: bool = False
     no_audit: bool = False
     torch_kind: str = "cuda"
     torch_index: str | None = None
@@ -128,6 +130,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         "FARM_BASE_IMAGE or the cell's)")
     parser.add_argument("--reuse-wheels", action="store_true",
                         help="dry-run: do not rebuild a target whose audited wheel and report are in the wheelhouse")
+    parser.add_argument("--variant-wheels", action="store_true", help="dry-run, assemble: also write PEP 825 variant "
+                        "wheels into <out>/variants/ (experimental; FARM_VARIANT_WHEELS, project key variant-wheels)")
     parser.add_argument("--no-audit", action="store_true",
                         help="assemble: trust the build reports instead of auditing the Linux wheels again")
     parser.add_argument("--torch-kind", choices=("cuda", "cpu"), default="cuda",
@@ -314,6 +318,7 @@ def _cmd_dry_run(opts: Options[Args]) -> int:
             manifest = record_file(manifest, released.name, {"import-qemu": imported})
     write_manifest(out, manifest)
     verify_release(out)
+    _variant_wheels(opts, config, [(item.wheel, item.target) for item in built], out, cuobjdump)
     assembly.print_summary(manifest, out, time.monotonic() - started)
     log.progress.print("[green]dry run complete[/]: nothing was uploaded")
     return 0
@@ -350,8 +355,31 @@ def _cmd_assemble(opts: Options[Args]) -> int:
     manifest = record_install_lines(manifest, check_install_lines(out, manifest))
     write_manifest(out, manifest)
     verify_release(out)
+    _variant_wheels(opts, config, [(item.wheel, item.target) for item in built], out, None)
     assembly.print_summary(manifest, out)
     return 0
+
+
+def _variant_wheels(opts: Options[Args], config: ProjectConfig, built: list[tuple[Path, Target]], out: Path,
+                    cuobjdump: Path | None) -> None:
+    """With variant wheels on (flag, FARM_VARIANT_WHEELS, else the project's ``variant-wheels``): <out>/variants/."""
+    from ci.log import log
+    from ci.release import variants
+    from ci.toolchain import toolkit
+    from ci.universe import targets
+
+    given = opts.settings.given("FARM_VARIANT_WHEELS")
+    if given is not None and given.lower() not in ("1", "0", "true", "false", "on", "off"):
+        raise UsageError("FARM_VARIANT_WHEELS is neither 1 nor 0", given, "set it to 1 (on) or 0 (off), or unset it")
+    if not (given.lower() in ("1", "true", "on") if given is not None else config.variant_wheels):
+        return
+    linux = [(w, t) for w, t in built if t.os == "linux"]
+    items = variants.release_items(linux, targets.default_target(config).torch,
+                                   cuobjdump or toolkit.ensure_cuobjdump())
+    written = variants.write_folder(out, items, config.name)
+    for wheel, variant in items:
+        log.progress.print(f"[green]variant[/] {wheel.name} -> {variant.label}: {variant.source}")
+    log.progress.print(f"[green]variant wheels[/] {written.folder}: {variants.validate(written.folder)}")
 
 
 def _cmd_import_test(opts: Options[Args]) -> int:

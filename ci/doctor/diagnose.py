@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ci import settings, toolenv
+from ci.doctor import variants as doctor_variants
 from ci.doctor import wheels as doctor_wheels
 from ci.doctor.rules import Machine, Verdict, judge, rank_key
 from ci.errors import CommandFailed, FarmError, UsageError
@@ -63,6 +64,9 @@ class Report:
     shape: str
     #: project -> its verdicts, best first: the fitting ones (the first is chosen), then the others
     projects: dict[str, list[Verdict]]
+    #: project -> what a variant-aware installer picks from its variant wheels (ci/doctor/variants.py): the
+    #: wheel (None: none of them fits) and the labels that fit, best first; absent without variant wheels
+    variant_picks: dict[str, tuple[Verdict | None, list[str]]] = dataclasses.field(default_factory=dict)
 
     @property
     def fits(self) -> bool:
@@ -87,12 +91,26 @@ class Report:
             if len(fit) < len(verdicts):
                 out.append("does not fit:")
                 out += [f"  {_name(v)}: {'; '.join(v.reasons)}" for v in verdicts if not v.fits]
+            if project in self.variant_picks:
+                pick, labels = self.variant_picks[project]
+                chosen = f"{pick.wheel.file}" if pick else "none of its variant wheels"
+                out.append(f"variant-aware installer (PEP 825 draft, NVIDIA provider's rules): {chosen} (labels that "
+                           f"fit, best first: {', '.join(labels) or 'none'})")
+                if pick and fit and pick is not fit[0]:
+                    out.append(f"  note: the doctor's own choice differs ({_name(fit[0])}): the provider knows the "
+                               "driver and the GPU, not torch's CUDA build nor the PTX a GPU can JIT")
         return out
 
     def as_dict(self) -> dict[str, Any]:
+        projects: dict[str, Any] = {}
+        for p, vs in self.projects.items():
+            projects[p] = {"chosen": vs[0].wheel.file if vs and vs[0].fits else None,
+                           "wheels": [v.as_dict() for v in vs]}
+            if p in self.variant_picks:
+                pick, labels = self.variant_picks[p]
+                projects[p]["variant"] = {"chosen": pick.wheel.file if pick else None, "labels": labels}
         return {"machine": self.machine.raw, "index": str(self.folder), "shape": self.shape, "fits": self.fits,
-                "projects": {p: {"chosen": vs[0].wheel.file if vs and vs[0].fits else None,
-                                 "wheels": [v.as_dict() for v in vs]} for p, vs in self.projects.items()}}
+                "projects": projects}
 
 
 def _name(v: Verdict) -> str:
@@ -113,7 +131,37 @@ def doctor(folder: Path, machine: Machine, listed: tuple[str, list[doctor_wheels
     for verdicts in projects.values():
         # The fitting ones best first; then those with the fewest reasons (the nearest misses).
         verdicts.sort(key=lambda v: (not v.fits, len(v.reasons), *rank_key(v, machine)))
-    return Report(machine, folder, shape, dict(sorted(projects.items())))
+    picks = {p: variant_pick(vs, machine) for p, vs in projects.items() if any(v.wheel.variant_label for v in vs)}
+    return Report(machine, folder, shape, dict(sorted(projects.items())), picks)
+
+
+def variant_pick(verdicts: list[Verdict], machine: Machine) -> tuple[Verdict | None, list[str]]:
+    """What a variant-aware installer installs from the variant wheels among ``verdicts``: the labels the NVIDIA
+    provider's rules order (ci/doctor/variants.py), then, in the best label that has one, the wheel whose tags and
+    Python fit, by pip's tag preference. The labels that fit, best first, with it."""
+    from ci.release import variants as release_variants
+
+    labelled = [v for v in verdicts if v.wheel.variant_label]
+    documents = [(v.wheel.variant_label or "", release_variants.read_variant(v.wheel.path) if v.wheel.path and
+                  v.wheel.path.is_file() else None) for v in labelled]
+    ordered = doctor_variants.order(doctor_variants.labelled(documents), doctor_variants.provider_features(machine))
+    priority = {t: i for i, t in enumerate(machine.tags)}
+    for candidate in ordered:
+        wheels = [v for v in labelled if v.wheel.variant_label == candidate.label and _installable(v, machine)]
+        if wheels:
+            best = min(wheels, key=lambda v: min((priority.get(t, len(priority)) for t in v.wheel.tags),
+                                                 default=len(priority)))
+            return best, [c.label for c in ordered]
+    return None, [c.label for c in ordered]
+
+
+def _installable(v: Verdict, machine: Machine) -> bool:
+    """The installer's own filter before variants: the wheel's tags (platform, Python) and Requires-Python."""
+    from ci.doctor import rules
+
+    w = v.wheel
+    return not w.unreadable and not rules.platform_reason(w, machine) and not rules.python_reason(w, machine) and (
+        w.requires_python is None or w.requires_python.contains(machine.python_text, prereleases=True))
 
 
 # --- the machine: a probe in the user's interpreter, or a recorded environment ---------------------------------

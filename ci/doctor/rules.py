@@ -186,7 +186,7 @@ def _platform_part(tag: str) -> tuple[str, str, tuple[int, int] | None, str]:
     return tag, "", None, ""
 
 
-def _platform_reason(w: WheelFacts, m: Machine) -> str | None:
+def platform_reason(w: WheelFacts, m: Machine) -> str | None:
     mine = {t.platform for t in m.tags}
     plats = sorted({t.platform for t in w.tags})
     if mine & set(plats):
@@ -208,7 +208,7 @@ def _platform_reason(w: WheelFacts, m: Machine) -> str | None:
     return f"built for {parts[0][1]} {parts[0][2]} ({parts[0][0]}), this machine is {here_os} {m.arch}"
 
 
-def _python_reason(w: WheelFacts, m: Machine) -> str | None:
+def python_reason(w: WheelFacts, m: Machine) -> str | None:
     mine = {(t.interpreter, t.abi) for t in m.tags}
     pairs = sorted({(t.interpreter, t.abi) for t in w.tags})
     if mine & set(pairs):
@@ -251,7 +251,7 @@ def judge(w: WheelFacts, m: Machine) -> Verdict:
     if w.unreadable:
         v.reasons.append(f"cannot be read: {w.unreadable}")
         return v
-    for reason in (_platform_reason(w, m), _python_reason(w, m)):
+    for reason in (platform_reason(w, m), python_reason(w, m)):
         if reason:
             v.reasons.append(reason)
     if not v.reasons and w.requires_python is not None and not w.requires_python.contains(

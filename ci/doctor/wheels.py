@@ -41,6 +41,7 @@ from ci import settings, wheelmeta
 from ci.audit import describe
 from ci.errors import UsageError
 from ci.release import index
+from ci.release import variants as release_variants
 
 #: The farm's machine-readable record of a wheel's CUDA build, in its .dist-info folder (written by
 #: ci/audit/describe.py).
@@ -75,6 +76,8 @@ class WheelFacts:
     ptx: tuple[str, ...] | None
     #: Why the wheel could not be read, if it could not (then it fits nothing).
     unreadable: str | None = None
+    #: A variant wheel's label (``cuda13.0``, ``null``: PEP 825, ci/release/variants.py); None for a plain wheel.
+    variant_label: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {"file": self.file, "path": str(self.path) if self.path else None, "where": self.where,
@@ -82,7 +85,8 @@ class WheelFacts:
                 "tags": sorted(str(t) for t in self.tags), "cuda": self.cuda, "cuda_from": self.cuda_from,
                 "torch_requirement": str(self.torch_requirement) if self.torch_requirement is not None else None,
                 "requires_python": str(self.requires_python) if self.requires_python is not None else None,
-                "abi": self.abi, "sass": self.sass, "ptx": self.ptx, "unreadable": self.unreadable}
+                "abi": self.abi, "sass": self.sass, "ptx": self.ptx, "unreadable": self.unreadable,
+                "variant_label": self.variant_label}
 
 
 UNKNOWN = "unknown"
@@ -163,8 +167,9 @@ def _site(site: Path) -> Iterator[Listed]:
 
 def read(listed: Listed) -> WheelFacts:
     """What ``listed`` declares; a wheel that cannot be read is returned with ``unreadable`` set."""
+    base, variant_label = release_variants.split_name(listed.file)
     try:
-        name, version, _build, tags = parse_wheel_filename(listed.file)
+        name, version, _build, tags = parse_wheel_filename(base)
     except InvalidWheelFilename as exc:
         return _unreadable(listed, f"not a wheel file name ({exc})")
     metadata: dict[str, list[str]] = {}
@@ -192,12 +197,12 @@ def read(listed: Listed) -> WheelFacts:
     if not here:
         cuda_from += " (the file is not on this machine: judged by its name and index)"
     return WheelFacts(listed.file, listed.path, listed.where, listed.url, name, version, frozenset(tags), cuda,
-                      cuda_from, torch_req, torch_from, requires_python, abi, sass, ptx)
+                      cuda_from, torch_req, torch_from, requires_python, abi, sass, ptx, variant_label=variant_label)
 
 
 def _unreadable(listed: Listed, why: str) -> WheelFacts:
     try:
-        name, version, _build, tags = parse_wheel_filename(listed.file)
+        name, version, _build, tags = parse_wheel_filename(release_variants.split_name(listed.file)[0])
     except InvalidWheelFilename:
         name, version, tags = NormalizedName(listed.file.split("-")[0]), Version("0"), frozenset()
     return WheelFacts(listed.file, listed.path, listed.where, listed.url, name, version, frozenset(tags), UNKNOWN,
@@ -206,7 +211,8 @@ def _unreadable(listed: Listed, why: str) -> WheelFacts:
 
 
 def _read_wheel(path: Path) -> tuple[dict[str, list[str]], dict[str, Any]]:
-    with wheelmeta.open_wheel(path) as zf:
+    labelled = release_variants.split_name(path.name)[1] is not None  # wheelmeta refuses a variant wheel's name
+    with zipfile.ZipFile(path) if labelled else wheelmeta.open_wheel(path) as zf:
         info = wheelmeta.dist_info_dir(zf, path)
         text = zf.read(f"{info}/METADATA").decode("utf-8", errors="replace")
         farm: dict[str, Any] = {}

@@ -18,6 +18,7 @@ a ``[project] name``. A project you cannot edit is described by a separate file
     max-wheel-size = "100 MiB"      # the audit fails a larger wheel (PyPI's default file limit); bytes or "95 MiB"
     strip-debug = true              # libraries lose their DWARF (kept beside the wheel in debug/<build-id>.debug)
     compress-fatbin = true          # CUDA 13 cells compile with nvcc --compress-mode=size (Zstandard fatbins)
+    variant-wheels = false          # release also writes PEP 825 variant wheels (experimental; docs/variants.md)
     test-requires = ["pytest"]      # what the tests need besides the wheel (PEP 508 strings, as cibuildwheel's)
     test-extras = ["test"]          # extras of the project's own wheel installed with it for the tests
     os = ["linux", "windows"]       # the platforms built: os = ["linux"] opts out of Windows wheels
@@ -138,6 +139,8 @@ class ProjectConfig:
     #: ``compress-fatbin``: CUDA 13 cells' builds append ``--compress-mode=size`` to nvcc's flags
     #: (ci/linux/host.py: fatbin_compression_flags); false: nvcc's default, or the project's own mode.
     compress_fatbin: bool = True
+    #: ``variant-wheels``: ``release`` also writes PEP 825 variant wheels (ci/release/variants.py; experimental).
+    variant_wheels: bool = False
     #: ``test-requires``: requirements installed beside the wheel wherever its tests run (the clean CPU test
     #: environment, every GPU lane's, the release workflows' test jobs, which run the farm's ``test``/``test-gpu``).
     test_requires: tuple[str, ...] = ()
@@ -162,7 +165,7 @@ _KEYS = {
     "version", "name", "import-name", "abi", "python-abi", "torch", "python", "cuda", "cuda-archs", "extra-cuda-archs",
     "build-env", "cpu-env", "debug-env", "cuda-libraries", "cpu-libraries", "commands", "toolkit-libraries",
     "archs", "max-wheel-size", "strip-debug", "compress-fatbin", "test-requires", "test-extras",
-    "os",
+    "os", "variant-wheels",
 }
 
 
@@ -356,6 +359,7 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
         max_wheel_size=tomlvalues.size(table, "max-wheel-size", DEFAULT_MAX_WHEEL_SIZE),
         strip_debug=tomlvalues.boolean(table, "strip-debug", True),
         compress_fatbin=tomlvalues.boolean(table, "compress-fatbin", True),
+        variant_wheels=tomlvalues.boolean(table, "variant-wheels", False),
         test_requires=tomlvalues.requirements(table, "test-requires"),
         test_extras=tomlvalues.extras(table, "test-extras"),
         limited_api_floor=limited_api_floor(root, pyproject),
