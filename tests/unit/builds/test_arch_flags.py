@@ -165,7 +165,8 @@ def test_the_guard_refuses_flags_of_the_projects_own_before_nvcc_runs(tmp_path: 
     done = guard(tmp_path, compile_args(flags))
     assert done.returncode == 3 and ran_with(tmp_path) is None
     assert done.stdout == ""
-    assert done.stderr == f"cuda-ext-farm nvcc-arch-guard: own architecture flags: {own} (TORCH_CUDA_ARCH_LIST={ARCHS})\n"
+    assert done.stderr == (f"cuda-ext-farm nvcc-arch-guard: own architecture flags: {own} "
+                           f"(TORCH_CUDA_ARCH_LIST={ARCHS})\n")
     error = arch_flags.guard_refusal("FAILED: k.o\n" + done.stderr)
     assert error is not None and error.value == own.split()[0] and f"({ARCHS} here)" in error.fix
 
