@@ -125,4 +125,4 @@ def build_target(target: Target, outputs: publish.Outputs, found: Discovery,
 
             return publish.publish(target, built, stage, outputs, repair=repair.delvewheel_repair(options.dll_paths),
                                    audit=run_audit, mode="windows", nvcc=tk.nvcc_version, started=started,
-                                   cuobjdump=cuobjdump)
+                                   cuobjdump=cuobjdump, arch_advice=arch_flags.advice_from_log(output, target))

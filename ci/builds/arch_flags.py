@@ -25,6 +25,10 @@ from pathlib import Path
 from ci.errors import FarmError, UsageError
 from ci.universe.targets import Target
 
+#: ``ci/nvcc/nvcc-arch-guard``'s name.
+ARCH_GUARD_SCRIPT = "nvcc-arch-guard"
+#: How an nvcc command starts: nvcc itself, the image's ccache wrapper, the farm's wrappers in ``ci/nvcc``.
+NVCC_COMMANDS = ("nvcc", "nvcc-ccache", "nvcc-module-anchor", ARCH_GUARD_SCRIPT)
 #: nvcc's architecture options: ``-gencode=arch=…,code=…`` (or with a space), ``--generate-code``, ``-arch``,
 #: ``--gpu-architecture``, ``-code``, ``--gpu-code``.
 ARCH_OPTIONS = ("-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code", "--gpu-code")
@@ -48,7 +52,7 @@ def nvcc_arch_flags(line: str) -> list[str] | None:
     """The architecture flags of an nvcc compile command line (``None``: the line is not one), each written as one
     ``-option=value`` word."""
     words = line.split()
-    if not any(w.endswith(("/nvcc", "nvcc", "nvcc-ccache", "nvcc-module-anchor")) for w in words[:3]) \
+    if not any(w.strip('"').removesuffix(".exe").endswith(NVCC_COMMANDS) for w in words[:3]) \
             or "-c" not in words:
         return None
     found: list[str] = []
@@ -108,8 +112,6 @@ def early_stop_arch_list(target: Target) -> str | None:
 #: The one line ``ci/nvcc/nvcc-arch-guard`` prints when it refuses a compile (then it exits 3, nvcc never ran).
 ARCH_GUARD = re.compile(r"cuda-ext-farm nvcc-arch-guard: own architecture flags: (?P<flags>[^(]*?)\s*"
                         r"\(TORCH_CUDA_ARCH_LIST=(?P<list>[^)]*)\)")
-#: The guard's name in ``ci/nvcc``.
-ARCH_GUARD_SCRIPT = "nvcc-arch-guard"
 
 
 def arch_guard_env(arch_list: str, script: str, next_nvcc: str) -> dict[str, str]:
@@ -169,3 +171,45 @@ def watch_build_ninja(source: Path, arch_list: str) -> Callable[[], FarmError | 
         return None
 
     return poll
+
+
+# --- the audit's sass/ptx failure names the flags nvcc was given ------------------------------------------------
+
+
+def flags_in_output(output: str) -> list[str]:
+    """Every architecture flag of the nvcc compile lines in a build's output (torch runs ``ninja -v``, which prints
+    each finished command; setuptools without ninja prints each before running it), first seen first."""
+    seen: dict[str, None] = {}
+    for line in output.splitlines():
+        for flag in nvcc_arch_flags(line) or ():
+            seen.setdefault(flag)
+    return list(seen)
+
+
+def arch_flags_advice(output: str, target: Target) -> str:
+    """What a failed ``sass``/``ptx`` check adds when the build's nvcc compiles were not given the flags the cell's
+    list implies (the early stop was off: the project sets ``TORCH_CUDA_ARCH_LIST`` in build-env, or a watcher
+    missed them): the flags of the project's own and what to do, or that build-env's list replaced the farm's.
+    Empty: nothing to add (no nvcc line in the output, or exactly the cell's flags)."""
+    seen = flags_in_output(output)
+    cell = target.cell.arch_list
+    if target.cpu or not seen or set(seen) == torch_arch_flags(cell):
+        return ""
+    listed = target.project.build_env.get("TORCH_CUDA_ARCH_LIST")
+    if listed and set(seen) == torch_arch_flags(listed):
+        return (f"nvcc compiled for TORCH_CUDA_ARCH_LIST={listed}, which build-env of [tool.cuda-ext-farm] sets: "
+                f"remove it there and let the farm's list apply ({cell} here: cuda-archs in [tool.cuda-ext-farm] or "
+                "--arch-list choose it)")
+    own = _own(seen, listed or cell)
+    also = " and remove TORCH_CUDA_ARCH_LIST from build-env of [tool.cuda-ext-farm]" if listed else ""
+    return (f"nvcc compiled with architecture flags of the project's own: {' '.join(own)}: drop them from the "
+            f"extension's extra_compile_args (setup.py){also} and let torch's TORCH_CUDA_ARCH_LIST apply ({cell} "
+            "here: cuda-archs in [tool.cuda-ext-farm] or --arch-list choose it)")
+
+
+def advice_from_log(log_file: Path, target: Target) -> str:
+    """:func:`arch_flags_advice` for the build output kept in ``log_file`` (``build-output.log``)."""
+    try:
+        return arch_flags_advice(log_file.read_text(errors="replace"), target)
+    except OSError:
+        return ""

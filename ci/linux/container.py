@@ -375,4 +375,4 @@ def _build_in_container(job: ContainerBuild) -> report.BuildReport:
 
             return publish.publish(target, built, stage, job.outputs, repair=keep, audit=run_audit,
                                    mode="container", nvcc=nvcc_version(target.cell), started=started, image=job.image,
-                                   cuobjdump=cuobjdump)
+                                   cuobjdump=cuobjdump, arch_advice=arch_flags.advice_from_log(output, target))

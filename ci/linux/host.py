@@ -127,6 +127,10 @@ def compiler_env(target: Target, tk: toolkit.InstalledToolkit | None, *, cpu: bo
     return env
 
 
+#: The build's output, kept beside the source copy (read again by the audit: ``arch_flags.advice_from_log``).
+BUILD_OUTPUT = "build-output.log"
+
+
 def run_build(cmd: list[str | Path], env: Mapping[str, str], source: Path, target: Target) -> None:
     """The project's wheel build. Its output is written to ``build-output.log`` beside the source copy and echoed
     as it comes (a file, not a pipe: a full pipe would stall ninja's own clean-up of its compilers on an
@@ -134,7 +138,7 @@ def run_build(cmd: list[str | Path], env: Mapping[str, str], source: Path, targe
     linkable = sorted(target.cell.toolkit.linkable)
     missing = (f"; a linker's `cannot find -l<name>` for a CUDA library ({', '.join(linkable)}) means: add "
                f'toolkit-libraries = ["<name>"] to [tool.cuda-ext-farm]') if linkable else ""
-    output = source.parent / "build-output.log"
+    output = source.parent / BUILD_OUTPUT
     # -gencode flags of the project's own are caught on its first nvcc command (ci/builds/arch_flags.py).
     arch_list = arch_flags.early_stop_arch_list(target)
     for stale in source.glob("build/temp*/build.ninja"):
@@ -251,5 +255,5 @@ def _build(target: Target, outputs: tail.Outputs, started: float, *, max_jobs: i
             return tail.publish(
                 target, built, stage, outputs, repair=auditwheel_repair(None if cpu else target.cell.cuda_major),
                 audit=run_audit, mode="host", nvcc=tk.nvcc_version if tk else None, started=started, epoch=epoch,
-                cuobjdump=cuobjdump,
+                cuobjdump=cuobjdump, arch_advice=arch_flags.advice_from_log(source.parent / BUILD_OUTPUT, target),
             )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -212,3 +213,37 @@ def test_failed_compile_in_container_reaches_the_user_and_leaves_no_wheel(image:
     leftover = subprocess.run([images.docker_cli(), "ps", "-aq", "--filter", "label=farm.job"], capture_output=True,
                               text=True).stdout.split()
     assert leftover == []
+
+
+OWN_FLAGS_LINE = (
+    "error: the project passes its own CUDA architecture flags to nvcc, so torch ignores TORCH_CUDA_ARCH_LIST "
+    "(the farm's architectures) (-gencode=arch=compute_80,code=sm_80 and 1 more): drop the -gencode/-arch flags "
+    "from the extension's extra_compile_args (setup.py) and let torch's TORCH_CUDA_ARCH_LIST apply: cuda-archs "
+    "in [tool.cuda-ext-farm] or --arch-list choose the architectures (9.0 here); the build was stopped before "
+    "its long compile")
+
+
+def test_hard_coded_gencode_flags_stop_the_container_build_at_its_first_nvcc(image: str, tmp_path: Path) -> None:
+    """Fixture j (tests/integration/test_real_shapes.py has its host build) in the CUDA 13.0 cell's image:
+    ci/nvcc/nvcc-arch-guard refuses the first nvcc compile, before nvcc runs; the last line is the host's."""
+    project = tmp_path / "hardcoded_gencode"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "hardcoded_gencode", project)
+    wheelhouse = tmp_path / "wheelhouse"
+    before = set(farm_containers())
+    result = run_ci("build-cuda", CELL.cuda, "--project", str(project), "--arch-list", "9.0", "--torch", "2.11",
+                    "--python", "3.11", "--wheelhouse", str(wheelhouse), "--build-dir", str(tmp_path / "build"),
+                    env={"FARM_BASE_IMAGE": images.BASE_REPO})
+    assert result.returncode == 2, result.stdout[-5000:]
+    assert result.stdout.strip().splitlines()[-1] == OWN_FLAGS_LINE
+    # The guard's line came from the compile of scale.cu, and no compile finished: ninja prints "[k/n] <command>"
+    # for each edge that succeeded (none), "FAILED: <object>" for the refused one; nvcc itself never ran.
+    assert "cuda-ext-farm nvcc-arch-guard: own architecture flags: -gencode=arch=compute_80,code=sm_80" \
+        in result.stdout
+    assert not re.search(r"^\[\d+/\d+\] .* -o \S+\.o\b", result.stdout, re.MULTILINE), result.stdout[-3000:]
+    assert not list(wheelhouse.rglob("*.whl"))
+    assert set(farm_containers()) - before == set()  # the stopped build's container was removed (others may run)
+
+
+def farm_containers() -> list[str]:
+    return subprocess.run([images.docker_cli(), "ps", "-aq", "--filter", "label=farm.job"], capture_output=True,
+                          text=True).stdout.split()
