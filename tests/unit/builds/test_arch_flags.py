@@ -4,14 +4,18 @@ runs here, in front of a stand-in nvcc that records its arguments), and named by
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from ci.audit import gpu_code, wheel_audit
+from ci.audit.checks import AuditResult, Check
 from ci.builds import arch_flags, failure
-from ci.errors import CommandFailed
+from ci.errors import AuditFailed, CommandFailed
+from ci.universe import project, targets
 
 SRC = "/cache/build/proj-torch2.13-cpu-cp311-linux_x86_64/src"
 ENV = "/cache/envs/build-torch2.13.0-py3.11/lib/python3.11/site-packages"
@@ -214,3 +218,70 @@ def test_the_guard_line_is_the_same_error_as_the_host_watchers() -> None:
     explained = failure.explain(general, f"FAILED: /project/build/k.o\n{line}\nninja: build stopped\n"
                                 "RuntimeError: Error compiling objects for extension\n", build="the container build")
     assert explained.line() == host.line()
+
+
+# --- the audit's sass/ptx failure names the flags (read from the build's output) ---------------------------------
+
+def stable_target(arch_list: str, build_env: dict[str, str] | None = None) -> targets.Target:
+    target = targets.with_arch_list(targets.default_target(project.load(ROOT)), arch_list)
+    if build_env is not None:
+        target = dataclasses.replace(target, project=dataclasses.replace(target.project, build_env=build_env))
+    return target
+
+
+def output_of(*flags: str) -> str:
+    """A build's output as torch's ``ninja -v`` prints it: one finished command per line, a C++ compile between."""
+    return "\n".join(["running build_ext", f"[1/3] c++ -c {SRC}/csrc/a.cpp -o a.o -march=native",
+                      *(ninja_line(f).replace("[1/3]", f"[{i + 2}/3]") for i, f in enumerate(flags)),
+                      "copying build/lib/_C.so"])
+
+
+def test_the_advice_names_flags_of_the_projects_own() -> None:
+    output = output_of("-gencode=arch=compute_80,code=sm_80 -gencode arch=compute_86,code=sm_86",
+                       "-gencode=arch=compute_80,code=sm_80")
+    assert arch_flags.flags_in_output(output) == ["-gencode=arch=compute_80,code=sm_80",
+                                                  "-gencode=arch=compute_86,code=sm_86"]
+    assert arch_flags.arch_flags_advice(output, stable_target("9.0")) == (
+        "nvcc compiled with architecture flags of the project's own: -gencode=arch=compute_80,code=sm_80 "
+        "-gencode=arch=compute_86,code=sm_86: drop them from the extension's extra_compile_args (setup.py) and let "
+        "torch's TORCH_CUDA_ARCH_LIST apply (9.0 here: cuda-archs in [tool.cuda-ext-farm] or --arch-list choose it)")
+
+
+def test_the_advice_tells_build_envs_list_from_the_projects_flags() -> None:
+    listed = stable_target("9.0", {"TORCH_CUDA_ARCH_LIST": "8.0"})
+    advice = arch_flags.arch_flags_advice(output_of("-gencode=arch=compute_80,code=sm_80"), listed)
+    assert advice.startswith("nvcc compiled for TORCH_CUDA_ARCH_LIST=8.0, which build-env of [tool.cuda-ext-farm] "
+                             "sets: remove it there")
+    own = arch_flags.arch_flags_advice(output_of("-gencode=arch=compute_80,code=sm_80"),
+                                       stable_target("9.0", {"TORCH_CUDA_ARCH_LIST": "8.6"}))
+    assert own.startswith("nvcc compiled with architecture flags of the project's own: "
+                          "-gencode=arch=compute_80,code=sm_80: drop them from the extension's extra_compile_args "
+                          "(setup.py) and remove TORCH_CUDA_ARCH_LIST from build-env")
+
+
+@pytest.mark.parametrize("output", [
+    output_of("-gencode=arch=compute_90,code=sm_90"),  # the cell's own flags: nothing to add
+    "running build_ext\ncopying build/lib/_C.so\n",  # no nvcc line (a CPU build, a CMake build that hides them)
+])
+def test_nothing_to_add(output: str) -> None:
+    assert arch_flags.arch_flags_advice(output, stable_target("9.0")) == ""
+
+
+def test_a_failed_sass_check_carries_the_advice_and_the_errors_fix(tmp_path: Path) -> None:
+    """The audit's records as a real sm_80-only wheel audited for 9.0 gives them (gpu_code.check_archs), then the
+    error the build ends with (wheel_audit.raise_for_failures)."""
+    checks = (Check("wheel-tag", True, "tags cp310-abi3-manylinux_2_31_x86_64"),
+              *gpu_code.check_archs(("sm_80",), (), ("9.0",), ""))
+    result = AuditResult(tmp_path / "p-0.1-cp310-abi3-manylinux_2_31_x86_64.whl", (), 0, (), ("sm_80",), (), checks)
+    advice = arch_flags.arch_flags_advice(output_of("-gencode=arch=compute_80,code=sm_80"), stable_target("9.0"))
+    named, fix = gpu_code.name_arch_flags(result, advice)
+    (sass,) = [c for c in named.checks if c.name == "sass"]
+    assert sass.detail == f"SASS for sm_80; missing sm_90; unexpected sm_80; {advice}"
+    assert [c.detail for c in named.checks if c.name != "sass"] == [c.detail for c in checks if c.name != "sass"]
+    with pytest.raises(AuditFailed) as raised:
+        wheel_audit.raise_for_failures(named, fix)
+    assert raised.value.line() == (f"error: the wheel audit failed 1 check ({result.wheel.name}): {advice} (a build "
+                                   "publishes nothing until every check passes)")
+    assert gpu_code.name_arch_flags(result, "") == (result, None)
+    passed = dataclasses.replace(result, checks=checks[:1])
+    assert gpu_code.name_arch_flags(passed, advice) == (passed, None)  # nothing failed: nothing added
