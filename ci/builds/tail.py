@@ -24,7 +24,7 @@ from ci import fsutil, settings, toolenv, wheelmeta
 from ci.audit import describe, gpu_code
 from ci.audit.checks import AuditResult
 from ci.audit.wheel_audit import raise_for_failures
-from ci.builds import debug_split, report
+from ci.builds import abi3, debug_split, report
 from ci.errors import CommandFailed
 from ci.log import log
 from ci.universe.targets import Target
@@ -170,6 +170,9 @@ def publish(
     with log.stage("audit"):
         result, fix = gpu_code.name_arch_flags(audit(final), arch_advice)
         raise_for_failures(result, fix)
+    floor_note = abi3.mismatch(target, result.tags)
+    if floor_note:
+        log.warn(floor_note)
     dest_dir = outputs.target_dir(target)
     digest = wheelmeta.sha256_file(final)
     published = fsutil.publish_file(final, dest_dir / final.name)
@@ -183,6 +186,7 @@ def publish(
         target.id, target.project.name, result, sha256=digest, mode=mode, nvcc=nvcc, torch=target.torch,
         python=target.python, seconds=time.monotonic() - started, image=image,
         debug_split=split.report() if split is not None else None,
+        abi3_floor=abi3.built_floor(result.tags) if target.abi3 else None,
     )
     report.write_report(rep, dest_dir)
     return rep
