@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ci import fsutil, proc
 from ci.audit.checks import AuditResult, Check
-from ci.builds import failure, project_source, report, standard
+from ci.builds import arch_flags, failure, project_source, report, standard
 from ci.builds import tail as publish
 from ci.errors import CommandFailed
 from ci.log import log
@@ -102,14 +102,14 @@ def build_target(target: Target, outputs: publish.Outputs, found: Discovery,
             env.update(cibw.cibuildwheel_env(target, python, site, variables))
             with log.stage("cibuildwheel"):
                 output = stage / "build-output.log"
-                arch_list = target.cell.arch_list if "TORCH_CUDA_ARCH_LIST" not in target.project.build_env else None
+                arch_list = arch_flags.early_stop_arch_list(target)
                 try:
                     proc.run(cibw.cibuildwheel_command(source, stage / "out"), env=env, cwd=source,
                              what=f"the Windows build of {target.id} failed",
                              hint="the compiler's output is above; nothing was written to the wheelhouse",
                              tee=output, hide=failure.hidden,
-                             stop_when=failure.stop_on_own_arch_flags(arch_list) if arch_list else None,
-                             poll=failure.watch_build_ninja(source, arch_list) if arch_list else None)
+                             stop_when=arch_flags.stop_on_own_arch_flags(arch_list) if arch_list else None,
+                             poll=arch_flags.watch_build_ninja(source, arch_list) if arch_list else None)
                 except CommandFailed as exc:
                     raise failure.explain_build(exc, output.read_text(errors="replace"),
                                                 build=f"the Windows build of {target.id}", source=source,
@@ -125,4 +125,4 @@ def build_target(target: Target, outputs: publish.Outputs, found: Discovery,
 
             return publish.publish(target, built, stage, outputs, repair=repair.delvewheel_repair(options.dll_paths),
                                    audit=run_audit, mode="windows", nvcc=tk.nvcc_version, started=started,
-                                   cuobjdump=cuobjdump)
+                                   cuobjdump=cuobjdump, arch_advice=arch_flags.advice_from_log(output, target))

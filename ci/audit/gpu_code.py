@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from ci.audit.checks import Check
+from ci.audit.checks import AuditResult, Check
 from ci.universe.project import ProjectConfig
 from ci.universe.shapes import Cell
 
@@ -115,3 +115,23 @@ def read_gpu_code(cell: Cell | None, cuda_libs: Sequence[Path], cuobjdump: Path 
     sass, ptx = list_archs(cuobjdump, cuda_libs)
     return GpuCode(sass=sass, ptx=ptx, checks=tuple(check_archs(sass, ptx, cell.sass_archs, cell.ptx_arch)),
                    arch_bytes=tuple(wheel_size.arch_bytes(cuobjdump, cuda_libs).items()))
+
+
+#: The checks that judge the architectures a wheel's CUDA code was compiled for.
+ARCH_CHECKS = ("sass", "ptx")
+
+
+def name_arch_flags(result: AuditResult, advice: str) -> tuple[AuditResult, str | None]:
+    """``result`` with ``advice`` added to its failed ``sass``/``ptx`` checks, and the fix the audit's error then
+    gives (None: no such failure, or nothing to add). ``advice`` says which architecture flags the build's nvcc
+    was given instead of those of the cell's list and what to drop (``ci/builds/arch_flags.py`` reads it from the
+    build's output: the audit itself never sees the build)."""
+    failed = [c for c in result.failures() if c.name in ARCH_CHECKS]
+    if not advice or not failed:
+        return result, None
+    checks = tuple(dataclasses.replace(c, detail=f"{c.detail}; {advice}") if c in failed else c
+                   for c in result.checks)
+    others = len(result.failures()) - len(failed)
+    fix = advice + ("; then fix the other failed checks above" if others else "") + \
+        " (a build publishes nothing until every check passes)"
+    return dataclasses.replace(result, checks=checks), fix

@@ -263,13 +263,14 @@ def audit_wheel(
                        sass=gpu.sass, ptx=gpu.ptx, checks=tuple(checks), arch_bytes=gpu.arch_bytes)
 
 
-def raise_for_failures(result: AuditResult) -> None:
+def raise_for_failures(result: AuditResult, fix: str | None = None) -> None:
+    """The audit's error when a check failed; ``fix``: a more precise fix than the general one."""
     if result.ok:
         return
     failures = result.failures()
     lines = [f"  - {c.name}: {c.detail}" for c in failures]
     raise AuditFailed(
         f"the wheel audit failed {len(failures)} check{'s' if len(failures) != 1 else ''}", result.wheel.name,
-        "fix the build as each failed check above says (a build publishes nothing until every check passes)",
+        fix or "fix the build as each failed check above says (a build publishes nothing until every check passes)",
         details="wheel audit failures:\n" + "\n".join(lines),
     )

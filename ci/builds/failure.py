@@ -14,12 +14,12 @@ traceback, and every compiler error ends in one (torch's ``Error compiling objec
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from ci.builds import project_source
-from ci.errors import CommandFailed, FarmError, UsageError
+from ci.builds import arch_flags, project_source
+from ci.errors import CommandFailed, FarmError
 
 #: The project-side knob a network failure's advice names: ``build-env`` (``cpu-env`` in a ``--cpu`` build).
 TABLE = "[tool.cuda-ext-farm]"
@@ -229,9 +229,13 @@ def classify(output: str, *, source: str = "", build_script: str = "", cpu: bool
 
 
 def explain(general: CommandFailed, output: str, *, build: str, source: str = "", build_script: str = "",
-            cpu: bool = False, linkable: Sequence[str] = (), empty_submodules: Sequence[str] = ()) -> CommandFailed:
+            cpu: bool = False, linkable: Sequence[str] = (), empty_submodules: Sequence[str] = ()) -> FarmError:
     """The error a failed build ends with: ``general`` (the farm's own line) with the cause :func:`classify` reads
-    from ``output`` in its place when there is one; ``build`` names the build (``the wheel build of <target>``)."""
+    from ``output`` in its place when there is one (``ci/nvcc/nvcc-arch-guard``'s refusal first); ``build`` names
+    the build (``the wheel build of <target>``)."""
+    refused = arch_flags.guard_refusal(output)
+    if refused is not None:
+        return refused
     cause = classify(output, source=source, build_script=build_script, cpu=cpu, linkable=linkable,
                      empty_submodules=empty_submodules)
     if cause is None:
@@ -241,7 +245,7 @@ def explain(general: CommandFailed, output: str, *, build: str, source: str = ""
 
 
 def explain_build(general: CommandFailed, output: str, *, build: str, source: Path, paths_from: str | None = None,
-                  cpu: bool = False, linkable: Sequence[str] = ()) -> CommandFailed:
+                  cpu: bool = False, linkable: Sequence[str] = ()) -> FarmError:
     """:func:`explain` for a build of the project copy at ``source`` (its setup.py and empty submodule folders are
     read from there); ``paths_from``: where the build saw that copy (``/project`` in a container), default
     ``source``."""
@@ -253,113 +257,3 @@ def explain_build(general: CommandFailed, output: str, *, build: str, source: Pa
              if not (source / p).is_dir() or not any((source / p).iterdir())]
     return explain(general, output, build=build, source=paths_from or str(source), build_script=script, cpu=cpu,
                    linkable=linkable, empty_submodules=empty)
-
-
-# --- architecture flags the project passes itself ------------------------------------------------------------
-
-#: nvcc's architecture options: ``-gencode=arch=…,code=…`` (or with a space), ``--generate-code``, ``-arch``,
-#: ``--gpu-architecture``, ``-code``, ``--gpu-code``.
-ARCH_OPTIONS = ("-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code", "--gpu-code")
-
-
-def torch_arch_flags(arch_list: str) -> set[str]:
-    """The ``-gencode`` flags torch's extension builder gives nvcc for ``TORCH_CUDA_ARCH_LIST=arch_list``."""
-    flags = set()
-    for item in arch_list.replace(",", ";").replace(" ", ";").split(";"):
-        base = item.strip().removesuffix("+PTX")
-        if not base:
-            continue
-        num = base.replace(".", "")
-        flags.add(f"-gencode=arch=compute_{num},code=sm_{num}")
-        if item.strip().endswith("+PTX"):
-            flags.add(f"-gencode=arch=compute_{num},code=compute_{num}")
-    return flags
-
-
-def nvcc_arch_flags(line: str) -> list[str] | None:
-    """The architecture flags of an nvcc compile command line (``None``: the line is not one), each written as one
-    ``-option=value`` word."""
-    words = line.split()
-    if not any(w.endswith(("/nvcc", "nvcc", "nvcc-ccache", "nvcc-module-anchor")) for w in words[:3]) \
-            or "-c" not in words:
-        return None
-    found: list[str] = []
-    for i, word in enumerate(words):
-        option, _, value = word.partition("=")
-        if option in ARCH_OPTIONS:
-            if not value and i + 1 < len(words):
-                value = words[i + 1]
-            found.append(f"{option}={value}".replace("--generate-code=", "-gencode="))
-    return found
-
-
-def ninja_arch_flags(text: str) -> list[str] | None:
-    """The architecture flags of the nvcc compiles a ``build.ninja`` written by torch describes (``cuda_cflags``
-    and ``cuda_post_cflags``); None: not (yet) a complete file with CUDA compiles."""
-    lines = text.splitlines()
-    if not any(line.startswith("build ") for line in lines):
-        return None
-    flags = [line.partition("=")[2] for line in lines if line.startswith(("cuda_cflags =", "cuda_post_cflags ="))]
-    if not flags:
-        return None
-    return nvcc_arch_flags("nvcc -c " + " ".join(flags))
-
-
-def _own(flags: list[str] | None, arch_list: str) -> list[str]:
-    if not flags:
-        return []
-    wanted = torch_arch_flags(arch_list)
-    return [] if set(flags) == wanted else [f for f in flags if f not in wanted] or flags
-
-
-def own_arch_flags(line: str, arch_list: str) -> list[str]:
-    """Architecture flags on an nvcc compile line that ``TORCH_CUDA_ARCH_LIST=arch_list`` did not ask for: the
-    project's own (torch then adds none of its own, so the farm's architectures are ignored)."""
-    return _own(nvcc_arch_flags(line), arch_list)
-
-
-def own_arch_error(own: list[str], arch_list: str) -> UsageError:
-    more = f" and {len(own) - 1} more" if len(own) > 1 else ""
-    return UsageError("the project passes its own CUDA architecture flags to nvcc, so torch ignores "
-                      "TORCH_CUDA_ARCH_LIST (the farm's architectures)", f"{own[0]}{more}",
-                      "drop the -gencode/-arch flags from the extension's extra_compile_args (setup.py) and let "
-                      "torch's TORCH_CUDA_ARCH_LIST apply: cuda-archs in [tool.cuda-ext-farm] or --arch-list "
-                      f"choose the architectures ({arch_list} here); the build was stopped before its long compile")
-
-
-def stop_on_own_arch_flags(arch_list: str) -> Callable[[str], FarmError | None]:
-    """A watcher for the build's output lines: the first nvcc command line printed (setuptools without ninja
-    prints each before running it) that carries architecture flags of the project's own stops the build."""
-
-    def watch(line: str) -> FarmError | None:
-        own = own_arch_flags(line, arch_list)
-        return own_arch_error(own, arch_list) if own else None
-
-    return watch
-
-
-def watch_build_ninja(source: Path, arch_list: str) -> Callable[[], FarmError | None]:
-    """A watcher polled while the build runs: torch writes ``build/temp*/build.ninja`` under ``source`` and starts
-    ninja at once (which prints a command only when it finished): its nvcc flags are read from there, and flags
-    of the project's own stop the build within moments of its first nvcc."""
-    seen: dict[Path, float] = {}
-
-    def poll() -> FarmError | None:
-        for ninja in source.glob("build/temp*/build.ninja"):
-            try:
-                stamp = ninja.stat().st_mtime
-                if seen.get(ninja) == stamp:
-                    continue
-                text = ninja.read_text(errors="replace")
-            except OSError:
-                continue
-            flags = ninja_arch_flags(text)
-            if flags is None:
-                continue  # not complete yet: read again on the next poll
-            seen[ninja] = stamp
-            own = _own(flags, arch_list)
-            if own:
-                return own_arch_error(own, arch_list)
-        return None
-
-    return poll

@@ -37,6 +37,8 @@ class BuildReport:
     #: What splitting the debug info off saved (ci/builds/debug_split.py): ``wheel_before``/``wheel_after`` bytes,
     #: and per library its bytes before and after and its debug file; None: not split (``strip-debug = false``).
     debug_split: dict[str, Any] | None = None
+    #: abi3 wheels: the oldest CPython the wheel installs on, read from its tag (``3.9``; ci/builds/abi3.py).
+    abi3_floor: str | None = None
 
     @property
     def size_mib(self) -> float:
@@ -59,13 +61,14 @@ def make_report(
     seconds: float,
     image: str | None = None,
     debug_split: dict[str, Any] | None = None,
+    abi3_floor: str | None = None,
 ) -> BuildReport:
     return BuildReport(
         target=target_id, project=project, mode=mode, wheel=audit.wheel.name, sha256=sha256,
         size_bytes=audit.size_bytes, tags=audit.tags, sass=audit.sass, ptx=audit.ptx, nvcc=nvcc, torch=torch,
         python=python, build_seconds=round(seconds, 1),
         checks=tuple(dataclasses.asdict(c) for c in audit.checks), image=image, arch_bytes=dict(audit.arch_bytes),
-        debug_split=debug_split,
+        debug_split=debug_split, abi3_floor=abi3_floor,
     )
 
 
@@ -77,7 +80,7 @@ def print_report(report: BuildReport) -> None:
     table.add_row("wheel", escape(report.wheel))
     table.add_row("size", f"{report.size_mib:.2f} MiB")
     table.add_row("sha256", report.sha256)
-    table.add_row("tag", ", ".join(report.tags))
+    table.add_row("tag", ", ".join(report.tags) + (f" (abi3 floor {report.abi3_floor})" if report.abi3_floor else ""))
     table.add_row("SASS", " ".join(report.sass) or "-")
     table.add_row("PTX", " ".join(report.ptx) or "-")
     if report.arch_bytes:

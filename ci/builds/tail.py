@@ -21,10 +21,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ci import fsutil, settings, toolenv, wheelmeta
-from ci.audit import describe
+from ci.audit import describe, gpu_code
 from ci.audit.checks import AuditResult
 from ci.audit.wheel_audit import raise_for_failures
-from ci.builds import debug_split, report
+from ci.builds import abi3, debug_split, report
 from ci.errors import CommandFailed
 from ci.log import log
 from ci.universe.targets import Target
@@ -148,10 +148,13 @@ def publish(
     image: str | None = None,
     epoch: str | None = None,
     cuobjdump: Path | None = None,
+    arch_advice: str = "",
 ) -> report.BuildReport:
     """Split the libraries' debug info off (ci/builds/debug_split.py; ``strip-debug``), repair, describe
     (ci/audit/describe.py: the torch range from the binary, the coverage file), set the final metadata, audit,
-    move into the wheelhouse (the debug files into its ``debug/``), write the report."""
+    move into the wheelhouse (the debug files into its ``debug/``), write the report. ``arch_advice``: what the
+    build's nvcc lines say about architecture flags of the project's own (``arch_flags.advice_from_log``), named
+    by a failed ``sass``/``ptx`` check."""
     split = None
     if target.project.strip_debug:
         split = debug_split.split_wheel(built, stage / "stripped", stage / debug_split.DEBUG_FOLDER, target.arch)
@@ -165,8 +168,11 @@ def publish(
                               torch_pin=described.requirement, epoch=int(epoch) if epoch else None,
                               dist_info_files={describe.FILE: described.document})
     with log.stage("audit"):
-        result = audit(final)
-        raise_for_failures(result)
+        result, fix = gpu_code.name_arch_flags(audit(final), arch_advice)
+        raise_for_failures(result, fix)
+    floor_note = abi3.mismatch(target, result.tags)
+    if floor_note:
+        log.warn(floor_note)
     dest_dir = outputs.target_dir(target)
     digest = wheelmeta.sha256_file(final)
     published = fsutil.publish_file(final, dest_dir / final.name)
@@ -180,6 +186,7 @@ def publish(
         target.id, target.project.name, result, sha256=digest, mode=mode, nvcc=nvcc, torch=target.torch,
         python=target.python, seconds=time.monotonic() - started, image=image,
         debug_split=split.report() if split is not None else None,
+        abi3_floor=abi3.built_floor(result.tags) if target.abi3 else None,
     )
     report.write_report(rep, dest_dir)
     return rep

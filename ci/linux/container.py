@@ -35,9 +35,9 @@ from pathlib import Path
 from ci import fsutil, proc, settings, toolenv
 from ci.audit import checks as audit_records
 from ci.audit import symbols, wheel_audit
-from ci.builds import failure, project_source, report, standard
+from ci.builds import arch_flags, failure, project_source, report, standard
 from ci.builds import tail as publish
-from ci.errors import CommandFailed, UsageError
+from ci.errors import CommandFailed, FarmError, UsageError
 from ci.linux import host as build
 from ci.linux import image_contents, images, sysroot
 from ci.log import log
@@ -218,11 +218,18 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
     if job.sysroot is not None:
         mounts.append(f"--volume={job.sysroot.root}:{SYSROOT_MOUNT}:ro")
         build_env |= job.sysroot.build_env(compilers.cc, compilers.cxx, mount=SYSROOT_MOUNT)
+    tools = [f"--volume={project.FARM_ROOT / 'ci' / 'nvcc'}:{NVCC_TOOLS_MOUNT}:ro"]
     if not build.nvcc_has_random_seed(nvcc):
         # The same anonymous-namespace names in every build without -frandom-seed: see the script.
-        mounts.append(f"--volume={project.FARM_ROOT / 'ci' / 'nvcc'}:{NVCC_TOOLS_MOUNT}:ro")
+        mounts += tools
         build_env["FARM_NVCC"] = build_env["PYTORCH_NVCC"]
         build_env["PYTORCH_NVCC"] = f"{NVCC_TOOLS_MOUNT}/nvcc-module-anchor"
+    arch_list = arch_flags.early_stop_arch_list(target)
+    if arch_list:
+        # In front of the rest: -gencode flags of the project's own fail its first compile at once (the script).
+        mounts += [m for m in tools if m not in mounts]
+        build_env |= arch_flags.arch_guard_env(arch_list, f"{NVCC_TOOLS_MOUNT}/{arch_flags.ARCH_GUARD_SCRIPT}",
+                                               build_env["PYTORCH_NVCC"])
     create_args = [f"--label=farm.job={job.job}",
                    f"--volume={PIP_CACHE_VOLUME}:{CONTAINER_HOME}/.cache/pip",
                    f"--volume={volume_name(CCACHE_VOLUME)}:{CONTAINER_HOME}/.cache/ccache",
@@ -339,21 +346,24 @@ def _build_in_container(job: ContainerBuild) -> report.BuildReport:
             source = stage / "source"
             project_source.sync_source(target.project.root, source, (job.outputs.build_root, job.outputs.wheelhouse))
             output = stage / "build-output.log"
+            arch_list = arch_flags.early_stop_arch_list(target)
             with log.stage("cibuildwheel in the image"), proc.on_interrupt(lambda: remove_containers(job.job)):
                 try:
                     proc.run(cibuildwheel_command(source, stage / "out"), env=env, cwd=source,
                              what=f"the container build of {target.id} failed",
                              hint="the compiler's output is above; nothing was written to the wheelhouse",
                              tee=output, hide=failure.hidden,
-                             # (a project that sets TORCH_CUDA_ARCH_LIST in build-env is not second-guessed)
-                             stop_when=None if "TORCH_CUDA_ARCH_LIST" in target.project.build_env
-                             else failure.stop_on_own_arch_flags(target.cell.arch_list))
+                             # ci/nvcc/nvcc-arch-guard's line (a failed edge's output, printed at once) stops it
+                             stop_when=arch_flags.stop_on_own_arch_flags(arch_list) if arch_list else None)
                 except CommandFailed as exc:
                     # cibuildwheel copies the project to /project in the container: paths are relative to it.
                     raise failure.explain_build(exc, output.read_text(errors="replace"),
                                                 build=f"the container build of {target.id}", source=source,
                                                 paths_from="/project", cpu=target.cpu,
                                                 linkable=sorted(target.cell.toolkit.linkable)) from None
+                except FarmError:
+                    remove_containers(job.job)  # stopped by the watcher: cibuildwheel's container is still there
+                    raise
             built = publish.one_wheel(stage / "out", "cibuildwheel")
 
             def keep(wheel: Path, outdir: Path) -> Path:
@@ -365,4 +375,4 @@ def _build_in_container(job: ContainerBuild) -> report.BuildReport:
 
             return publish.publish(target, built, stage, job.outputs, repair=keep, audit=run_audit,
                                    mode="container", nvcc=nvcc_version(target.cell), started=started, image=job.image,
-                                   cuobjdump=cuobjdump)
+                                   cuobjdump=cuobjdump, arch_advice=arch_flags.advice_from_log(output, target))

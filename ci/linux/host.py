@@ -24,7 +24,7 @@ from pathlib import Path
 from ci import fsutil, proc, toolenv
 from ci.audit import checks as audit_records
 from ci.audit import symbols, wheel_audit
-from ci.builds import failure, project_source, report, standard, tail
+from ci.builds import arch_flags, failure, project_source, report, standard, tail
 from ci.errors import CommandFailed, UsageError
 from ci.linux import cross, qemu, sysroot
 from ci.log import log
@@ -127,6 +127,10 @@ def compiler_env(target: Target, tk: toolkit.InstalledToolkit | None, *, cpu: bo
     return env
 
 
+#: The build's output, kept beside the source copy (read again by the audit: ``arch_flags.advice_from_log``).
+BUILD_OUTPUT = "build-output.log"
+
+
 def run_build(cmd: list[str | Path], env: Mapping[str, str], source: Path, target: Target) -> None:
     """The project's wheel build. Its output is written to ``build-output.log`` beside the source copy and echoed
     as it comes (a file, not a pipe: a full pipe would stall ninja's own clean-up of its compilers on an
@@ -134,17 +138,17 @@ def run_build(cmd: list[str | Path], env: Mapping[str, str], source: Path, targe
     linkable = sorted(target.cell.toolkit.linkable)
     missing = (f"; a linker's `cannot find -l<name>` for a CUDA library ({', '.join(linkable)}) means: add "
                f'toolkit-libraries = ["<name>"] to [tool.cuda-ext-farm]') if linkable else ""
-    output = source.parent / "build-output.log"
-    # -gencode flags of the project's own are caught on its first nvcc command (ci/builds/failure.py).
-    arch_list = None if target.cpu else env.get("TORCH_CUDA_ARCH_LIST")
+    output = source.parent / BUILD_OUTPUT
+    # -gencode flags of the project's own are caught on its first nvcc command (ci/builds/arch_flags.py).
+    arch_list = arch_flags.early_stop_arch_list(target)
     for stale in source.glob("build/temp*/build.ninja"):
         stale.unlink()  # torch writes it anew; the one an earlier build left must not be judged
     try:
         proc.run(cmd, env=env, cwd=source, what=f"the wheel build of {target.id} failed",
                  hint=f"the compiler output above shows the failing file and line{missing}; nothing was written "
                  "to the wheelhouse", tee=output, hide=failure.hidden,
-                 stop_when=failure.stop_on_own_arch_flags(arch_list) if arch_list else None,
-                 poll=failure.watch_build_ninja(source, arch_list) if arch_list else None)
+                 stop_when=arch_flags.stop_on_own_arch_flags(arch_list) if arch_list else None,
+                 poll=arch_flags.watch_build_ninja(source, arch_list) if arch_list else None)
     except CommandFailed as exc:
         raise failure.explain_build(exc, output.read_text(errors="replace"), build=f"the wheel build of {target.id}",
                                     source=source, cpu=target.cpu, linkable=linkable) from None
@@ -251,5 +255,5 @@ def _build(target: Target, outputs: tail.Outputs, started: float, *, max_jobs: i
             return tail.publish(
                 target, built, stage, outputs, repair=auditwheel_repair(None if cpu else target.cell.cuda_major),
                 audit=run_audit, mode="host", nvcc=tk.nvcc_version if tk else None, started=started, epoch=epoch,
-                cuobjdump=cuobjdump,
+                cuobjdump=cuobjdump, arch_advice=arch_flags.advice_from_log(source.parent / BUILD_OUTPUT, target),
             )

@@ -394,16 +394,26 @@ def limited_api_floor(root: Path, pyproject: Mapping[str, Any]) -> str | None:
     bdist = distutils.get("bdist_wheel") if isinstance(distutils, dict) else None
     texts = [f"py_limited_api = {v!r}" for k, v in (bdist.items() if isinstance(bdist, dict) else ())
              if k.replace("-", "_") == "py_limited_api" and isinstance(v, str)]
+    skbuild = tool.get("scikit-build") if isinstance(tool, dict) else None  # scikit-build-core's wheel.py-api
+    wheel = skbuild.get("wheel") if isinstance(skbuild, dict) else None
+    py_api = wheel.get("py-api") if isinstance(wheel, dict) else None
+    if isinstance(py_api, str):
+        texts.append(f"py_limited_api = {py_api!r}")
     for name in ("setup.cfg", "setup.py"):
         try:
             texts.append((root / name).read_text(errors="replace"))
         except OSError:
             continue
     for text in texts:
-        lines = [line.split("#")[0] for line in text.splitlines()]
-        found = _LIMITED_API.search("\n".join(lines))
+        code = "\n".join(line.split("#")[0] for line in text.splitlines())
+        found = _LIMITED_API.search(code)
         if found:
             return f"3.{found.group(1)}"
+        # {"py_limited_api": LIMITED_API} with LIMITED_API = "cp39" elsewhere in setup.py
+        named = re.search(r"""py_limited_api['"]?\s*[:=]\s*([A-Za-z_]\w*)\b""", code)
+        value = re.search(rf"""^\s*{named.group(1)}\s*=\s*['"]cp3(\d+)['"]""", code, re.MULTILINE) if named else None
+        if value:
+            return f"3.{value.group(1)}"
     return None
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from ci.builds import arch_flags
 from ci.linux import images
 from ci.universe import matrix
 
@@ -212,3 +214,81 @@ def test_failed_compile_in_container_reaches_the_user_and_leaves_no_wheel(image:
     leftover = subprocess.run([images.docker_cli(), "ps", "-aq", "--filter", "label=farm.job"], capture_output=True,
                               text=True).stdout.split()
     assert leftover == []
+
+
+OWN_FLAGS_LINE = (
+    "error: the project passes its own CUDA architecture flags to nvcc, so torch ignores TORCH_CUDA_ARCH_LIST "
+    "(the farm's architectures) (-gencode=arch=compute_80,code=sm_80 and 1 more): drop the -gencode/-arch flags "
+    "from the extension's extra_compile_args (setup.py) and let torch's TORCH_CUDA_ARCH_LIST apply: cuda-archs "
+    "in [tool.cuda-ext-farm] or --arch-list choose the architectures (9.0 here); the build was stopped before "
+    "its long compile")
+
+
+def test_hard_coded_gencode_flags_stop_the_container_build_at_its_first_nvcc(image: str, tmp_path: Path) -> None:
+    """Fixture j (tests/integration/test_real_shapes.py has its host build) in the CUDA 13.0 cell's image:
+    ci/nvcc/nvcc-arch-guard refuses the first nvcc compile, before nvcc runs; the last line is the host's."""
+    project = tmp_path / "hardcoded_gencode"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "hardcoded_gencode", project)
+    wheelhouse = tmp_path / "wheelhouse"
+    before = set(farm_containers())
+    result = run_ci("build-cuda", CELL.cuda, "--project", str(project), "--arch-list", "9.0", "--torch", "2.11",
+                    "--python", "3.11", "--wheelhouse", str(wheelhouse), "--build-dir", str(tmp_path / "build"),
+                    env={"FARM_BASE_IMAGE": images.BASE_REPO})
+    assert result.returncode == 2, result.stdout[-5000:]
+    assert result.stdout.strip().splitlines()[-1] == OWN_FLAGS_LINE
+    # The guard's line came from the compile of scale.cu, and no object was made: ninja prints "[k/n] <command>"
+    # for each edge it ran, then "FAILED: <object>" for each refused one; nvcc itself never ran.
+    assert "cuda-ext-farm nvcc-arch-guard: own architecture flags: -gencode=arch=compute_80,code=sm_80" \
+        in result.stdout
+    ran = re.findall(r"^\[\d+/\d+\] .* -o (\S+\.o)\b", result.stdout, re.MULTILINE)
+    failed = re.findall(r"^FAILED: (?:\[code=\d+\] )?(\S+\.o)\b", result.stdout, re.MULTILINE)
+    assert ran and set(ran) <= set(failed), result.stdout[-3000:]
+    assert not list(wheelhouse.rglob("*.whl"))
+    assert set(farm_containers()) - before == set()  # the stopped build's container was removed (others may run)
+
+
+def farm_containers() -> list[str]:
+    return subprocess.run([images.docker_cli(), "ps", "-aq", "--filter", "label=farm.job"], capture_output=True,
+                          text=True).stdout.split()
+
+
+GUARD_NINJA = r"""
+    set -e; mkdir -p /tmp/b && cd /tmp/b
+    printf '__global__ void scale(float* x, float f, int n) { int i = threadIdx.x; if (i < n) x[i] *= f; }\n' > k.cu
+    cp k.cu j.cu
+    # torch's rule: $nvcc is PYTORCH_NVCC, written verbatim; two edges, as a project with two kernels
+    write() {
+      printf 'nvcc = %s\nflags = %s\nrule cuda_compile\n' "$1" "$2" > build.ninja
+      printf '  command = $nvcc -objtemp -frandom-seed=t -c $in -o $out $flags\n' >> build.ninja
+      printf 'build k.o: cuda_compile k.cu\nbuild j.o: cuda_compile j.cu\n' >> build.ninja
+    }
+    guard=/opt/farm/nvcc/nvcc-arch-guard
+    write "$guard" "-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_86,code=sm_86"
+    ninja -v -j 2 > own.log 2>&1 && echo own=built || echo own=refused; cat own.log; ls *.o 2>/dev/null | wc -l
+    write "$guard" "-gencode=arch=compute_90,code=sm_90"; ninja -v -j 2 > ok.log 2>&1 && echo cell=built
+    mv k.o guarded.o; rm -f j.o
+    write /usr/local/bin/nvcc-ccache "-gencode=arch=compute_90,code=sm_90"; ninja -v k.o > plain.log 2>&1
+    cmp -s guarded.o k.o && echo bytes=same || echo bytes=differ
+"""
+
+
+def test_the_nvcc_guard_refuses_an_own_flag_edge_in_the_image_and_changes_no_bytes(image: str) -> None:
+    """ci/nvcc/nvcc-arch-guard in the cell's image, in front of its ccache wrapper and nvcc as the container build
+    chains them, under ninja as torch drives it: an edge with flags of the project's own fails at once (no object,
+    nvcc never ran) with the line the farm reads; the cell's own flags compile, to the bytes nvcc alone makes."""
+    result = subprocess.run([images.docker_cli(), "run", "--rm", "--env", "CCACHE_DISABLE=1",
+                             f"--volume={ROOT / 'ci' / 'nvcc'}:/opt/farm/nvcc:ro",
+                             "--env", "FARM_ARCH_GUARD_NVCC=/usr/local/bin/nvcc-ccache",
+                             "--env", "FARM_ARCH_GUARD_FLAGS=-gencode=arch=compute_90,code=sm_90",
+                             "--env", "FARM_ARCH_GUARD_LIST=9.0", "--env", "PATH=/opt/python/cp311-cp311/bin:"
+                             "/usr/local/cuda/bin:/usr/local/bin:/usr/bin:/bin", image, "sh", "-c", GUARD_NINJA],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    lines = out.splitlines()
+    assert lines[0] == "own=refused" and lines[lines.index("cell=built") - 1] == "0"  # no object at all
+    assert "FAILED: " in out
+    stop = arch_flags.stop_on_own_arch_flags("9.0")
+    errors = [e for e in map(stop, lines) if e is not None]
+    assert errors and errors[0].value == "-gencode=arch=compute_80,code=sm_80 and 1 more"
+    assert "bytes=same" in lines

@@ -181,3 +181,28 @@ def test_j_hard_coded_gencode_flags_stop_the_build_before_its_long_compile(farm_
         "its long compile")
     assert not list((tmp_path / "wheelhouse").glob("*/*.whl"))
     assert not list((tmp_path / "build").glob("*/src/build/**/*.o"))  # nvcc was stopped, nothing compiled
+
+
+def test_j_with_its_own_list_in_build_env_the_sass_failure_names_the_flags(farm_command: list[str],
+                                                                           tmp_path: Path) -> None:
+    """A project that sets TORCH_CUDA_ARCH_LIST in build-env is not stopped early (it chose its architectures); its
+    own -gencode for sm_80 then fails the audit's sass check for --arch-list 9.0, and that failure names the flag
+    (read from the build's nvcc lines) and says to drop it. One small compile for one architecture."""
+    folder = copy_fixture("hardcoded_gencode", tmp_path)
+    setup = folder / "setup.py"
+    setup.write_text(setup.read_text().replace(
+        'GENCODE = ["-gencode=arch=compute_80,code=sm_80", "-gencode", "arch=compute_86,code=sm_86"]',
+        'GENCODE = ["-gencode=arch=compute_80,code=sm_80"]'))
+    pyproject = folder / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text() + 'build-env = { TORCH_CUDA_ARCH_LIST = "8.6" }\n')
+    result = farm(farm_command, folder, "build", "--arch-list", "9.0", "--torch", "2.11", "--python", "3.11",
+                  "--wheelhouse", str(tmp_path / "wheelhouse"), "--build-dir", str(tmp_path / "build"))
+    assert result.returncode == 4, result.stdout[-3000:]
+    advice = ("nvcc compiled with architecture flags of the project's own: -gencode=arch=compute_80,code=sm_80: drop "
+              "them from the extension's extra_compile_args (setup.py) and remove TORCH_CUDA_ARCH_LIST from build-env "
+              "of [tool.cuda-ext-farm] and let torch's TORCH_CUDA_ARCH_LIST apply (9.0 here: cuda-archs in "
+              "[tool.cuda-ext-farm] or --arch-list choose it)")
+    assert f"sass: SASS for sm_80; missing sm_90; unexpected sm_80; {advice}" in result.stdout
+    assert last_line(result).startswith("error: the wheel audit failed ")
+    assert last_line(result).endswith(f"{advice} (a build publishes nothing until every check passes)")
+    assert not list((tmp_path / "wheelhouse").glob("*/*.whl"))

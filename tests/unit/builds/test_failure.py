@@ -4,9 +4,6 @@ trimmed from builds run here (paths shortened to SRC, the build's copy of the pr
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 from ci.builds import failure
@@ -240,97 +237,6 @@ def test_the_address_is_the_downloads_not_a_tools_documentation_link() -> None:
     assert cause.value.startswith("http://127.0.0.1:9/wheels/proj-0.1-cp311-linux_x86_64.whl: ")
     assert classify(noise + "urllib.error.URLError: <urlopen error timed out; Connection refused>\n").value == (  # type: ignore[union-attr]
         "urllib.error.URLError: <urlopen error timed out; Connection refused>")
-
-
-# --- architecture flags the project passes itself ----------------------------------------------------------------
-
-NVCC = "/cache/tk/bin/nvcc"
-TORCH_FLAGS = ("-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=compute_90 "
-               "-gencode=arch=compute_90,code=sm_90")
-
-
-def ninja_line(flags: str) -> str:
-    return (f"[1/3] {NVCC} --generate-dependencies-with-compile --dependency-output {SRC}/build/k.o.d "
-            f"-I{ENV}/torch/include -c -c {SRC}/csrc/k.cu -o {SRC}/build/k.o -D__CUDA_NO_HALF_OPERATORS__ "
-            f"--expt-relaxed-constexpr {flags} -std=c++17")
-
-
-def test_torchs_own_flags_for_the_arch_list_are_not_the_projects() -> None:
-    assert failure.torch_arch_flags("8.0;9.0+PTX") == set(TORCH_FLAGS.split())
-    assert failure.own_arch_flags(ninja_line(TORCH_FLAGS), "8.0;9.0+PTX") == []
-
-
-@pytest.mark.parametrize(("flags", "own"), [
-    ("-O3 -gencode arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90",
-     ["-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90,code=sm_90"]),
-    ("-arch=sm_80", ["-arch=sm_80"]),
-    ("--generate-code=arch=compute_86,code=[sm_86,compute_86]", ["-gencode=arch=compute_86,code=[sm_86,compute_86]"]),
-    ("-gencode=arch=compute_90,code=sm_90", ["-gencode=arch=compute_90,code=sm_90"]),  # a subset is not torch's
-])
-def test_flags_torch_did_not_write_are_the_projects(flags: str, own: list[str]) -> None:
-    assert failure.own_arch_flags(ninja_line(flags), "8.0;9.0+PTX") == own
-
-
-def test_lines_that_are_not_an_nvcc_compile_are_ignored() -> None:
-    assert failure.own_arch_flags(f"[1/3] c++ -c {SRC}/csrc/a.cpp -o a.o -march=native", "9.0") == []
-    assert failure.own_arch_flags("building 'p._C' extension -gencode=arch=compute_80,code=sm_80", "9.0") == []
-
-
-def test_the_watcher_says_what_to_drop() -> None:
-    watch = failure.stop_on_own_arch_flags("9.0")
-    assert watch(ninja_line("-gencode=arch=compute_90,code=sm_90")) is None
-    error = watch(ninja_line("-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_86,code=sm_86"))
-    assert error is not None
-    assert error.line() == (
-        "error: the project passes its own CUDA architecture flags to nvcc, so torch ignores TORCH_CUDA_ARCH_LIST "
-        "(the farm's architectures) (-gencode=arch=compute_80,code=sm_80 and 1 more): drop the -gencode/-arch flags "
-        "from the extension's extra_compile_args (setup.py) and let torch's TORCH_CUDA_ARCH_LIST apply: cuda-archs "
-        "in [tool.cuda-ext-farm] or --arch-list choose the architectures (9.0 here); the build was stopped before "
-        "its long compile")
-
-
-BUILD_NINJA = f"""ninja_required_version = 1.3
-cxx = c++
-nvcc = /cache/tk/bin/nvcc
-
-cflags = -pthread -fPIC -I{ENV}/torch/include -I/usr/include/python3.11 -c
-post_cflags = -O2 -DTORCH_API_INCLUDE_EXTENSION_H -DTORCH_EXTENSION_NAME=_C -std=c++17
-cuda_cflags = -I{ENV}/torch/include -I/cache/tk/include -c
-cuda_post_cflags = -D__CUDA_NO_HALF_OPERATORS__ --expt-relaxed-constexpr --compiler-options ''"'"'-fPIC'"'"'' -O2 \
-{{flags}} -DTORCH_API_INCLUDE_EXTENSION_H -DTORCH_EXTENSION_NAME=_C -std=c++17
-cuda_dlink_post_cflags =
-ldflags =
-
-rule cuda_compile
-  depfile = $out.d
-  deps = gcc
-  command = $nvcc --generate-dependencies-with-compile --dependency-output $out.d $cuda_cflags -c $in -o $out \
-$cuda_post_cflags
-
-build {SRC}/build/temp.linux-x86_64-cpython-311/csrc/scale.o: cuda_compile {SRC}/csrc/scale.cu
-"""
-
-
-def test_build_ninja_flags_of_the_projects_own() -> None:
-    own = BUILD_NINJA.replace("{flags}", "-gencode=arch=compute_80,code=sm_80 -gencode arch=compute_86,code=sm_86")
-    assert failure.ninja_arch_flags(own) == ["-gencode=arch=compute_80,code=sm_80",
-                                             "-gencode=arch=compute_86,code=sm_86"]
-    torchs = BUILD_NINJA.replace("{flags}", "-gencode=arch=compute_90,code=sm_90")
-    assert failure.ninja_arch_flags(torchs) == ["-gencode=arch=compute_90,code=sm_90"]
-    assert failure.ninja_arch_flags(own.split("rule ")[0]) is None  # not complete yet: no build edge
-
-
-def test_the_build_ninja_watcher_objects_once_the_file_is_there(tmp_path: Path) -> None:
-    poll = failure.watch_build_ninja(tmp_path, "9.0")
-    assert poll() is None
-    ninja = tmp_path / "build" / "temp.linux-x86_64-cpython-311" / "build.ninja"
-    ninja.parent.mkdir(parents=True)
-    ninja.write_text(BUILD_NINJA.replace("{flags}", "-gencode=arch=compute_90,code=sm_90"))
-    assert poll() is None  # torch's own flags for 9.0
-    ninja.write_text(BUILD_NINJA.replace("{flags}", "-arch=sm_80"))
-    os.utime(ninja, (1, 1))
-    error = poll()
-    assert error is not None and error.value == "-arch=sm_80"
 
 
 def test_msvc_paths_are_made_relative_too() -> None:
