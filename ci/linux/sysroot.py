@@ -200,7 +200,11 @@ class Sysroot:
         # CUDAHOSTCXX: CMake's CUDA host compiler; NVCC_CCBIN: nvcc's when no -ccbin is given. Without them a CMake
         # build compiled its .cu host code with the plain g++ against this machine's headers (an unversioned
         # __libc_single_threaded, which the audit caught).
-        return {"CC": paths[0], "CXX": paths[1], "LDSHARED": f"{shlex.quote(paths[1])} -shared",
+        # LDCXXSHARED too: setuptools (72 and newer) links C++ extensions with it, and an interpreter built with
+        # --enable-shared (pyenv's, for one) records "-L<prefix>/lib -Wl,-rpath,<prefix>/lib" there, which would
+        # put this machine's Python folder into the wheel's RUNPATH (the audit's rpath check refuses it).
+        linker = f"{shlex.quote(paths[1])} -shared"
+        return {"CC": paths[0], "CXX": paths[1], "LDSHARED": linker, "LDCXXSHARED": linker,
                 "CUDAHOSTCXX": paths[1], "NVCC_CCBIN": paths[1]}
 
 
