@@ -11,10 +11,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ci import proc, wheelmeta
-from ci.audit import debug_info, describe, symbols, wheel_size
+from ci.audit import cuda_majors, debug_info, describe, symbols, wheel_size
 from ci.audit import glibc_floor as floors
 from ci.audit.checks import AuditResult, Check, LibraryInfo
-from ci.audit.gpu_code import expects_cpu_only, expects_cuda_code, no_cuda_code_advice, read_gpu_code
+from ci.audit.gpu_code import expects_cpu_only, expects_cuda_code, major_of, no_cuda_code_advice, read_gpu_code
 from ci.audit.naming import check_metadata, check_tags, expected_prefix
 from ci.errors import AuditFailed
 from ci.universe import matrix
@@ -45,16 +45,17 @@ def is_torch_or_cuda(soname: str) -> bool:
 
 
 def check_needed(libs: Sequence[LibraryInfo], cuda_major: int | None, bundled: Sequence[str]) -> list[Check]:
-    allowed = set(SYSTEM_LIBRARIES) | set(matrix.TORCH_LIBRARIES) | set(bundled)
-    if cuda_major is not None:
-        allowed |= set(matrix.cuda_libraries(cuda_major))
+    """A library in a ``_cuda<MAJOR>/`` folder (a wheel across CUDA majors) may need that major's CUDA libraries."""
+    common = set(SYSTEM_LIBRARIES) | set(matrix.TORCH_LIBRARIES) | set(bundled)
     checks = []
     for lib in libs:
+        major = (major_of(lib.path) or cuda_major) if cuda_major is not None else None
+        allowed = common | (set(matrix.cuda_libraries(major)) if major is not None else set())
         unexpected = [n for n in lib.needed if n not in allowed]
         hint = ""
         if any(n.startswith(CUDA_PREFIXES) for n in unexpected):
-            hint = f" (CUDA libraries must be those of CUDA {cuda_major}, which the user's torch ships)" \
-                if cuda_major else " (a CPU-only build must need no CUDA library)"
+            hint = f" (CUDA libraries must be those of CUDA {major}, which the user's torch ships)" \
+                if major else " (a CPU-only build must need no CUDA library)"
         checks.append(Check(
             f"needed:{lib.path}", not unexpected,
             f"NEEDED {', '.join(lib.needed) or 'nothing'}"
@@ -85,7 +86,7 @@ def check_cuda_code(lib: LibraryInfo, target: Target) -> list[Check]:
         return [Check(
             f"cuda-code:{lib.path}", False, no_cuda_code_advice(target.project, target.cell),
         )]
-    runtime = f"libcudart.so.{target.cell.cuda_major}"
+    runtime = f"libcudart.so.{major_of(lib.path) or target.cell.cuda_major}"
     linked = runtime in lib.needed
     return [
         Check(f"cuda-code:{lib.path}", True, "holds CUDA code (a fatbinary)"),
@@ -251,6 +252,9 @@ def audit_wheel(
         checks += floors.check_unpacked(root, wheel, floor)
         checks.append(debug_info.check_debug_info(ext_files + bundled_files, root, target))
         checks.append(debug_info.check_fatbin(ext_files, root))
+        if cell is not None:
+            requires = wheelmeta.read_metadata(wheel).get("Requires-Dist", [])
+            checks += cuda_majors.check_wheel(root, libs, requires, cuobjdump)
         gpu = read_gpu_code(cell, cuda_libs, cuobjdump)
         checks += gpu.checks
         checks += describe.audit_checks(wheel, root, ext_files + bundled_files, target, gpu.sass, gpu.ptx,
