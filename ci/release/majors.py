@@ -39,6 +39,7 @@ from ci.audit.gpu_code import matches
 from ci.errors import UsageError
 
 if TYPE_CHECKING:
+    from ci.builds.tail import Outputs
     from ci.universe.project import ProjectConfig
     from ci.universe.targets import Target
 
@@ -270,3 +271,39 @@ def _listed(value: object) -> list[object]:
 def _arch_key(arch: str) -> tuple[int, int, str]:
     m = re.fullmatch(r"(\d+)\.(\d+)(\w*)", arch)
     return (int(m.group(1)), int(m.group(2)), m.group(3)) if m else (0, 0, arch)
+
+
+def release_wheel(config: ProjectConfig, outputs: Outputs, out: Path, *, reuse: bool,
+                  base_image: str | None, max_jobs: int | None, cuobjdump: Path | None) -> tuple[Merged, list[str]]:
+    """``release pypi-wheel``: each major's target built (a stand-in cell where the release cell's toolkit is out
+    of reach: cu124 for cu128 here), or its audited wheel in ``wheelhouse`` reused; merged into ``out``; audited.
+    Returns the merged wheel and one line per half (its target and size)."""
+    from ci.audit import wheel_audit
+    from ci.linux import buildall
+    from ci.log import log
+    from ci.release.plan import find_built, verify_built
+
+    chosen = major_targets(config)
+    local = dict(zip(chosen, buildall.local_equivalents(tuple(chosen.values())), strict=True))
+    by_id = {t.id: t for t in local.values()}
+    ready: list[str] = []
+    if reuse:
+        for item in find_built(outputs.wheelhouse, by_id, require_all=False):
+            try:
+                verify_built(item)
+                ready.append(item.target.id)
+            except UsageError as exc:
+                log.progress.print(f"[yellow]rebuilding[/] {item.target.id}: {exc.line()}")
+    to_build = tuple(t for t in local.values() if t.id not in ready)
+    if to_build:
+        buildall.build_all(to_build, outputs, jobs=1, base_image=base_image, max_jobs=max_jobs)
+    built = {item.target.id: item for item in find_built(outputs.wheelhouse, by_id)}
+    for item in built.values():
+        verify_built(item)
+    halves = {major: built[target.id].wheel for major, target in local.items()}
+    merged = merge(halves, config, out)
+    result = wheel_audit.audit_wheel(merged.wheel, local[max(local)], cuobjdump)
+    wheel_audit.raise_for_failures(result)
+    lines = [f"CUDA {major}: {local[major].id} ({halves[major].stat().st_size:,} bytes)" for major in sorted(halves)]
+    lines.append(f"audit: {len(result.checks)} checks passed")
+    return merged, lines
