@@ -103,7 +103,7 @@ import importlib.util
 import os
 import sys
 
-MAJORS = ({listed},)
+MAJORS = {tuple(majors)!r}
 FILE = {file_name!r}
 
 
@@ -112,8 +112,8 @@ def _load():
 
     cuda = torch.version.cuda
     if not cuda:
-        raise ImportError(f"{{__name__}} holds CUDA code (built for CUDA {listed}) and torch {{torch.__version__}} is a "
-                          "CPU-only build")
+        raise ImportError(f"{{__name__}} holds CUDA code (built for CUDA {listed}) and torch "
+                          f"{{torch.__version__}} is a CPU-only build")
     major = int(cuda.split(".")[0])
     if major not in MAJORS:
         raise ImportError(f"{{__name__}} has builds for CUDA {listed}; torch {{torch.__version__}} uses CUDA {{cuda}}: "
