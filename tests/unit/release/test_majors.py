@@ -226,3 +226,19 @@ def test_fusedops_gets_the_majors_of_torch_210_and_211() -> None:
     assert fusedops.pypi_cuda_majors
     assert majors.pypi_majors(fusedops) == (12, 13)
     assert {m: t.cell.name for m, t in majors.major_targets(fusedops).items()} == {12: "cu128", 13: "cu130"}
+
+
+def test_coverage_counts_the_other_majors_target_as_held_by_the_wheel_across_majors(tmp_path: Path) -> None:
+    from ci.release import coverage
+    from ci.universe import targets
+
+    chosen = [t for t in targets.platform_targets(project.load(ROOT), "linux") if t.arch == "x86_64"]
+    cu130 = next(t for t in chosen if t.cell.name == "cu130")
+    cu128 = next(t for t in chosen if t.cell.name == "cu128")
+    name = f"fusedops-0.1.0-{cu130.wheel_tag_prefix}-manylinux_2_31_x86_64.whl"
+    (tmp_path / cu130.id).mkdir()
+    with zipfile.ZipFile(tmp_path / cu130.id / name, "w") as zf:
+        zf.writestr("fusedops-0.1.0.dist-info/cuda-ext-farm.json", json.dumps({"majors": {"12": {}, "13": {}}}))
+    found = coverage.read(tmp_path, chosen)
+    assert found.present == {cu130.id: f"{name} (CUDA 12, 13)", cu128.id: f"{name} (its CUDA 12 build)"}
+    assert coverage.majors_of(tmp_path / "nothing.whl") == ()
