@@ -17,10 +17,14 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from ci.audit import describe
+from packaging.specifiers import SpecifierSet
+
 from ci.audit.checks import Check, LibraryInfo
-from ci.audit.gpu_code import list_archs, major_of
+from ci.audit.gpu_code import arch_to_sm, list_archs, major_of
 from ci.universe import matrix
+
+#: ci/audit/describe.py's coverage file (not imported: describe sits above this module on the import floors).
+FILE = "cuda-ext-farm.json"
 
 
 def _cuda_sonames(needed: Sequence[str]) -> list[str]:
@@ -44,9 +48,9 @@ def check_library(lib: LibraryInfo, major: int) -> Check:
                  f"in _cuda{major}/ but {'; '.join(problems)}: build it in a CUDA {major} cell")
 
 
-def majors_admitted(requires: Sequence[str]) -> dict[int, list[str]]:
-    """The CUDA major of each PyPI torch release the wheel's torch requirement admits (major -> releases)."""
-    spec = describe.torch_specifier(requires)
+def majors_admitted(spec: SpecifierSet | None) -> dict[int, list[str]]:
+    """The CUDA major of each PyPI torch release the wheel's torch requirement ``spec`` admits (major -> releases;
+    None: no requirement, every release)."""
     admitted: dict[int, list[str]] = {}
     for release in matrix.TORCH_RELEASES:
         if spec is None or spec.contains(release.version, prereleases=True):
@@ -54,9 +58,10 @@ def majors_admitted(requires: Sequence[str]) -> dict[int, list[str]]:
     return admitted
 
 
-def check_wheel(root: Path, libs: Sequence[LibraryInfo], requires: Sequence[str],
+def check_wheel(root: Path, libs: Sequence[LibraryInfo], spec: SpecifierSet | None, document: bytes | None,
                 cuobjdump: Path | None) -> list[Check]:
-    """The checks of a wheel across majors; none for a wheel with no ``_cuda<MAJOR>/`` library."""
+    """The checks of a wheel across majors (``spec``: its ``Requires-Dist`` torch specifier; ``document``: its
+    ``cuda-ext-farm.json``); none for a wheel with no ``_cuda<MAJOR>/`` library."""
     by_major: dict[int, list[LibraryInfo]] = {}
     for lib in libs:
         major = major_of(lib.path)
@@ -76,23 +81,22 @@ def check_wheel(root: Path, libs: Sequence[LibraryInfo], requires: Sequence[str]
                       if any(Path(lib.path).name.split(".")[0] == module.rsplit("/", 1)[-1] for lib in found))
         if have != sorted(by_major):
             problems.append(f"{module} is built for CUDA {', '.join(map(str, have))} only")
-    admitted = majors_admitted(requires)
+    admitted = majors_admitted(spec)
     missing = {m: r for m, r in admitted.items() if m not in by_major}
     if missing:
         problems += [f"torch {', '.join(r)} (CUDA {m}) is admitted by the torch requirement but the wheel has no "
                      f"_cuda{m}/" for m, r in sorted(missing.items())]
-    document = describe.read_document(root)
     recorded = json.loads(document).get("majors", {}) if document else {}
     if sorted(recorded) != sorted(str(m) for m in by_major):
-        problems.append(f"{describe.FILE} records majors {', '.join(sorted(recorded)) or 'none'}")
+        problems.append(f"{FILE} records majors {', '.join(sorted(recorded)) or 'none'}")
     elif cuobjdump is not None:
         for major, found in sorted(by_major.items()):
             sass, ptx = list_archs(cuobjdump, [root / lib.path for lib in found])
             want = recorded[str(major)]
-            if [describe.sm_to_arch(a) for a in sass] != want.get("sass") or \
-                    [describe.sm_to_arch(a) for a in ptx] != want.get("ptx"):
+            if list(sass) != [arch_to_sm(a) for a in want.get("sass") or []] or \
+                    list(ptx) != [arch_to_sm(a) for a in want.get("ptx") or []]:
                 problems.append(f"CUDA {major}'s SASS/PTX ({' '.join(sass) or '-'} / {' '.join(ptx) or '-'}) is not "
-                                f"what {describe.FILE} says")
+                                f"what {FILE} says")
     shown = "; ".join(f"CUDA {m}: {recorded.get(str(m), {}).get('cuda') or '?'} "
                       f"(SASS {' '.join(recorded.get(str(m), {}).get('sass') or []) or '-'})"
                       for m in sorted(by_major))

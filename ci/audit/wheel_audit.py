@@ -253,8 +253,8 @@ def audit_wheel(
         checks.append(debug_info.check_debug_info(ext_files + bundled_files, root, target))
         checks.append(debug_info.check_fatbin(ext_files, root))
         if cell is not None:
-            requires = wheelmeta.read_metadata(wheel).get("Requires-Dist", [])
-            checks += cuda_majors.check_wheel(root, libs, requires, cuobjdump)
+            spec = describe.torch_specifier(wheelmeta.read_metadata(wheel).get("Requires-Dist", []))
+            checks += cuda_majors.check_wheel(root, libs, spec, describe.read_document(root), cuobjdump)
         gpu = read_gpu_code(cell, cuda_libs, cuobjdump)
         checks += gpu.checks
         checks += describe.audit_checks(wheel, root, ext_files + bundled_files, target, gpu.sass, gpu.ptx,

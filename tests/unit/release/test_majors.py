@@ -16,9 +16,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.specifiers import SpecifierSet
 
-from ci.audit import cuda_majors, symbols, wheel_audit
-from ci.audit.checks import LibraryInfo
+from ci.audit import cuda_majors, describe, symbols, wheel_audit
+from ci.audit.checks import Check, LibraryInfo
 from ci.errors import UsageError
 from ci.release import majors
 from ci.universe import project
@@ -157,6 +158,10 @@ def test_the_generated_module_loads_the_build_of_torchs_cuda_major(tmp_path: Pat
                                                      "uses CUDA 11.8: install a torch of one of those CUDA majors")
 
 
+def _check(root: Path, libs: list[LibraryInfo]) -> list[Check]:
+    return cuda_majors.check_wheel(root, libs, SpecifierSet(">=2.10"), describe.read_document(root), None)
+
+
 def _libs(root: Path) -> list[LibraryInfo]:
     found = sorted(root.rglob("*.so"))
     return [LibraryInfo(str(p.relative_to(root)), symbols.read_elf(p).needed, ()) for p in found]
@@ -168,7 +173,7 @@ def test_the_audit_passes_the_merge_and_fails_a_library_of_the_wrong_major(tmp_p
     with zipfile.ZipFile(good) as zf:
         zf.extractall(tmp_path / "g")
     libs = _libs(tmp_path / "g")
-    found = cuda_majors.check_wheel(tmp_path / "g", libs, ["torch>=2.10"], None)
+    found = _check(tmp_path / "g", libs)
     assert [c.name for c in found] == ["cuda-major:pkg/_cuda12/_C_cuda.abi3.so",
                                        "cuda-major:pkg/_cuda13/_C_cuda.abi3.so", "cuda-majors"]
     assert all(c.ok for c in found), found
@@ -179,7 +184,7 @@ def test_the_audit_passes_the_merge_and_fails_a_library_of_the_wrong_major(tmp_p
     bad = majors.merge({12: swapped, 13: halves[13]}, config(tmp_path), tmp_path / "bad").wheel
     with zipfile.ZipFile(bad) as zf:
         zf.extractall(tmp_path / "b")
-    wrong = cuda_majors.check_wheel(tmp_path / "b", _libs(tmp_path / "b"), ["torch>=2.10"], None)[0]
+    wrong = _check(tmp_path / "b", _libs(tmp_path / "b"))[0]
     assert not wrong.ok and wrong.detail == ("in _cuda12/ but does not link libcudart.so.12; links libcudart.so.13, "
                                              "not of CUDA 12: build it in a CUDA 12 cell")
     needed = {c.name: c for c in wheel_audit.check_needed(_libs(tmp_path / "b"), 13, ())}
@@ -187,7 +192,7 @@ def test_the_audit_passes_the_merge_and_fails_a_library_of_the_wrong_major(tmp_p
     # A torch requirement that admits a major the wheel lacks (torch 2.10 is PyPI's CUDA 12.8 build).
     only13 = [lib for lib in libs if "_cuda12" not in lib.path]
     (tmp_path / "g" / "pkg" / "_cuda12" / "_C_cuda.abi3.so").unlink()
-    lacking = cuda_majors.check_wheel(tmp_path / "g", only13, ["torch>=2.10"], None)[-1]
+    lacking = _check(tmp_path / "g", only13)[-1]
     assert not lacking.ok and "torch 2.10.0 (CUDA 12) is admitted by the torch requirement but the wheel has no " \
         "_cuda12/" in lacking.detail
 
@@ -195,7 +200,7 @@ def test_the_audit_passes_the_merge_and_fails_a_library_of_the_wrong_major(tmp_p
 def test_a_single_major_wheel_gets_no_cuda_majors_check(tmp_path: Path, halves: dict[int, Path]) -> None:
     with zipfile.ZipFile(halves[13]) as zf:
         zf.extractall(tmp_path / "one")
-    assert cuda_majors.check_wheel(tmp_path / "one", _libs(tmp_path / "one"), ["torch>=2.10"], None) == []
+    assert _check(tmp_path / "one", _libs(tmp_path / "one")) == []
 
 
 def test_the_merge_refuses_halves_that_are_not_one_source(tmp_path: Path, halves: dict[int, Path]) -> None:
