@@ -473,6 +473,7 @@ def _cmd_pypi_wheel(opts: Options[Args]) -> int:
     from ci.toolchain import toolkit
 
     config = options.load_project(opts)
+    majors.major_targets(config)  # a project without the key stops here, before any tool is fetched
     outputs = tail.Outputs.resolve(config.root, opts.wheelhouse, opts.build_dir)
     out = Path(opts.args.out).resolve() if opts.args.out else outputs.build_root / "pypi-wheel"
     merged, lines = majors.release_wheel(config, outputs, out,
