@@ -18,12 +18,13 @@ wheel is the newest major's wheel (the *base*) with:
   top-level SASS/PTX the union; the platform tag the highest of the halves' (each half's tag is its own binaries'
   floor).
 
-The archive is written as ``wheelmeta.rewrite`` writes every farm wheel (sorted entries, fixed times, RECORD
+The archive is written as ``wheelmeta.rewrite`` writes every farm wheel (sorted entries, the base's entry time, RECORD
 regenerated): the same halves give the same bytes.
 """
 
 from __future__ import annotations
 
+import calendar
 import dataclasses
 import json
 import re
@@ -235,6 +236,9 @@ def merge(halves: Mapping[int, Path], config: ProjectConfig, outdir: Path, *, ep
                                    *lines[_last_header(lines):]]) + "\n").encode()
             entries[member] = (data, mode)
     document = _document(documents, majors, base_major)
+    if epoch is None:  # the base's entry time (its build's SOURCE_DATE_EPOCH): the halves alone decide the bytes
+        with zipfile.ZipFile(halves[base_major]) as zf:
+            epoch = calendar.timegm((*zf.infolist()[0].date_time, 0, 0, 0))
     with tempfile.TemporaryDirectory(prefix="farm-majors-") as tmp:
         build = f"-{parsed.build}" if parsed.build else ""
         staged = Path(tmp) / f"{parsed.name}-{parsed.version}{build}-{interpreter}-{abi}-{tag}.whl"
