@@ -171,7 +171,7 @@ def merge(halves: Mapping[int, Path], config: ProjectConfig, outdir: Path, *, ep
     base_major = majors[-1]
     base_info, base = _read(halves[base_major])
     names = {wheelmeta.parse_name(w).name for w in halves.values()}
-    versions = {str(wheelmeta.parse_name(w).version) for w in halves.values()}
+    versions = {wheelmeta.parse_name(w).version.public for w in halves.values()}  # a half's +cu128 label goes
     if len(names) != 1 or len(versions) != 1:
         raise UsageError("the wheels to merge are not one project's one version", ", ".join(
             sorted(w.name for w in halves.values())), "merge the builds of one commit (release pypi-wheel)")
