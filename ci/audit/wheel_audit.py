@@ -255,7 +255,9 @@ def audit_wheel(
         if cell is not None:
             spec = describe.torch_specifier(wheelmeta.read_metadata(wheel).get("Requires-Dist", []))
             checks += cuda_majors.check_wheel(root, libs, spec, describe.read_document(root), cuobjdump)
-        gpu = read_gpu_code(cell, cuda_libs, cuobjdump)
+        # A wheel across CUDA majors: the target's own major is read here, the others by cuda_majors.check_wheel.
+        own = [p for p in cuda_libs if major_of(str(p.relative_to(root))) in (None, cell.cuda_major if cell else None)]
+        gpu = read_gpu_code(cell, own, cuobjdump)
         checks += gpu.checks
         checks += describe.audit_checks(wheel, root, ext_files + bundled_files, target, gpu.sass, gpu.ptx,
                                         cuda=cell is not None,

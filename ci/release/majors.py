@@ -14,8 +14,8 @@ wheel is the newest major's wheel (the *base*) with:
 * every other package file of the base; one that differs in another major's wheel (``_build_info.json``) is kept
   per major too, at ``<folder>/_cuda<MAJOR>/<file>`` (its Python sources and CPU libraries may not differ: a
   ``.py`` that does is refused, CPU libraries are the base's, the audit's ``cpu-only`` checks keep them free of CUDA);
-* the dist-info's ``cuda-ext-farm.json`` with a ``majors`` entry per major (its target, CUDA version, SASS, PTX),
-  top-level SASS/PTX the union; the platform tag the highest of the halves' (each half's tag is its own binaries'
+* the dist-info's ``cuda-ext-farm.json`` of the base with a ``majors`` entry per major (its target, CUDA version,
+  SASS, PTX); the platform tag the highest of the halves' (each half's tag is its own binaries'
   floor).
 
 The archive is written as ``wheelmeta.rewrite`` writes every farm wheel (sorted entries, the base's entry time, RECORD
@@ -257,24 +257,11 @@ def _last_header(lines: Sequence[str]) -> int:
 
 
 def _document(documents: Mapping[int, Mapping[str, object]], majors: Sequence[int], base_major: int) -> bytes:
-    """The merged ``cuda-ext-farm.json``: the base's, SASS/PTX the union, and ``majors`` (one entry per major)."""
-    def archs(key: str) -> list[str]:
-        found = {str(a) for d in documents.values() for a in _listed(d.get(key))}
-        return sorted(found, key=_arch_key)
-
+    """The merged ``cuda-ext-farm.json``: the base's (what a reader that knows no ``majors`` sees: the newest
+    major's build, as before), and ``majors`` (one entry per major)."""
     doc = dict(documents[base_major])
-    doc["sass"], doc["ptx"] = archs("sass"), archs("ptx")
     doc["majors"] = {str(m): {k: documents[m].get(k) for k in ("target", "cuda", "sass", "ptx")} for m in majors}
     return (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
-
-
-def _listed(value: object) -> list[object]:
-    return list(value) if isinstance(value, list) else []
-
-
-def _arch_key(arch: str) -> tuple[int, int, str]:
-    m = re.fullmatch(r"(\d+)\.(\d+)(\w*)", arch)
-    return (int(m.group(1)), int(m.group(2)), m.group(3)) if m else (0, 0, arch)
 
 
 def release_wheel(config: ProjectConfig, outputs: Outputs, out: Path, *, reuse: bool,
