@@ -236,7 +236,12 @@ def audit_wheel(
                     cuda_libs.append(path)
             undefined = [name for name, _weak in infos[path].undefined]
             checks += check_cuda_namespaces(lib.path, lib.needed, undefined)
-            if search is not None:
+            other = major_of(lib.path)
+            if (search is not None or resolutions is not None) and cell is not None and other not in (None,
+                                                                                                   cell.cuda_major):
+                checks.append(Check(f"symbols:{lib.path}", True, f"not checked here: a CUDA {other} library, the torch "
+                                    f"searched is the target's (CUDA {cell.cuda_major}); its own build checked it"))
+            elif search is not None:
                 local_dirs = sorted({p.parent for p in bundled_files})
                 checks.append(check_symbols(lib.path, symbols.unresolved(path, search, local_dirs), target,
                                             torch_label))

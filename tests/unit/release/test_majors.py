@@ -248,3 +248,15 @@ def test_coverage_counts_the_other_majors_target_as_held_by_the_wheel_across_maj
     found = coverage.read(tmp_path, chosen)
     assert found.present == {cu130.id: f"{name} (CUDA 12, 13)", cu128.id: f"{name} (its CUDA 12 build)"}
     assert coverage.majors_of(tmp_path / "nothing.whl") == ()
+
+
+def test_the_symbols_of_another_majors_library_are_left_to_its_own_build(tmp_path: Path,
+                                                                          halves: dict[int, Path]) -> None:
+    """The torch environment searched is the target's (CUDA 13): the CUDA 12 library is not judged against it."""
+    wheel = majors.merge(halves, config(tmp_path), tmp_path / "out").wheel
+    target = majors.major_targets(config(tmp_path))[13]
+    found = {c.name: c for c in wheel_audit.audit_wheel(wheel, target, None, resolutions={}, abi3audit=False).checks}
+    assert found["symbols:pkg/_cuda12/_C_cuda.abi3.so"].ok
+    assert found["symbols:pkg/_cuda12/_C_cuda.abi3.so"].detail.startswith("not checked here: a CUDA 12 library")
+    assert not found["symbols:pkg/_cuda13/_C_cuda.abi3.so"].ok  # judged (here: nothing was resolved)
+    assert found["needed:pkg/_cuda12/_C_cuda.abi3.so"].ok and found["cuda-major:pkg/_cuda12/_C_cuda.abi3.so"].ok
