@@ -23,6 +23,10 @@ Each check is reported separately; a build publishes its wheel only when all pas
 * ``cuda-code:<lib>``: the project's ``cuda-libraries`` hold CUDA code in a CUDA
   build (the usual failure: a ``setup.py`` that asked ``torch.cuda.is_available()``
   on a GPU-less builder) and link the CUDA runtime;
+* ``cuda-major:<lib>`` / ``cuda-majors`` (a wheel across CUDA majors, ``pypi-cuda-majors``): each
+  ``_cuda<MAJOR>/`` library links ``libcudart.so.<MAJOR>`` and no CUDA library of another major; every CUDA module
+  has its loader, the wheel holds each major its torch requirement admits on PyPI, and each major's SASS/PTX is what
+  ``cuda-ext-farm.json`` says (ci/audit/cuda_majors.py);
 * ``c10-cuda:<lib>``: a library that uses ``c10::cuda`` symbols has
   ``libc10_cuda.so`` in NEEDED (``at::cuda``: ``libtorch_cuda.so``);
 * ``symbols:<lib>``: every undefined symbol resolves in the target's torch

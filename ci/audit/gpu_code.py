@@ -26,8 +26,20 @@ def arch_to_sm(arch: str) -> str:
     return f"sm_{major}{minor}"
 
 
+#: A library of one CUDA major in a wheel across majors (``fusedops/_cuda12/_C_cuda.abi3.so``; ci/release/majors.py).
+MAJOR_PART = re.compile(r"(^|/)_cuda(\d+)/(?=[^/]+$)")
+
+
+def major_of(path: str) -> int | None:
+    """The CUDA major of a library in a ``_cuda<MAJOR>/`` folder of a wheel across majors; None elsewhere."""
+    found = MAJOR_PART.search(path.replace("\\", "/"))
+    return int(found.group(2)) if found else None
+
+
 def matches(path: str, patterns: Sequence[str]) -> bool:
-    """Whether a library (its path in the wheel, or its file name) matches one of the project's patterns."""
+    """Whether a library (its path in the wheel, or its file name) matches one of the project's patterns; a
+    library of one major in a wheel across majors is matched at its module's place (without ``_cuda<MAJOR>/``)."""
+    path = MAJOR_PART.sub(r"\1", path.replace("\\", "/"))
     name = Path(path).name
     return any(fnmatch.fnmatch(path, p) or fnmatch.fnmatch(name, p) for p in patterns)
 

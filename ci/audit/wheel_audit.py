@@ -11,10 +11,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ci import proc, wheelmeta
-from ci.audit import debug_info, describe, symbols, wheel_size
+from ci.audit import cuda_majors, debug_info, describe, symbols, wheel_size
 from ci.audit import glibc_floor as floors
 from ci.audit.checks import AuditResult, Check, LibraryInfo
-from ci.audit.gpu_code import expects_cpu_only, expects_cuda_code, no_cuda_code_advice, read_gpu_code
+from ci.audit.gpu_code import expects_cpu_only, expects_cuda_code, major_of, no_cuda_code_advice, read_gpu_code
 from ci.audit.naming import check_metadata, check_tags, expected_prefix
 from ci.errors import AuditFailed
 from ci.universe import matrix
@@ -45,16 +45,17 @@ def is_torch_or_cuda(soname: str) -> bool:
 
 
 def check_needed(libs: Sequence[LibraryInfo], cuda_major: int | None, bundled: Sequence[str]) -> list[Check]:
-    allowed = set(SYSTEM_LIBRARIES) | set(matrix.TORCH_LIBRARIES) | set(bundled)
-    if cuda_major is not None:
-        allowed |= set(matrix.cuda_libraries(cuda_major))
+    """A library in a ``_cuda<MAJOR>/`` folder (a wheel across CUDA majors) may need that major's CUDA libraries."""
+    common = set(SYSTEM_LIBRARIES) | set(matrix.TORCH_LIBRARIES) | set(bundled)
     checks = []
     for lib in libs:
+        major = (major_of(lib.path) or cuda_major) if cuda_major is not None else None
+        allowed = common | (set(matrix.cuda_libraries(major)) if major is not None else set())
         unexpected = [n for n in lib.needed if n not in allowed]
         hint = ""
         if any(n.startswith(CUDA_PREFIXES) for n in unexpected):
-            hint = f" (CUDA libraries must be those of CUDA {cuda_major}, which the user's torch ships)" \
-                if cuda_major else " (a CPU-only build must need no CUDA library)"
+            hint = f" (CUDA libraries must be those of CUDA {major}, which the user's torch ships)" \
+                if major else " (a CPU-only build must need no CUDA library)"
         checks.append(Check(
             f"needed:{lib.path}", not unexpected,
             f"NEEDED {', '.join(lib.needed) or 'nothing'}"
@@ -85,7 +86,7 @@ def check_cuda_code(lib: LibraryInfo, target: Target) -> list[Check]:
         return [Check(
             f"cuda-code:{lib.path}", False, no_cuda_code_advice(target.project, target.cell),
         )]
-    runtime = f"libcudart.so.{target.cell.cuda_major}"
+    runtime = f"libcudart.so.{major_of(lib.path) or target.cell.cuda_major}"
     linked = runtime in lib.needed
     return [
         Check(f"cuda-code:{lib.path}", True, "holds CUDA code (a fatbinary)"),
@@ -235,7 +236,12 @@ def audit_wheel(
                     cuda_libs.append(path)
             undefined = [name for name, _weak in infos[path].undefined]
             checks += check_cuda_namespaces(lib.path, lib.needed, undefined)
-            if search is not None:
+            other = major_of(lib.path)
+            if (search is not None or resolutions is not None) and cell is not None and other not in (None,
+                                                                                                   cell.cuda_major):
+                checks.append(Check(f"symbols:{lib.path}", True, f"not checked here: a CUDA {other} library, the torch "
+                                    f"searched is the target's (CUDA {cell.cuda_major}); its own build checked it"))
+            elif search is not None:
                 local_dirs = sorted({p.parent for p in bundled_files})
                 checks.append(check_symbols(lib.path, symbols.unresolved(path, search, local_dirs), target,
                                             torch_label))
@@ -251,7 +257,12 @@ def audit_wheel(
         checks += floors.check_unpacked(root, wheel, floor)
         checks.append(debug_info.check_debug_info(ext_files + bundled_files, root, target))
         checks.append(debug_info.check_fatbin(ext_files, root))
-        gpu = read_gpu_code(cell, cuda_libs, cuobjdump)
+        if cell is not None:
+            spec = describe.torch_specifier(wheelmeta.read_metadata(wheel).get("Requires-Dist", []))
+            checks += cuda_majors.check_wheel(root, libs, spec, describe.read_document(root), cuobjdump)
+        # A wheel across CUDA majors: the target's own major is read here, the others by cuda_majors.check_wheel.
+        own = [p for p in cuda_libs if major_of(str(p.relative_to(root))) in (None, cell.cuda_major if cell else None)]
+        gpu = read_gpu_code(cell, own, cuobjdump)
         checks += gpu.checks
         checks += describe.audit_checks(wheel, root, ext_files + bundled_files, target, gpu.sass, gpu.ptx,
                                         cuda=cell is not None,

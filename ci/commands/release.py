@@ -74,6 +74,9 @@ VERBS: dict[str, tuple[str | None, str]] = {
                          "default sdist-wheel): the proof that the sdist builds"),
     "site": ("DIR", "write the per-variant indexes of every release in --manifests into DIR, linking the GitHub "
              "Release downloads under --base-url"),
+    "pypi-wheel": (None, "(pypi-cuda-majors) build the stable wheel once per CUDA major PyPI's torch uses in the "
+                   "project's range (--reuse-wheels: take audited ones from the wheelhouse) and merge them into one "
+                   "audited wheel in --out (default <build>/pypi-wheel; docs/releasing.md)"),
     "dispatch-plan": (None, "(dispatch.yml) the targets the FARM_DISPATCH_* inputs select; writes targets=<JSON list> "
                       "to GITHUB_OUTPUT"),
     "dispatch-assemble": ("ARTIFACTS", "(dispatch.yml) the selected targets' wheels (FARM_DISPATCH_SELECTED) audited "
@@ -462,8 +465,30 @@ def _cmd_site(opts: Options[Args]) -> int:
     return 0
 
 
+def _cmd_pypi_wheel(opts: Options[Args]) -> int:
+    from ci import options
+    from ci.builds import tail
+    from ci.log import log
+    from ci.release import majors
+    from ci.toolchain import toolkit
+
+    config = options.load_project(opts)
+    majors.major_targets(config)  # a project without the key stops here, before any tool is fetched
+    outputs = tail.Outputs.resolve(config.root, opts.wheelhouse, opts.build_dir)
+    out = Path(opts.args.out).resolve() if opts.args.out else outputs.build_root / "pypi-wheel"
+    merged, lines = majors.release_wheel(config, outputs, out,
+                                         reuse=opts.args.reuse_wheels, base_image=opts.args.base_image,
+                                         max_jobs=opts.max_jobs, cuobjdump=toolkit.ensure_cuobjdump())
+    for line in lines:
+        log.progress.print(f"  {line}")
+    log.progress.print(f"[green]PyPI wheel[/] for CUDA {', '.join(map(str, merged.majors))}: {merged.wheel} "
+                       f"({merged.wheel.stat().st_size:,} bytes)")
+    return 0
+
+
 _VERBS = {"dry-run": _cmd_dry_run, "assemble": _cmd_assemble, "import-test": _cmd_import_test, "sdist": _cmd_sdist,
-          "wheel-from-sdist": _cmd_wheel_from_sdist, "site": _cmd_site, "dispatch-plan": _dispatch_plan,
+          "wheel-from-sdist": _cmd_wheel_from_sdist, "site": _cmd_site, "pypi-wheel": _cmd_pypi_wheel,
+          "dispatch-plan": _dispatch_plan,
           "dispatch-assemble": _dispatch_assemble, "dispatch-merge": _dispatch_merge}
 
 

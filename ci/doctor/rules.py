@@ -258,6 +258,16 @@ def judge(w: WheelFacts, m: Machine) -> Verdict:
             m.python_text, prereleases=True):
         v.reasons.append(f"requires Python {w.requires_python}, this is {m.python_text}")
     _torch_rule(v, w, m)
+    if w.majors is not None and m.torch_cuda:  # a wheel across CUDA majors: its build for this torch's major
+        major = _major(m.torch_cuda) or 0
+        chosen = w.for_major(major)
+        if chosen is None:
+            v.reasons.append(f"built for CUDA {', '.join(str(k) for k in sorted(w.majors))}, this torch is built for "
+                             f"CUDA {m.torch_cuda} (torch.version.cuda): no build of that major in the wheel")
+            return v
+        v.notes.append(f"carries builds for CUDA {', '.join(str(k) for k in sorted(w.majors))}: its CUDA {major} "
+                       f"build ({chosen.cuda}) loads with this torch")
+        w = chosen
     if w.cuda is None:
         gpu_torch = bool(m.torch_cuda) or (m.torch is None and bool(m.gpus))
         v.tier, v.how = (3, "CPU build: runs on the CPU, not on the GPU") if gpu_torch else (0, "CPU build")

@@ -78,6 +78,19 @@ class WheelFacts:
     unreadable: str | None = None
     #: A variant wheel's label (``cuda13.0``, ``null``: PEP 825, ci/release/variants.py); None for a plain wheel.
     variant_label: str | None = None
+    #: A wheel across CUDA majors (``pypi-cuda-majors``): major -> (CUDA version, SASS, PTX) of its build for that
+    #: major (cuda-ext-farm.json ``majors``); None for a wheel of one major.
+    majors: dict[int, tuple[str, tuple[str, ...], tuple[str, ...]]] | None = None
+
+    def for_major(self, major: int) -> WheelFacts | None:
+        """The wheel as a wheel of its build for CUDA ``major`` (None: it has none); itself when of one major."""
+        if self.majors is None:
+            return self
+        if major not in self.majors:
+            return None
+        cuda, sass, ptx = self.majors[major]
+        return dataclasses.replace(self, cuda=cuda, sass=sass, ptx=ptx, majors=None,
+                                   cuda_from=f"{FARM_FILE} majors[{major}]")
 
     def as_dict(self) -> dict[str, Any]:
         return {"file": self.file, "path": str(self.path) if self.path else None, "where": self.where,
@@ -86,7 +99,9 @@ class WheelFacts:
                 "torch_requirement": str(self.torch_requirement) if self.torch_requirement is not None else None,
                 "requires_python": str(self.requires_python) if self.requires_python is not None else None,
                 "abi": self.abi, "sass": self.sass, "ptx": self.ptx, "unreadable": self.unreadable,
-                "variant_label": self.variant_label}
+                "variant_label": self.variant_label,
+                **({"majors": {str(m): {"cuda": c, "sass": list(s), "ptx": list(p)}
+                               for m, (c, s, p) in self.majors.items()}} if self.majors else {})}
 
 
 UNKNOWN = "unknown"
@@ -197,7 +212,8 @@ def read(listed: Listed) -> WheelFacts:
     if not here:
         cuda_from += " (the file is not on this machine: judged by its name and index)"
     return WheelFacts(listed.file, listed.path, listed.where, listed.url, name, version, frozenset(tags), cuda,
-                      cuda_from, torch_req, torch_from, requires_python, abi, sass, ptx, variant_label=variant_label)
+                      cuda_from, torch_req, torch_from, requires_python, abi, sass, ptx, variant_label=variant_label,
+                      majors=_majors(farm))
 
 
 def _unreadable(listed: Listed, why: str) -> WheelFacts:
@@ -265,6 +281,15 @@ def _torch_requirement(metadata: dict[str, list[str]], farm: dict[str, Any],
         old = label.group("old")
         return SpecifierSet(f"=={old[0]}.{old[1:]}.*"), "local version"
     return None, "nothing"
+
+
+def _majors(farm: dict[str, Any]) -> dict[int, tuple[str, tuple[str, ...], tuple[str, ...]]] | None:
+    """``majors`` of cuda-ext-farm.json (a wheel across CUDA majors), entries that say their CUDA version."""
+    found = farm.get("majors")
+    if not isinstance(found, dict):
+        return None
+    return {int(m): (str(e["cuda"]), _archs(e.get("sass")) or (), _archs(e.get("ptx")) or ())
+            for m, e in found.items() if str(m).isdigit() and isinstance(e, dict) and isinstance(e.get("cuda"), str)}
 
 
 def _archs(value: object) -> tuple[str, ...] | None:

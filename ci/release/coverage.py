@@ -8,6 +8,10 @@ A folder is read in one of the two shapes the farm writes:
   is the project's, whose local version carries the target's label (``pt2.11.cu130``; a stable-ABI wheel of
   the PyPI variant has none) and whose tags are the target's (``cp310-abi3``, ``manylinux…_x86_64``).
 
+A wheel across CUDA majors (``pypi-cuda-majors``: ``release pypi-wheel``, its dist-info's ``cuda-ext-farm.json``
+has ``majors``) found for one target covers too the release-cell targets of its other majors with the same Python
+tags and CPU architecture (the cu128 target through its ``_cuda12/`` build): their row names the wheel and the major.
+
 ``build-all --missing`` builds exactly the missing Linux targets into a wheelhouse: each target's wheel is
 moved into its folder only once it passed the audit (ci/builds/tail.py), so a stopped run leaves no partial wheel
 and the next ``--missing`` run continues with what is still missing.
@@ -107,24 +111,53 @@ def abi3_serves(interpreter: str, python: str) -> bool:
     return found is not None and int(found.group(1)) <= int(python.split(".")[1])
 
 
-def _site_files(site: Path, variant: str, project: str) -> list[str]:
+def _site_files(site: Path, variant: str, project: str) -> list[tuple[str, Path]]:
     page = site / variant / index.normalize(project) / "index.html"
     if not page.is_file():
         return []
-    return [f.name for f in index.read_project_page(page)]
+    return [(f.name, (page.parent / f.url.split("#")[0]).resolve()) for f in index.read_project_page(page)]
+
+
+def majors_of(wheel: Path) -> tuple[int, ...]:
+    """The CUDA majors a wheel across majors holds (``cuda-ext-farm.json`` ``majors``); () for any other wheel or a
+    file not on this machine."""
+    import json
+    import zipfile
+
+    from ci.audit import describe
+
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            found = [n for n in zf.namelist() if n.endswith(f".dist-info/{describe.FILE}")]
+            doc = json.loads(zf.read(found[0])) if found else {}
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return ()
+    majors = doc.get("majors") if isinstance(doc, dict) else None
+    return tuple(sorted(int(m) for m in majors if str(m).isdigit())) if isinstance(majors, dict) else ()
 
 
 def read(folder: Path, chosen: Sequence[Target]) -> Coverage:
     """The coverage of ``chosen`` by ``folder`` (a wheelhouse or a PEP 503 site)."""
     shape = shape_of(folder, chosen)
     present: dict[str, str] = {}
+    across: list[tuple[Target, str, tuple[int, ...]]] = []
     for target in chosen:
         if shape == "wheelhouse":
-            files = sorted(p.name for p in (folder / target.id).glob("*.whl"))
+            files = [(p.name, p) for p in sorted((folder / target.id).glob("*.whl"))]
         else:
             files = _site_files(folder, target.variant, target.project.name)
-        found = [f for f in files if matches(f, target)]
+        found = [(f, p) for f, p in files if matches(f, target)]
         if found:
-            present[target.id] = found[-1]
+            present[target.id] = found[-1][0]
+            held = majors_of(found[-1][1])
+            if held:
+                present[target.id] += f" (CUDA {', '.join(map(str, held))})"
+                across.append((target, found[-1][0], held))
+    for target in chosen:
+        for by, file, held in across:
+            if target.id not in present and target.cell.cuda_major in held and target.cell.release \
+                    and target.cell.cuda_major != by.cell.cuda_major and target.arch == by.arch \
+                    and target.os == by.os and target.wheel_tag_prefix == by.wheel_tag_prefix:
+                present[target.id] = f"{file} (its CUDA {target.cell.cuda_major} build)"
     missing = tuple(t for t in chosen if t.id not in present)
     return Coverage(folder, shape, present, missing, tuple(chosen))

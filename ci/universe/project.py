@@ -19,6 +19,7 @@ a ``[project] name``. A project you cannot edit is described by a separate file
     strip-debug = true              # libraries lose their DWARF (kept beside the wheel in debug/<build-id>.debug)
     compress-fatbin = true          # CUDA 13 cells compile with nvcc --compress-mode=size (Zstandard fatbins)
     variant-wheels = false          # release also writes PEP 825 variant wheels (experimental; docs/variants.md)
+    pypi-cuda-majors = false        # one PyPI wheel with the CUDA libraries of every major PyPI's torch uses
     test-requires = ["pytest"]      # what the tests need besides the wheel (PEP 508 strings, as cibuildwheel's)
     test-extras = ["test"]          # extras of the project's own wheel installed with it for the tests
     os = ["linux", "windows"]       # the platforms built: os = ["linux"] opts out of Windows wheels
@@ -141,6 +142,10 @@ class ProjectConfig:
     compress_fatbin: bool = True
     #: ``variant-wheels``: ``release`` also writes PEP 825 variant wheels (ci/release/variants.py; experimental).
     variant_wheels: bool = False
+    #: ``pypi-cuda-majors``: ``release pypi-wheel`` builds the stable wheel once per CUDA major that PyPI's torch
+    #: uses in the project's torch range and merges them into one wheel (ci/release/majors.py); stable ABI with
+    #: ``cuda-libraries`` only.
+    pypi_cuda_majors: bool = False
     #: ``test-requires``: requirements installed beside the wheel wherever its tests run (the clean CPU test
     #: environment, every GPU lane's, the release workflows' test jobs, which run the farm's ``test``/``test-gpu``).
     test_requires: tuple[str, ...] = ()
@@ -165,7 +170,7 @@ _KEYS = {
     "version", "name", "import-name", "abi", "python-abi", "torch", "python", "cuda", "cuda-archs", "extra-cuda-archs",
     "build-env", "cpu-env", "debug-env", "cuda-libraries", "cpu-libraries", "commands", "toolkit-libraries",
     "archs", "max-wheel-size", "strip-debug", "compress-fatbin", "test-requires", "test-extras",
-    "os", "variant-wheels",
+    "os", "variant-wheels", "pypi-cuda-majors",
 }
 
 
@@ -360,10 +365,26 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
         strip_debug=tomlvalues.boolean(table, "strip-debug", True),
         compress_fatbin=tomlvalues.boolean(table, "compress-fatbin", True),
         variant_wheels=tomlvalues.boolean(table, "variant-wheels", False),
+        pypi_cuda_majors=_pypi_cuda_majors(table, abi, cuda_libraries),
         test_requires=tomlvalues.requirements(table, "test-requires"),
         test_extras=tomlvalues.extras(table, "test-extras"),
         limited_api_floor=limited_api_floor(root, pyproject),
     )
+
+
+def _pypi_cuda_majors(table: Mapping[str, Any], abi: str, cuda_libraries: tuple[str, ...]) -> bool:
+    """``pypi-cuda-majors``: only a stable-ABI project (one binary per major serves every torch of that major)
+    that names its CUDA libraries (they are what is built per major; the rest of the wheel is shared)."""
+    on = tomlvalues.boolean(table, "pypi-cuda-majors", False)
+    if on and abi != "stable":
+        raise ConfigError(f"[tool.{TABLE}] pypi-cuda-majors needs a stable-ABI project", f"abi = {abi!r}",
+                          'set abi = "stable" (a classic wheel is bound to one torch, so to one CUDA major) or drop '
+                          "pypi-cuda-majors")
+    if on and ("cuda-libraries" not in table or cuda_libraries in ((), ("*",))):
+        raise ConfigError(f"[tool.{TABLE}] pypi-cuda-majors needs cuda-libraries", "cuda-libraries",
+                          'name the libraries that hold CUDA code (cuda-libraries = ["pkg/_C_cuda.*"]); the rest of '
+                          "the wheel is shared by every major")
+    return on
 
 
 def _build_requires(pyproject: Mapping[str, Any]) -> tuple[str, ...]:
