@@ -51,9 +51,11 @@ def deterministic_nvcc_flags(seed: str, nvcc_version: str = "13") -> str:
     return "-objtemp --threads 0" + (f" -frandom-seed={seed}" if nvcc_has_random_seed(nvcc_version) else "")
 
 
-#: nvcc's Zstandard fatbin compression (nvcc 12.8 and newer). Only CUDA 13 cells get it by default: a CUDA 13
-#: runtime needs driver r580 or newer, which reads Zstandard fatbins (r570 and newer do), while a CUDA 12.x wheel
-#: runs on drivers back to r525 (minor-version compatibility) that cannot, and would find no kernel image.
+#: nvcc's Zstandard fatbin compression (``--compress-mode``, nvcc 12.8 and newer). Only CUDA 13 cells get it by
+#: default: a CUDA 13 runtime needs driver r580 or newer, which reads such fatbins, while a CUDA 12.x wheel runs on
+#: drivers back to r525 (minor-version compatibility) and a compressed mode needs a CUDA 12.4 driver (r550) or
+#: newer: older ones would find no kernel image. PyTorch made the same choice (CUDA 13 wheels only, pytorch#161316);
+#: CUDA 12 cells keep nvcc's default LZ4 fatbins, which every driver reads.
 FATBIN_COMPRESSION = "--compress-mode=size"
 FATBIN_COMPRESSION_MAJOR = 13
 
