@@ -276,12 +276,8 @@ def assemble_step_name(config: ProjectConfig) -> str:
     the downloaded artifacts: nothing is built) into the one wheel PyPI gets (``ci/release/majors.py``)."""
     if not config.pypi_cuda_majors:
         return "python -m ci release assemble"
-    from ci.release import majors
-
-    chosen = majors.major_targets(config)
-    cells = " + ".join(t.cell.name for _, t in sorted(chosen.items()))
-    return (f"python -m ci release assemble; PyPI gets one wheel across CUDA "
-            f"{', '.join(map(str, sorted(chosen)))} merged from the {cells} wheels")
+    return ("python -m ci release assemble; pypi-cuda-majors: PyPI gets the release cells' x86_64 wheels merged "
+            "into one wheel across CUDA majors")
 
 
 def release_workflow(ctx: Context) -> dict[str, Any]:
