@@ -332,13 +332,14 @@ def _cmd_assemble(opts: Options[Args]) -> int:
     from ci.log import log
     args = opts.args
     from ci import options
-    from ci.release import assembly
+    from ci.release import assembly, majors
     from ci.release.assembly import prepare_out, verify_release, write_release
     from ci.release.install_checks import check_extra_index, check_index_install
     from ci.release.install_lines import check_install_lines
     from ci.release.manifest import record_checks, record_install_lines, write_manifest
     from ci.release.plan import all_targets, audit_again, find_built, plan
     from ci.release.sdist import find_sdist
+    from ci.toolchain import toolkit
 
     config = options.load_project(opts)
     out = _default_out(opts, config)
@@ -349,10 +350,17 @@ def _cmd_assemble(opts: Options[Args]) -> int:
     if sdist is None:
         log.progress.print("[yellow]no --sdist-dir[/]: the release has no sdist")
     commit = opts.settings.environ.get("GITHUB_SHA") or project_source.git_commit(config.root)
-    manifest = plan(config, built, sdist, tag=args.tag, commit=commit, checks=checks)
-    prepare_out(out)
-    write_release(out, manifest, {item.wheel.name: item.wheel for item in built} | ({sdist.name: sdist} if sdist
-                                                                                     else {}))
+    with tempfile.TemporaryDirectory(prefix="farm-pypi-wheel-") as tmp:
+        # pypi-cuda-majors: the cu128 and cu130 wheels merged; that wheel is the one PyPI (and its index) gets.
+        released, merged = majors.pypi_built(config, built, Path(tmp))
+        if merged is not None:
+            checks[merged.wheel.name] = majors.audit_merged(merged, config, toolkit.ensure_cuobjdump(), built)
+            log.progress.print(f"[green]PyPI wheel[/] for CUDA {', '.join(map(str, merged.majors))}: "
+                               f"{merged.wheel.name} ({merged.wheel.stat().st_size:,} bytes)")
+        manifest = plan(config, released, sdist, tag=args.tag, commit=commit, checks=checks)
+        prepare_out(out)
+        write_release(out, manifest, {item.wheel.name: item.wheel for item in released}
+                      | ({sdist.name: sdist} if sdist else {}))
     manifest = record_checks(manifest, check_index_install(out, manifest), "index-install")
     manifest = record_checks(manifest, check_extra_index(out, manifest), "extra-index")
     manifest = record_install_lines(manifest, check_install_lines(out, manifest))

@@ -33,7 +33,7 @@ Standard library only (``packaging`` through ``ci.universe.targets``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ci.gha import actions, adopt_jobs
 from ci.gha.dispatch_jobs import TARGETS_INPUT, dispatch_workflow, index_site_job, local_workflow, only_selected
@@ -65,6 +65,9 @@ from ci.gha.steps import (
 from ci.gha.windows_jobs import windows_build_job, windows_runner
 from ci.release import import_steps
 from ci.universe import matrix, targets
+
+if TYPE_CHECKING:
+    from ci.universe.project import ProjectConfig
 
 FILES = ("ci.yml", "images.yml", "wheels.yml", "gpu-tests.yml", "release.yml", "dispatch.yml", *adopt_jobs.FILES)
 
@@ -268,6 +271,15 @@ def gpu_workflow(ctx: Context) -> dict[str, Any]:
 # --- release.yml -------------------------------------------------------------------------------------------
 
 
+def assemble_step_name(config: ProjectConfig) -> str:
+    """The assemble step; with ``pypi-cuda-majors`` it also merges the release cells' x86_64 wheels (already among
+    the downloaded artifacts: nothing is built) into the one wheel PyPI gets (``ci/release/majors.py``)."""
+    if not config.pypi_cuda_majors:
+        return "python -m ci release assemble"
+    return ("python -m ci release assemble; pypi-cuda-majors: PyPI gets the release cells' x86_64 wheels merged "
+            "into one wheel across CUDA majors")
+
+
 def release_workflow(ctx: Context) -> dict[str, Any]:
     name = ctx.config.name
     # A run started by hand on a tag is a rehearsal: only the tag's own push publishes.
@@ -317,7 +329,7 @@ def release_workflow(ctx: Context) -> dict[str, Any]:
             "needs": ["wheels", "sdist", "sdist-wheel", "gpu-tests"], "runs-on": LINUX_RUNNER, "timeout-minutes": 30,
             "permissions": permissions(contents="read"),
             "steps": [*prologue(ctx), download(None, "artifacts", pattern="wheel-*"), download("sdist", "sdist"),
-                      {"name": "python -m ci release assemble", "run": assemble_script},
+                      {"name": assemble_step_name(ctx.config), "run": assemble_script},
                       upload("release-pypi", "release/pypi/"), upload("release-assets", "release/assets/"),
                       upload("release-notes", "release/release-notes.md"), upload("release-index", "release/index/")]},
         "publish-pypi": {

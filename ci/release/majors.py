@@ -41,6 +41,7 @@ from ci.errors import UsageError
 
 if TYPE_CHECKING:
     from ci.builds.tail import Outputs
+    from ci.release.plan import Built
     from ci.universe.project import ProjectConfig
     from ci.universe.targets import Target
 
@@ -298,3 +299,45 @@ def release_wheel(config: ProjectConfig, outputs: Outputs, out: Path, *, reuse: 
     lines = [f"CUDA {major}: {local[major].id} ({halves[major].stat().st_size:,} bytes)" for major in sorted(halves)]
     lines.append(f"audit: {len(result.checks)} checks passed")
     return merged, lines
+
+
+def pypi_built(config: ProjectConfig, built: Sequence[Built], outdir: Path) -> tuple[list[Built], Merged | None]:
+    """``release assemble`` with ``pypi-cuda-majors``: the release cells' x86_64 wheels (``major_targets``: cu128,
+    cu130) merged into ``outdir``; the merged wheel takes the newest major's wheel's place in the release (its
+    target, variant and index, and PyPI). Without the key: ``built`` unchanged and None. Nothing is built here."""
+    from ci.release.plan import Built, pypi_target_ids
+
+    if not config.pypi_cuda_majors:
+        return list(built), None
+    chosen = major_targets(config)
+    by_id = {item.target.id: item for item in built}
+    missing = [t.id for t in chosen.values() if t.id not in by_id]
+    if missing:
+        raise UsageError("the one PyPI wheel across CUDA majors needs each major's release wheel",
+                         ", ".join(missing), "download every release cell's x86_64 wheel artifact (wheels.yml builds "
+                         "them), or set pypi-cuda-majors = false")
+    base = chosen[max(chosen)]
+    if base.id not in pypi_target_ids(config):
+        raise UsageError("the newest CUDA major's wheel is not the one PyPI gets", base.id,
+                         "make that major's cell the release cell, or set pypi-cuda-majors = false")
+    merged = merge({major: by_id[t.id].wheel for major, t in chosen.items()}, config, outdir)
+    report = {"target": base.id, "wheel": merged.wheel.name,
+              "merged": {str(major): by_id[t.id].wheel.name for major, t in chosen.items()}}
+    return [Built(base, merged.wheel, report) if item.target.id == base.id else item for item in built], merged
+
+
+def audit_merged(merged: Merged, config: ProjectConfig, cuobjdump: Path | None, halves: Sequence[Built]) -> dict[
+        str, str]:
+    """The merged wheel's checks for the manifest: every audit check (held to the release's glibc floor, as
+    ``plan.audit_again``), and which wheels it was merged from. A failed check raises before anything is written."""
+    from ci.audit import glibc_floor, wheel_audit
+    from ci.universe import matrix
+
+    chosen = major_targets(config)
+    floor = glibc_floor.context_floor() or matrix.RELEASE_FLOOR
+    result = wheel_audit.audit_wheel(merged.wheel, chosen[max(chosen)], cuobjdump, glibc_floor=floor)
+    wheel_audit.raise_for_failures(result)
+    names = {item.target.id: item.wheel.name for item in halves}
+    listed = ", ".join(f"CUDA {major} {names[t.id]}" for major, t in sorted(chosen.items()))
+    return {"audit": f"ok: {len(result.checks)} checks of the wheel across CUDA majors in the assemble job",
+            "cuda-majors": f"merged from {listed}"}

@@ -715,3 +715,24 @@ def test_every_job_that_pulls_or_builds_an_image_makes_room_first(documents: dic
             need = gha_steps.DISK_NEEDED_GIB[matrix.get_cell(cell).toolkit.kind]
             assert "exit 1" in script and f'-lt {need} ]' in script
     assert seen >= 4
+
+
+def test_the_assemble_step_merges_the_pypi_wheel_only_for_a_project_across_cuda_majors(
+        config: project.ProjectConfig, documents: dict[str, dict[str, Any]]) -> None:
+    """fusedops sets pypi-cuda-majors: its assemble step (the same job, permissions and command: ``release
+    assemble`` reads the key) says it merges the release cells' wheels; a project without the key's does not."""
+    import dataclasses
+
+    def assemble(docs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        return docs["release.yml"]["jobs"]["assemble"]  # type: ignore[no-any-return]
+
+    ours = assemble(documents)
+    steps = [s for s in ours["steps"] if "release assemble" in s.get("run", "")]
+    assert [s["name"] for s in steps] == ["python -m ci release assemble; pypi-cuda-majors: PyPI gets the release "
+                                          "cells' x86_64 wheels merged into one wheel across CUDA majors"]
+    assert {k: getattr(v, "value", v) for k, v in ours["permissions"].items()} == {"contents": "read"}
+    plain = dataclasses.replace(config, pypi_cuda_majors=False)
+    theirs = assemble(gha.render(gha_steps.context(plain, gha_steps.FarmSource())))
+    assert [s["name"] for s in theirs["steps"] if "release assemble" in s.get("run", "")] == [
+        "python -m ci release assemble"]
+    assert [s["run"] for s in theirs["steps"] if "run" in s] == [s["run"] for s in ours["steps"] if "run" in s]

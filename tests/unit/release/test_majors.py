@@ -260,3 +260,50 @@ def test_the_symbols_of_another_majors_library_are_left_to_its_own_build(tmp_pat
     assert found["symbols:pkg/_cuda12/_C_cuda.abi3.so"].detail.startswith("not checked here: a CUDA 12 library")
     assert not found["symbols:pkg/_cuda13/_C_cuda.abi3.so"].ok  # judged (here: nothing was resolved)
     assert found["needed:pkg/_cuda12/_C_cuda.abi3.so"].ok and found["cuda-major:pkg/_cuda12/_C_cuda.abi3.so"].ok
+
+
+def _release(tmp: Path, cfg: project.ProjectConfig, halves: dict[int, Path], out: Path) -> tuple[Path, object]:
+    """``release assemble``'s path (ci/commands/release.py) on the two release cells' wheels: pypi_built, plan,
+    write_release, verify_release. The CUDA 12 half carries its variant's local label (+cu128), as built."""
+    from ci.release import assembly, plan
+
+    chosen = majors.major_targets(config(tmp))
+    labelled = tmp / f"lab-{out.name}" / halves[12].name.replace("pkg-1.0-", "pkg-1.0+cu128-")
+    labelled.parent.mkdir()
+    shutil.copy(halves[12], labelled)
+    built = [plan.Built(chosen[12], labelled, {}), plan.Built(chosen[13], halves[13], {})]
+    released, merged = majors.pypi_built(cfg, built, tmp / f"merged-{out.name}")
+    manifest = plan.plan(cfg, released, None, tag=None, commit=None)
+    assembly.write_release(out, manifest, {item.wheel.name: item.wheel for item in released})
+    assembly.verify_release(out)
+    return out, merged
+
+
+def test_release_assemble_gives_pypi_the_merged_wheel_only_with_the_key(tmp_path: Path,
+                                                                        halves: dict[int, Path]) -> None:
+    out, merged = _release(tmp_path, config(tmp_path), halves, tmp_path / "on")
+    assert isinstance(merged, majors.Merged)
+    pypi = sorted(p.name for p in (out / "pypi").iterdir())
+    assert pypi == [merged.wheel.name] == ["pkg-1.0-cp310-abi3-manylinux_2_35_x86_64.whl"]
+    with zipfile.ZipFile(out / "pypi" / pypi[0]) as zf:
+        assert {"pkg/_cuda12/_C_cuda.abi3.so", "pkg/_cuda13/_C_cuda.abi3.so", "pkg/_C_cuda.py"} <= set(zf.namelist())
+    sums = (out / "assets" / "SHA256SUMS").read_text()
+    assert pypi[0] in sums and halves[13].name not in sums  # it takes the single-major wheel's place
+    assert "pkg-1.0+cu128-cp310-abi3-manylinux_2_35_x86_64.whl" in sums  # the CUDA 12 half stays in its index
+    manifest = json.loads((out / "assets" / "release-manifest.json").read_text())
+    entry = next(f for f in manifest["files"] if f["name"] == pypi[0])
+    assert entry["pypi"] and entry["variant"] == "cu130" and entry["target"].startswith("pkg-stable-cu130")
+    off = config(tmp_path, **{"pypi-cuda-majors": False})
+    out, merged = _release(tmp_path, off, halves, tmp_path / "off")
+    assert merged is None
+    assert [p.name for p in (out / "pypi").iterdir()] == [halves[13].name]
+    assert (out / "pypi" / halves[13].name).read_bytes() == halves[13].read_bytes()
+
+
+def test_release_assemble_refuses_a_missing_major(tmp_path: Path, halves: dict[int, Path]) -> None:
+    from ci.release import plan
+
+    chosen = majors.major_targets(config(tmp_path))
+    with pytest.raises(UsageError, match="needs each major's release wheel") as err:
+        majors.pypi_built(config(tmp_path), [plan.Built(chosen[13], halves[13], {})], tmp_path / "x")
+    assert err.value.value == chosen[12].id
