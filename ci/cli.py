@@ -46,6 +46,7 @@ from ci.commands import (
     workflows,
 )
 from ci.commands.command import Command, positive_int
+from ci.commands.release import args as release_args
 from ci.errors import UsageError
 from ci.universe.selection import Selection
 
@@ -72,7 +73,7 @@ def commands_markdown() -> str:
                      f"{'yes' if command.traits.compiles else ''} | {session} |")
     lines += ["", "## Verbs", ""]
     lines += [f"* `release {verb}{' ' + arg if arg else ''}`: {text.replace('<', '&lt;')}"
-              for verb, (arg, text) in release.VERBS.items()]
+              for verb, (arg, text) in release_args.VERBS.items()]
     lines += [f"* `workflows {verb}`: {text}" for verb, text in workflows.VERBS.items()]
     lines += ["* `images pull CELL`, `images push CELL`: a cell's builder image from / to the registry "
               "(`--registry`, FARM_REGISTRY); `images changed`: the project's Linux cells whose image tag the "

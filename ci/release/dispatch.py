@@ -1,6 +1,7 @@
 """What ``dispatch.yml`` (ci/gha/dispatch_jobs.py) runs: ``python -m ci release dispatch-plan``,
-``release dispatch-assemble ARTIFACTS`` and ``release dispatch-merge RELEASE`` (``ci/commands/release.py``; the old
-spellings ``workflows --dispatch-plan`` and so on still work for one release).
+``release dispatch-assemble ARTIFACTS`` and ``release dispatch-merge RELEASE``
+(``ci/commands/release/dispatch.py``; the old spellings ``workflows --dispatch-plan`` and so on still work for one
+release).
 
 * ``dispatch-plan``: the workflow's inputs (``FARM_DISPATCH_TARGETS``, ``_TORCH``, ``_CUDA``, ``_PYTHON``,
   ``_OS``, ``_PUBLISH``) resolved with the farm's own selection (``selection.select``, what ``python -m ci matrix``
@@ -12,7 +13,7 @@ spellings ``workflows --dispatch-plan`` and so on still work for one release).
 * ``dispatch-assemble``: the selected wheels (``FARM_DISPATCH_SELECTED``, the plan's list) out of the downloaded
   artifacts, each report checked, the Linux wheels audited again, into a release folder (``--out``) with its
   indexes, SHA256SUMS and manifest, every index installed from with pip: what ``release assemble`` does for
-  every target, for these (``ci/commands/release.py`` requires them all).
+  every target, for these (``ci/commands/release/dispatch.py`` requires them all).
 * ``dispatch-merge``: that folder merged into the published release's manifest and SHA256SUMS (``--published``,
   downloaded from the tag's GitHub Release) in ``--out``: ``new/`` (the wheels the release lacks),
   ``release-manifest.json`` and ``SHA256SUMS`` (every file of the release), ``ATTESTED-SUMS`` (what gets build

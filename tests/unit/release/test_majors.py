@@ -263,7 +263,7 @@ def test_the_symbols_of_another_majors_library_are_left_to_its_own_build(tmp_pat
 
 
 def _release(tmp: Path, cfg: project.ProjectConfig, halves: dict[int, Path], out: Path) -> tuple[Path, object]:
-    """``release assemble``'s path (ci/commands/release.py) on the two release cells' wheels: pypi_built, plan,
+    """``release assemble``'s path (ci/commands/release/folder.py) on the two release cells' wheels: pypi_built, plan,
     write_release, verify_release. The CUDA 12 half carries its variant's local label (+cu128), as built."""
     from ci.release import assembly, plan
 

@@ -1,0 +1,188 @@
+"""The verbs that write a release folder: ``release dry-run`` (every Linux target built, audited and
+import-tested here) and ``release assemble ARTIFACTS`` (the release workflow's assemble job), each with the PEP 825
+variant wheels where they are on."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ci import settings
+from ci.commands.release.args import Args, verb_arg
+from ci.errors import UsageError
+from ci.options import Options
+from ci.universe.selection import select
+
+if TYPE_CHECKING:
+    from ci.universe.project import ProjectConfig
+    from ci.universe.targets import Target
+
+
+def default_out(opts: Options[Args], config: ProjectConfig) -> Path:
+    from ci.builds import tail
+
+    outputs = tail.Outputs.resolve(config.root, opts.wheelhouse, opts.build_dir)
+    return settings.path_option(opts.args.out, "FARM_RELEASE_DIR", outputs.build_root / "release")
+
+
+def cmd_dry_run(opts: Options[Args]) -> int:
+    from ci.builds import project_source
+    from ci.log import log
+    args = opts.args
+    from ci import options
+    from ci.audit import wheel_audit
+    from ci.builds import tail
+    from ci.linux import buildall, images
+    from ci.release import assembly, install_checks, rehearsal
+    from ci.release.assembly import prepare_out, verify_release, write_release
+    from ci.release.install_checks import check_extra_index, check_index_install
+    from ci.release.install_lines import check_install_lines
+    from ci.release.manifest import record_checks, record_file, record_install_lines, write_manifest
+    from ci.release.plan import find_built, plan, verify_built
+    from ci.release.sdist import build_sdist, build_wheel_from_sdist
+    from ci.toolchain import envs, toolkit
+    from ci.universe import targets
+
+    started = time.monotonic()
+    config = options.load_project(opts)
+    sel = opts.selection
+    chosen = select(config, sel, "linux") if not sel.empty else targets.platform_targets(config, "linux")
+    chosen = buildall.local_equivalents(chosen)  # cu128 -> its stand-in cu124 without NVIDIA's repo
+    outputs = tail.Outputs.resolve(config.root, opts.wheelhouse, opts.build_dir)
+    out = default_out(opts, config)
+    log.progress.print(f"[bold]release dry run[/] of {config.name}: {len(chosen)} Linux targets -> {out}")
+    # Preflight: what the build needs, before hours of compiling.
+    images.require_engine()
+    outputs.check_writable()
+    for python in sorted({t.python for t in chosen if not t.cross}):
+        envs.find_interpreter(python)  # the import tests run on the target's own CPython, as in the workflow
+    emulated = [t for t in chosen if t.cross]
+    if emulated:  # aarch64: a cross compiler and qemu-user, checked before anything is built
+        from ci.linux import cross, qemu
+
+        cross.find_compiler()
+        qemu.find_qemu()
+    log.progress.print(f"[green]tool installs[/]: {rehearsal.tool_installs()}")
+    for cell, step in rehearsal.windows_toolkits(targets.platform_targets(config, "windows")).items():
+        log.progress.print(f"[green]Windows toolkit step[/] {cell}: {step}")
+    by_id = {t.id: t for t in chosen}
+    reusable = []
+    if args.reuse_wheels:
+        for item in find_built(outputs.wheelhouse, by_id, require_all=False):
+            try:
+                verify_built(item)
+                reusable.append(item.target.id)
+            except UsageError as exc:
+                log.progress.print(f"[yellow]rebuilding[/] {item.target.id}: {exc.line()}")
+    to_build = tuple(t for t in chosen if t.id not in reusable)
+    if reusable:
+        log.progress.print(f"[green]reusing[/] the audited wheels of {', '.join(reusable)}")
+    if to_build:
+        buildall.build_all(to_build, outputs, jobs=1, base_image=args.base_image, max_jobs=opts.max_jobs)
+    built = find_built(outputs.wheelhouse, by_id)
+    checks: dict[str, dict[str, str]] = {}
+    cuobjdump = toolkit.ensure_cuobjdump()
+    for item in built:
+        at_build = verify_built(item)
+        result = wheel_audit.audit_wheel(item.wheel, item.target, cuobjdump)
+        wheel_audit.raise_for_failures(result)
+        checks[item.wheel.name] = {"audit": f"{at_build}; ok: {len(result.checks)} checks again on the host"}
+    with tempfile.TemporaryDirectory(prefix="farm-release-") as tmp:
+        # As the workflow: the sdist written without the CUDA torch and checked, then a wheel built from it alone.
+        sdist = build_sdist(config, Path(tmp) / "sdist", cpu_torch=args.cpu_torch)
+        from_sdist = build_wheel_from_sdist(config, sdist, Path(tmp) / "sdist-wheel", max_jobs=opts.max_jobs)
+        manifest = plan(config, built, sdist, tag=args.tag, commit=project_source.git_commit(config.root),
+                        checks=checks)
+        manifest = record_file(manifest, sdist.name, {
+            "wheel-from-sdist": f"ok: {from_sdist.name}, built from the sdist alone and audited"})
+        prepare_out(out)
+        sources = {item.wheel.name: item.wheel for item in built} | {sdist.name: sdist}
+        write_release(out, manifest, sources)
+    manifest = record_checks(manifest, check_index_install(out, manifest), "index-install")
+    manifest = record_checks(manifest, check_extra_index(out, manifest), "extra-index")
+    release = targets.default_target(config)
+    torch_env = envs.build_env(targets.current_python(), release.torch_requirement, config.build_requires)
+    manifest = record_install_lines(manifest, check_install_lines(out, manifest, torch_envs=(torch_env,)))
+    for name, results in rehearsal.import_tests(out, manifest, by_id, config.root, cpu_torch=args.cpu_torch,
+                                                 cpu_python=args.cpu_test_python).items():
+        manifest = record_file(manifest, name, results)
+    for released in manifest.files:
+        emulated_target = by_id.get(released.target or "")
+        if emulated_target is not None and emulated_target.cross:
+            imported = install_checks.emulated_import(out / "assets" / released.name, emulated_target)
+            manifest = record_file(manifest, released.name, {"import-qemu": imported})
+    write_manifest(out, manifest)
+    verify_release(out)
+    variant_wheels(opts, config, [(item.wheel, item.target) for item in built], out, cuobjdump)
+    assembly.print_summary(manifest, out, time.monotonic() - started)
+    log.progress.print("[green]dry run complete[/]: nothing was uploaded")
+    return 0
+
+
+def cmd_assemble(opts: Options[Args]) -> int:
+    from ci.builds import project_source
+    from ci.log import log
+    args = opts.args
+    from ci import options
+    from ci.release import assembly, majors
+    from ci.release.assembly import prepare_out, verify_release, write_release
+    from ci.release.install_checks import check_extra_index, check_index_install
+    from ci.release.install_lines import check_install_lines
+    from ci.release.manifest import record_checks, record_install_lines, write_manifest
+    from ci.release.plan import all_targets, audit_again, find_built, plan
+    from ci.release.sdist import find_sdist
+    from ci.toolchain import toolkit
+
+    config = options.load_project(opts)
+    out = default_out(opts, config)
+    by_id = all_targets(config)
+    built = find_built(verb_arg(args.assemble), by_id)
+    checks = audit_again(built, not args.no_audit)
+    sdist = find_sdist(Path(args.sdist_dir)) if args.sdist_dir else None
+    if sdist is None:
+        log.progress.print("[yellow]no --sdist-dir[/]: the release has no sdist")
+    commit = opts.settings.environ.get("GITHUB_SHA") or project_source.git_commit(config.root)
+    with tempfile.TemporaryDirectory(prefix="farm-pypi-wheel-") as tmp:
+        # pypi-cuda-majors: the cu128 and cu130 wheels merged; that wheel is the one PyPI (and its index) gets.
+        released, merged = majors.pypi_built(config, built, Path(tmp))
+        if merged is not None:
+            checks[merged.wheel.name] = majors.audit_merged(merged, config, toolkit.ensure_cuobjdump(), built)
+            log.progress.print(f"[green]PyPI wheel[/] for CUDA {', '.join(map(str, merged.majors))}: "
+                               f"{merged.wheel.name} ({merged.wheel.stat().st_size:,} bytes)")
+        manifest = plan(config, released, sdist, tag=args.tag, commit=commit, checks=checks)
+        prepare_out(out)
+        write_release(out, manifest, {item.wheel.name: item.wheel for item in released}
+                      | ({sdist.name: sdist} if sdist else {}))
+    manifest = record_checks(manifest, check_index_install(out, manifest), "index-install")
+    manifest = record_checks(manifest, check_extra_index(out, manifest), "extra-index")
+    manifest = record_install_lines(manifest, check_install_lines(out, manifest))
+    write_manifest(out, manifest)
+    verify_release(out)
+    variant_wheels(opts, config, [(item.wheel, item.target) for item in built], out, None)
+    assembly.print_summary(manifest, out)
+    return 0
+
+
+def variant_wheels(opts: Options[Args], config: ProjectConfig, built: list[tuple[Path, Target]], out: Path,
+                    cuobjdump: Path | None) -> None:
+    """With variant wheels on (flag, FARM_VARIANT_WHEELS, else the project's ``variant-wheels``): <out>/variants/."""
+    from ci.log import log
+    from ci.release import variants
+    from ci.toolchain import toolkit
+    from ci.universe import targets
+
+    given = opts.settings.given("FARM_VARIANT_WHEELS")
+    if given is not None and given.lower() not in ("1", "0", "true", "false", "on", "off"):
+        raise UsageError("FARM_VARIANT_WHEELS is neither 1 nor 0", given, "set it to 1 (on) or 0 (off), or unset it")
+    if not (given.lower() in ("1", "true", "on") if given is not None else config.variant_wheels):
+        return
+    linux = [(w, t) for w, t in built if t.os == "linux"]
+    items = variants.release_items(linux, targets.default_target(config).torch,
+                                   cuobjdump or toolkit.ensure_cuobjdump())
+    written = variants.write_folder(out, items, config.name)
+    for wheel, variant in items:
+        log.progress.print(f"[green]variant[/] {wheel.name} -> {variant.label}: {variant.source}")
+    log.progress.print(f"[green]variant wheels[/] {written.folder}: {variants.validate(written.folder)}")
+
