@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import os
 import re
 import sys
 from collections.abc import Mapping
@@ -52,7 +51,7 @@ from typing import Any, Literal
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 
-from ci.universe import tomlvalues
+from ci.universe import build_files, tomlvalues
 from ci.universe.tomlvalues import TABLE, ConfigError
 
 if sys.version_info >= (3, 11):
@@ -212,43 +211,14 @@ def load(project: Path | str | None = None, config: Path | str | None = None) ->
     if not isinstance(table, dict):
         raise ConfigError(f"[tool.{TABLE}] must be a table", type(table).__name__, "write it as a TOML table")
     parsed = parse(table, root=root, source=source, pyproject=data)
-    check_cmake_finds_torch(root, data)
+    no_torch = build_files.cmake_without_torch(root, data)
+    if no_torch is not None:
+        backend, top = no_torch
+        raise ConfigError(f"the project builds with CMake ({backend}) but its CMakeLists.txt has no "
+                          "find_package(Torch)", top, "add find_package(Torch REQUIRED) with "
+                          "torch.utils.cmake_prefix_path on CMAKE_PREFIX_PATH (README: a CMake project), then link "
+                          "the torch target")
     return parsed
-
-
-#: Build backends that build a CMakeLists.txt (the package of ``[build-system] build-backend``).
-CMAKE_BACKENDS = ("scikit_build_core", "py_build_cmake")
-
-
-def check_cmake_finds_torch(root: Path, pyproject: Mapping[str, Any]) -> None:
-    """A project whose build backend runs CMake must find torch with ``find_package(Torch)`` (in its top
-    CMakeLists.txt, or a CMakeLists.txt / .cmake file of a subfolder a few levels down): without it the library
-    links no torch and the build fails late, or builds something the audit refuses."""
-    system = pyproject.get("build-system")
-    backend = system.get("build-backend") if isinstance(system, dict) else None
-    if not isinstance(backend, str) or backend.split(".")[0].split(":")[0] not in CMAKE_BACKENDS:
-        return
-    tool = pyproject.get("tool")
-    skbuild = tool.get("scikit-build") if isinstance(tool, dict) else None
-    cmake = skbuild.get("cmake") if isinstance(skbuild, dict) else None
-    source_dir = cmake.get("source-dir") if isinstance(cmake, dict) else None
-    source = root / source_dir if isinstance(source_dir, str) else root
-    finds = re.compile(r"\bfind_package\s*\(\s*Torch\b", re.IGNORECASE)
-    top = source / "CMakeLists.txt"
-    for folder, dirs, names in os.walk(source):
-        depth = len(Path(folder).relative_to(source).parts)
-        dirs[:] = [] if depth >= 3 else [d for d in dirs if not d.startswith((".", "_skbuild")) and d != "build"]
-        for name in names:
-            if name == "CMakeLists.txt" or name.endswith(".cmake"):
-                try:
-                    text = (Path(folder) / name).read_text(errors="replace")
-                except OSError:
-                    continue
-                if finds.search("\n".join(line.split("#")[0] for line in text.splitlines())):
-                    return
-    raise ConfigError(f"the project builds with CMake ({backend}) but its CMakeLists.txt has no find_package(Torch)",
-                      top, "add find_package(Torch REQUIRED) with torch.utils.cmake_prefix_path on CMAKE_PREFIX_PATH "
-                      "(README: a CMake project), then link the torch target")
 
 
 def _farm_table(data: Mapping[str, Any], source: Path) -> Any:
@@ -368,7 +338,7 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
         pypi_cuda_majors=_pypi_cuda_majors(table, abi, cuda_libraries),
         test_requires=tomlvalues.requirements(table, "test-requires"),
         test_extras=tomlvalues.extras(table, "test-extras"),
-        limited_api_floor=limited_api_floor(root, pyproject),
+        limited_api_floor=build_files.limited_api_floor(root, pyproject),
     )
 
 
@@ -401,41 +371,6 @@ def _build_requires(pyproject: Mapping[str, Any]) -> tuple[str, ...]:
         if canonicalize_name(req.name) != "torch":
             kept.append(str(req))
     return tuple(kept)
-
-
-#: ``py_limited_api = "cp39"`` / ``py_limited_api: cp39`` / ``"py_limited_api": "cp39"`` (bdist_wheel's option).
-_LIMITED_API = re.compile(r"""py[_-]limited[_-]api['"]?\s*[:=]\s*['"]?cp3(\d+)\b""")
-
-
-def limited_api_floor(root: Path, pyproject: Mapping[str, Any]) -> str | None:
-    """The CPython of ``bdist_wheel``'s ``py_limited_api`` (the ``cpXY`` of an abi3 wheel's tag), read from
-    ``[tool.distutils.bdist_wheel]``, setup.cfg or setup.py without running anything; None when none says it."""
-    tool = pyproject.get("tool")
-    distutils = tool.get("distutils") if isinstance(tool, dict) else None
-    bdist = distutils.get("bdist_wheel") if isinstance(distutils, dict) else None
-    texts = [f"py_limited_api = {v!r}" for k, v in (bdist.items() if isinstance(bdist, dict) else ())
-             if k.replace("-", "_") == "py_limited_api" and isinstance(v, str)]
-    skbuild = tool.get("scikit-build") if isinstance(tool, dict) else None  # scikit-build-core's wheel.py-api
-    wheel = skbuild.get("wheel") if isinstance(skbuild, dict) else None
-    py_api = wheel.get("py-api") if isinstance(wheel, dict) else None
-    if isinstance(py_api, str):
-        texts.append(f"py_limited_api = {py_api!r}")
-    for name in ("setup.cfg", "setup.py"):
-        try:
-            texts.append((root / name).read_text(errors="replace"))
-        except OSError:
-            continue
-    for text in texts:
-        code = "\n".join(line.split("#")[0] for line in text.splitlines())
-        found = _LIMITED_API.search(code)
-        if found:
-            return f"3.{found.group(1)}"
-        # {"py_limited_api": LIMITED_API} with LIMITED_API = "cp39" elsewhere in setup.py
-        named = re.search(r"""py_limited_api['"]?\s*[:=]\s*([A-Za-z_]\w*)\b""", code)
-        value = re.search(rf"""^\s*{named.group(1)}\s*=\s*['"]cp3(\d+)['"]""", code, re.MULTILINE) if named else None
-        if value:
-            return f"3.{value.group(1)}"
-    return None
 
 
 def expand(template: str, values: Mapping[str, str]) -> str:
