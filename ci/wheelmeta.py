@@ -236,20 +236,27 @@ def rewrite(wheel: Path, outdir: Path, *, local_version: str = "", torch_pin: st
     entries += [(f"{new_info}/{name}", data, 0o644) for name, data in (dist_info_files or {}).items()]
     # dist-info last (the wheel spec's recommendation), everything else sorted.
     entries.sort(key=lambda e: (e[0].startswith(new_info + "/"), e[0]))
+    tags = "-".join(_tag_fields(parsed.tags))
+    build = f"-{parsed.build}" if parsed.build else ""
+    return write_archive(outdir / f"{dist}-{version}{build}-{tags}.whl", entries, new_info, date_time)
+
+
+def write_archive(target: Path, entries: list[tuple[str, bytes, int]], dist_info: str,
+                  date_time: tuple[int, ...]) -> Path:
+    """Write a wheel's ``(name, bytes, mode)`` entries, in their order, into ``target`` with a RECORD of them made
+    here (``dist_info/RECORD``, last): every entry at ``date_time``, Unix modes, deflate level 6, so the same
+    entries give the same bytes. Written beside ``target`` and renamed into place (nothing half-written)."""
     record = io.StringIO()
     writer = csv.writer(record, lineterminator="\n")
     for name, data, _ in entries:
         writer.writerow([name, _record_hash(data), len(data)])
-    writer.writerow([f"{new_info}/RECORD", "", ""])
-    entries.append((f"{new_info}/RECORD", record.getvalue().encode(), 0o644))
-    tags = "-".join(_tag_fields(parsed.tags))
-    build = f"-{parsed.build}" if parsed.build else ""
-    target = outdir / f"{dist}-{version}{build}-{tags}.whl"
-    outdir.mkdir(parents=True, exist_ok=True)
+    writer.writerow([f"{dist_info}/RECORD", "", ""])
+    entries = [*entries, (f"{dist_info}/RECORD", record.getvalue().encode(), 0o644)]
+    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + ".tmp")
     with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as out:
         for name, data, mode in entries:
-            info = zipfile.ZipInfo(name, date_time=date_time)
+            info = zipfile.ZipInfo(name, date_time=date_time)  # type: ignore[arg-type]
             info.external_attr = (0o100000 | mode) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             info.create_system = 3

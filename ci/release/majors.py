@@ -273,19 +273,12 @@ def release_wheel(config: ProjectConfig, outputs: Outputs, out: Path, *, reuse: 
     from ci.audit import wheel_audit
     from ci.linux import buildall
     from ci.log import log
-    from ci.release.plan import find_built, verify_built
+    from ci.release.plan import find_built, reusable, verify_built
 
     chosen = major_targets(config)
     local = dict(zip(chosen, buildall.local_equivalents(tuple(chosen.values())), strict=True))
     by_id = {t.id: t for t in local.values()}
-    ready: list[str] = []
-    if reuse:
-        for item in find_built(outputs.wheelhouse, by_id, require_all=False):
-            try:
-                verify_built(item)
-                ready.append(item.target.id)
-            except UsageError as exc:
-                log.progress.print(f"[yellow]rebuilding[/] {item.target.id}: {exc.line()}")
+    ready = reusable(outputs.wheelhouse, by_id, log.progress.print) if reuse else []
     to_build = tuple(t for t in local.values() if t.id not in ready)
     if to_build:
         buildall.build_all(to_build, outputs, jobs=1, base_image=base_image, max_jobs=max_jobs)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -92,6 +92,19 @@ def verify_built(built: Built) -> str:
         raise UsageError("the build report lists failed audit checks", f"{built.target.id}: {', '.join(failed)}",
                          "fix the build; a wheel is released only when every check passed")
     return f"ok: {len(checks)} checks at build ({rep.get('mode', '?')})"
+
+
+def reusable(folder: Path, wanted: Mapping[str, Target], say: Callable[[str], None]) -> list[str]:
+    """``--reuse-wheels``: the ids of ``wanted`` whose audited wheel and report in ``folder`` still verify
+    (:func:`verify_built`); each one that does not is said, with why, and is built again."""
+    ready = []
+    for item in find_built(folder, wanted, require_all=False):
+        try:
+            verify_built(item)
+            ready.append(item.target.id)
+        except UsageError as exc:
+            say(f"[yellow]rebuilding[/] {item.target.id}: {exc.line()}")
+    return ready
 
 
 def audit_again(built: Sequence[Built], enabled: bool = True) -> dict[str, dict[str, str]]:

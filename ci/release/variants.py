@@ -38,12 +38,9 @@ Standard library and ``packaging`` at import (``ci/doctor`` reads variant wheels
 from __future__ import annotations
 
 import contextlib
-import csv
 import dataclasses
 import hashlib
-import io
 import json
-import os
 import re
 import shutil
 import tempfile
@@ -52,6 +49,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ci import wheelmeta
 from ci.errors import UsageError
 
 if TYPE_CHECKING:
@@ -172,15 +170,8 @@ def variant_of(wheel: Path, target: Target, cuobjdump: Path | None) -> Variant:
 # --- writing ---------------------------------------------------------------------------------------------------------
 
 
-def _record_hash(data: bytes) -> str:
-    import base64
-
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
 def _public_version(version: str) -> str:
     """The version without the farm's local label (``0.1.0+cu124`` -> ``0.1.0``); a project's own local part stays."""
-    from ci import wheelmeta
 
     public, _, local = version.partition("+")
     own = wheelmeta.FARM_LABEL.sub("", local).lstrip(".")
@@ -212,26 +203,10 @@ def write_wheel(wheel: Path, outdir: Path, variant: Variant) -> Path:
                     data = re.sub(rb"(?m)^Version: .*$", f"Version: {version}".encode(), data, count=1)
             entries.append((name, data, (item.external_attr >> 16) & 0o777 or 0o644))
     entries.append((f"{new_info}/{FILE}", dumps(variant.document()), 0o644))
-    rows = io.StringIO()
-    writer = csv.writer(rows, lineterminator="\n")
-    for name, data, _ in entries:
-        writer.writerow([name, _record_hash(data), len(data)])
-    writer.writerow([f"{new_info}/RECORD", "", ""])
-    entries.append((f"{new_info}/RECORD", rows.getvalue().encode(), 0o644))
     base = wheel.name.removesuffix(".whl").split("-")
     base[1] = version.replace("-", "_")
-    target = outdir / variant_name("-".join(base) + ".whl", variant.label)
-    outdir.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".tmp")
-    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as out:
-        for name, data, mode in entries:
-            info = zipfile.ZipInfo(name, date_time=date_time)
-            info.external_attr = (0o100000 | mode) << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.create_system = 3
-            out.writestr(info, data, compresslevel=6)
-    os.replace(tmp, target)
-    return target
+    return wheelmeta.write_archive(outdir / variant_name("-".join(base) + ".whl", variant.label), entries, new_info,
+                                   date_time)
 
 
 def variants_document(variants: Iterable[Variant]) -> dict[str, Any]:
@@ -267,7 +242,6 @@ class Written:
 
 def write_folder(out: Path, items: Sequence[tuple[Path, Variant]], project: str) -> Written:
     """The ``variants/`` folder of a release: each wheel as its variant, the index file, a PEP 503 page."""
-    from ci import wheelmeta
     from ci.release import index
 
     folder = out / FOLDER

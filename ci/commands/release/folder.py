@@ -40,7 +40,7 @@ def cmd_dry_run(opts: Options[Args]) -> int:
     from ci.release.install_checks import check_extra_index, check_index_install
     from ci.release.install_lines import check_install_lines
     from ci.release.manifest import record_checks, record_file, record_install_lines, write_manifest
-    from ci.release.plan import find_built, plan, verify_built
+    from ci.release.plan import find_built, plan, reusable, verify_built
     from ci.release.sdist import build_sdist, build_wheel_from_sdist
     from ci.toolchain import envs, toolkit
     from ci.universe import targets
@@ -68,17 +68,10 @@ def cmd_dry_run(opts: Options[Args]) -> int:
     for cell, step in rehearsal.windows_toolkits(targets.platform_targets(config, "windows")).items():
         log.progress.print(f"[green]Windows toolkit step[/] {cell}: {step}")
     by_id = {t.id: t for t in chosen}
-    reusable = []
-    if args.reuse_wheels:
-        for item in find_built(outputs.wheelhouse, by_id, require_all=False):
-            try:
-                verify_built(item)
-                reusable.append(item.target.id)
-            except UsageError as exc:
-                log.progress.print(f"[yellow]rebuilding[/] {item.target.id}: {exc.line()}")
-    to_build = tuple(t for t in chosen if t.id not in reusable)
-    if reusable:
-        log.progress.print(f"[green]reusing[/] the audited wheels of {', '.join(reusable)}")
+    reused = reusable(outputs.wheelhouse, by_id, log.progress.print) if args.reuse_wheels else []
+    to_build = tuple(t for t in chosen if t.id not in reused)
+    if reused:
+        log.progress.print(f"[green]reusing[/] the audited wheels of {', '.join(reused)}")
     if to_build:
         buildall.build_all(to_build, outputs, jobs=1, base_image=args.base_image, max_jobs=opts.max_jobs)
     built = find_built(outputs.wheelhouse, by_id)

@@ -170,6 +170,20 @@ def test_a_report_with_a_failed_check_is_refused(tmp_path: Path, fusedops: proje
         release_plan.verify_built(item)
 
 
+def test_reuse_takes_the_verified_wheels_and_says_why_the_others_are_built_again(
+        tmp_path: Path, fusedops: project.ProjectConfig) -> None:
+    items = built(tmp_path, fusedops)
+    changed = items[0]
+    with zipfile.ZipFile(changed.wheel, "a") as zf:
+        zf.writestr("extra.txt", "changed")
+    said: list[str] = []
+    wanted = {item.target.id: item.target for item in items}
+    ready = release_plan.reusable(tmp_path, wanted, said.append)
+    assert ready == [item.target.id for item in items[1:]]
+    assert len(said) == 1 and said[0].startswith(f"[yellow]rebuilding[/] {changed.target.id}: ")
+    assert "SHA-256 differs" in said[0]
+
+
 def test_missing_targets_are_named(tmp_path: Path, fusedops: project.ProjectConfig) -> None:
     build_artifacts(tmp_path, fusedops, os_names=("linux",))
     with pytest.raises(UsageError) as exc:
