@@ -294,17 +294,33 @@ def release_wheel(config: ProjectConfig, outputs: Outputs, out: Path, *, reuse: 
     return merged, lines
 
 
-def pypi_built(config: ProjectConfig, built: Sequence[Built], outdir: Path) -> tuple[list[Built], Merged | None]:
+def _halves(config: ProjectConfig, local: bool) -> dict[int, Target]:
+    """``major_targets``, or with ``local`` their local equivalents (cu124 for cu128 without NVIDIA's repository),
+    as ``release dry-run`` builds them."""
+    chosen = major_targets(config)
+    if not local:
+        return chosen
+    from ci.linux import buildall
+
+    return dict(zip(chosen, buildall.local_equivalents(tuple(chosen.values())), strict=True))
+
+
+def pypi_built(config: ProjectConfig, built: Sequence[Built], outdir: Path, *,
+               local: bool = False) -> tuple[list[Built], Merged | None]:
     """``release assemble`` with ``pypi-cuda-majors``: the release cells' x86_64 wheels (``major_targets``: cu128,
     cu130) merged into ``outdir``; the merged wheel takes the newest major's wheel's place in the release (its
-    target, variant and index, and PyPI). Without the key: ``built`` unchanged and None. Nothing is built here."""
+    target, variant and index, and PyPI). Without the key: ``built`` unchanged and None. Nothing is built here.
+    ``local`` (``release dry-run``): the halves are the local equivalents, and a selection without one of them
+    is no error (the merge is then not rehearsed: ``built`` unchanged and None)."""
     from ci.release.plan import Built, pypi_target_ids
 
     if not config.pypi_cuda_majors:
         return list(built), None
-    chosen = major_targets(config)
+    chosen = _halves(config, local)
     by_id = {item.target.id: item for item in built}
     missing = [t.id for t in chosen.values() if t.id not in by_id]
+    if missing and local:
+        return list(built), None
     if missing:
         raise UsageError("the one PyPI wheel across CUDA majors needs each major's release wheel",
                          ", ".join(missing), "download every release cell's x86_64 wheel artifact (wheels.yml builds "
@@ -319,18 +335,20 @@ def pypi_built(config: ProjectConfig, built: Sequence[Built], outdir: Path) -> t
     return [Built(base, merged.wheel, report) if item.target.id == base.id else item for item in built], merged
 
 
-def audit_merged(merged: Merged, config: ProjectConfig, cuobjdump: Path | None, halves: Sequence[Built]) -> dict[
-        str, str]:
+def audit_merged(merged: Merged, config: ProjectConfig, cuobjdump: Path | None, halves: Sequence[Built], *,
+                 local: bool = False) -> dict[str, str]:
     """The merged wheel's checks for the manifest: every audit check (held to the release's glibc floor, as
-    ``plan.audit_again``), and which wheels it was merged from. A failed check raises before anything is written."""
+    ``plan.audit_again``; with ``local``, the dry run's halves, to the floor its stand-in half has, as each half's
+    own audit), and which wheels it was merged from. A failed check raises before anything is written."""
     from ci.audit import glibc_floor, wheel_audit
     from ci.universe import matrix
 
-    chosen = major_targets(config)
-    floor = glibc_floor.context_floor() or matrix.RELEASE_FLOOR
+    chosen = _halves(config, local)
+    floor = None if local else glibc_floor.context_floor() or matrix.RELEASE_FLOOR
     result = wheel_audit.audit_wheel(merged.wheel, chosen[max(chosen)], cuobjdump, glibc_floor=floor)
     wheel_audit.raise_for_failures(result)
     names = {item.target.id: item.wheel.name for item in halves}
     listed = ", ".join(f"CUDA {major} {names[t.id]}" for major, t in sorted(chosen.items()))
-    return {"audit": f"ok: {len(result.checks)} checks of the wheel across CUDA majors in the assemble job",
+    where = "in the dry run" if local else "in the assemble job"
+    return {"audit": f"ok: {len(result.checks)} checks of the wheel across CUDA majors {where}",
             "cuda-majors": f"merged from {listed}"}

@@ -35,7 +35,7 @@ def cmd_dry_run(opts: Options[Args]) -> int:
     from ci.audit import wheel_audit
     from ci.builds import tail
     from ci.linux import buildall, images
-    from ci.release import assembly, install_checks, rehearsal
+    from ci.release import assembly, install_checks, majors, rehearsal
     from ci.release.assembly import prepare_out, verify_release, write_release
     from ci.release.install_checks import check_extra_index, check_index_install
     from ci.release.install_lines import check_install_lines
@@ -86,12 +86,21 @@ def cmd_dry_run(opts: Options[Args]) -> int:
         # As the workflow: the sdist written without the CUDA torch and checked, then a wheel built from it alone.
         sdist = build_sdist(config, Path(tmp) / "sdist", cpu_torch=args.cpu_torch)
         from_sdist = build_wheel_from_sdist(config, sdist, Path(tmp) / "sdist-wheel", max_jobs=opts.max_jobs)
-        manifest = plan(config, built, sdist, tag=args.tag, commit=project_source.git_commit(config.root),
+        # pypi-cuda-majors: the assemble job's merge, rehearsed on this run's halves (cu124 for cu128 here).
+        releasing, merged = majors.pypi_built(config, built, Path(tmp) / "pypi-wheel", local=True)
+        if merged is not None:
+            checks[merged.wheel.name] = majors.audit_merged(merged, config, cuobjdump, built, local=True)
+            log.progress.print(f"[green]PyPI wheel[/] for CUDA {', '.join(map(str, merged.majors))}: "
+                               f"{merged.wheel.name} ({merged.wheel.stat().st_size:,} bytes)")
+        elif config.pypi_cuda_majors:
+            log.progress.print("[yellow]the PyPI wheel across CUDA majors is not rehearsed[/]: the selection lacks "
+                               "a release cell's x86_64 target (release pypi-wheel makes it alone)")
+        manifest = plan(config, releasing, sdist, tag=args.tag, commit=project_source.git_commit(config.root),
                         checks=checks)
         manifest = record_file(manifest, sdist.name, {
             "wheel-from-sdist": f"ok: {from_sdist.name}, built from the sdist alone and audited"})
         prepare_out(out)
-        sources = {item.wheel.name: item.wheel for item in built} | {sdist.name: sdist}
+        sources = {item.wheel.name: item.wheel for item in releasing} | {sdist.name: sdist}
         write_release(out, manifest, sources)
     manifest = record_checks(manifest, check_index_install(out, manifest), "index-install")
     manifest = record_checks(manifest, check_extra_index(out, manifest), "extra-index")

@@ -307,3 +307,21 @@ def test_release_assemble_refuses_a_missing_major(tmp_path: Path, halves: dict[i
     with pytest.raises(UsageError, match="needs each major's release wheel") as err:
         majors.pypi_built(config(tmp_path), [plan.Built(chosen[13], halves[13], {})], tmp_path / "x")
     assert err.value.value == chosen[12].id
+
+
+def test_the_dry_run_merges_its_local_halves_and_skips_a_selection_without_one(tmp_path: Path,
+                                                                                halves: dict[int, Path]) -> None:
+    """``release dry-run`` (``local``): the CUDA 12 half is the cu128 cell's local stand-in (cu124 without NVIDIA's
+    repository, as this run builds it); a selection of one release cell only is not an error there."""
+    from ci.linux import buildall
+    from ci.release import plan
+
+    cfg = config(tmp_path)
+    chosen = majors.major_targets(cfg)
+    local = dict(zip(chosen, buildall.local_equivalents(tuple(chosen.values())), strict=True))
+    only13 = [plan.Built(local[13], halves[13], {})]
+    assert majors.pypi_built(cfg, only13, tmp_path / "one", local=True) == (only13, None)
+    both = [plan.Built(local[12], halves[12], {}), *only13]
+    released, merged = majors.pypi_built(cfg, both, tmp_path / "two", local=True)
+    assert merged is not None and merged.majors == (12, 13)
+    assert [item.wheel for item in released] == [halves[12], merged.wheel]
