@@ -28,8 +28,22 @@ def test_assemble_writes_a_release_folder_from_workflow_artifacts(tmp_path: Path
     build_artifacts(tmp_path / "artifacts", fusedops)
     fake_sdist(tmp_path / "sdist", "fusedops", VERSION)
     out = tmp_path / "release"
-    result = run_ci("release", "--assemble", str(tmp_path / "artifacts"), "--sdist-dir", str(tmp_path / "sdist"),
-                    "--out", str(out), "--tag", "v0.1.0", "--no-audit")
+    args = ("release", "--assemble", str(tmp_path / "artifacts"), "--sdist-dir", str(tmp_path / "sdist"), "--out",
+            str(out), "--tag", "v0.1.0", "--no-audit")
+    # fusedops asks for one PyPI wheel across CUDA majors: the assemble job merges its cu128 and cu130 wheels, and
+    # these stand-in wheels hold no CUDA library to merge (tests/unit/release/test_majors.py merges real ones).
+    assert fusedops.pypi_cuda_majors
+    refused = run_ci(*args)
+    assert refused.returncode == 2, refused.stdout
+    assert refused.stdout.strip().splitlines()[-1] == (
+        "error: the CUDA 13 wheel holds no library matching cuda-libraries (fusedops/_C_cuda.*): check "
+        "[tool.cuda-ext-farm] cuda-libraries against the wheel's files")
+    assert not out.exists()
+    # The same release without the key: every wheel as built.
+    config = tmp_path / "pyproject.toml"
+    config.write_text((fusedops.root / "pyproject.toml").read_text().replace("pypi-cuda-majors = true",
+                                                                            "pypi-cuda-majors = false"))
+    result = run_ci(*args, "--config", str(config))
     assert result.returncode == 0, result.stdout
     manifest = assembly.verify_release(out)
     # One wheel per cell on x86_64, on aarch64 where the cell has it, and on Windows.
