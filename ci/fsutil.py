@@ -27,17 +27,7 @@ from ci.log import log
 
 
 def atomic_write_text(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return path
+    return atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> Path:

@@ -26,7 +26,7 @@ def arch_to_sm(arch: str) -> str:
     return f"sm_{major}{minor}"
 
 
-#: A library of one CUDA major in a wheel across majors (``fusedops/_cuda12/_C_cuda.abi3.so``; ci/release/majors.py).
+#: A library of one CUDA major in a wheel across majors (``myext/_cuda12/_C_cuda.abi3.so``; ci/release/majors.py).
 MAJOR_PART = re.compile(r"(^|/)_cuda(\d+)/(?=[^/]+$)")
 
 

@@ -4,7 +4,7 @@ installers do today and how to turn it on (``release --variant-wheels``, ``FARM_
 key ``variant-wheels = true``).
 
 A variant wheel is the audited wheel with a *label* after its platform tag
-(``fusedops-0.1.0-cp310-abi3-manylinux_2_31_x86_64-cuda13.0.whl``) and ``<dist-info>/variant.json`` naming its
+(``myext-0.1.0-cp310-abi3-manylinux_2_31_x86_64-cuda13.0.whl``) and ``<dist-info>/variant.json`` naming its
 properties; the index serves ``{name}-{version}-variants.json``, every label's properties, beside them. The
 properties are the NVIDIA provider's (namespace ``nvidia``), read from the binary, never written by hand:
 
