@@ -15,15 +15,18 @@ from ci.universe import matrix
 @pytest.mark.wheel
 @pytest.mark.slow
 def test_pip_refuses_the_wheel_below_its_floor(built_wheel: Path) -> None:
-    """Resolution only (PyPI's metadata files, no torch download): pip refuses the wheel one release below its floor.
-    The other half, the install and smoke test at the floor, downloads torch 2.10 and its CUDA libraries (3 GB) and
-    is `nox -s compat-floor`."""
+    """Resolution only: pip refuses the wheel one release below its floor. The index this runs against serves no PEP 658
+    metadata files, so a plain resolve downloads torch (900 MB; pip 23 also its CUDA libraries, 3 GB, which filled
+    CI's disk at stop 36): pip's fast-deps reads each wheel's METADATA by range requests instead (about 2 MB).
+    The other half, the install and smoke test at the floor, downloads torch 2.10 and its CUDA libraries (3 GB) and is
+    `nox -s compat-floor`."""
     at, below = describe.floor_releases(built_wheel)
     assert (at, below) == ("2.10.0", "2.9.1")
 
     def dry_run(torch: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed",
-                               str(built_wheel), f"torch=={torch}"], capture_output=True, text=True,
+        return subprocess.run([sys.executable, "-m", "pip", "install", "--use-feature=fast-deps", "--dry-run",
+                               "--ignore-installed", str(built_wheel), f"torch=={torch}"],
+                              capture_output=True, text=True,
                               env={"PATH": "/usr/bin:/bin", "PIP_CONSTRAINT": "/dev/null",
                                    "PIP_DISABLE_PIP_VERSION_CHECK": "1", "HOME": str(Path.home())})
 
