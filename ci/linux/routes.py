@@ -28,7 +28,7 @@ from pathlib import Path
 from rich.table import Table
 
 from ci.linux import sysroot
-from ci.universe import matrix, shapes
+from ci.universe import archs, matrix, shapes
 from ci.universe.project import ProjectConfig
 from ci.universe.targets import Target
 
@@ -136,8 +136,13 @@ def archs_source(target: Target) -> str:
     if set(sass) > set(own):
         return f"{label} + the project's {' '.join(a for a in sass if a not in own)}"
     dropped = [a for a in own if a not in sass]
-    return f"{label} less {' '.join(dropped)}: beyond CUDA {target.cell.cuda}" + (
-        f", PTX {target.cell.ptx_arch} for those" if target.cell.ptx_arch else "")
+    beyond = [a for a in dropped if not archs.buildable(target.cell.cuda, a)]
+    parts = [f"less {' '.join(beyond)}: beyond CUDA {target.cell.cuda}"
+             + (f", PTX {target.cell.ptx_arch} for those" if target.cell.ptx_arch else "")] if beyond else []
+    if len(beyond) < len(dropped):
+        parts.insert(0, f"less {' '.join(a for a in dropped if a not in beyond)}: one SASS per GPU generation "
+                        "(older-majors-sass)")
+    return f"{label} " + "; ".join(parts)
 
 
 def matrix_json(config: ProjectConfig, chosen: Sequence[Target]) -> dict[str, object]:

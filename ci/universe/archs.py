@@ -154,6 +154,29 @@ def with_torch_archs(cell: CellT, torch_sass: tuple[str, ...]) -> CellT:
     return dataclasses.replace(cell, sass_archs=inside, ptx_arch=inside[-1] if above else "")  # type: ignore[type-var]
 
 
+def per_generation(cell: CellT) -> CellT:
+    """``cell`` with one SASS per GPU generation: the oldest architecture of each major in its list (7.0 8.0 9.0
+    10.0 12.0 of torch 2.10's 7.0 7.5 8.0 8.6 9.0 10.0 12.0); PTX and ``a``/``f`` variants kept.
+
+    For the older CUDA majors of one PyPI wheel across majors (``older-majors-sass``). A cubin runs on every GPU of
+    its major with an equal or higher minor (``runs_on``: sm_80 code on an sm_86 or sm_89 GPU), so the wheel runs
+    wherever torch does; what a minor's own SASS adds is that minor's instruction scheduling, for the users of an
+    old torch only. Compression cannot make this half smaller instead: its CUDA 12 fatbins stay LZ4
+    (ci/linux/host.py, FATBIN_COMPRESSION: Zstandard needs a CUDA 12.4 driver, r550, and torch 2.10's CUDA 12.8
+    runs on r525 and r535, the drivers of the users this half is for, who cannot run a CUDA 13 torch)."""
+    kept: dict[int, str] = {}
+    variants = []
+    for arch in cell.sass_archs:
+        if arch[-1].isalpha():
+            variants.append(arch)
+            continue
+        major = _arch_key(arch)[0]
+        if major not in kept or _arch_key(arch) < _arch_key(kept[major]):
+            kept[major] = arch
+    sass = tuple(sorted([*kept.values(), *variants], key=_arch_key))
+    return dataclasses.replace(cell, sass_archs=sass)  # type: ignore[type-var]
+
+
 def with_extra_archs(cell: CellT, value: str | None) -> CellT:
     """``cell`` with a project's additions (``extra-cuda-archs = "8.9;12.0+PTX"``): more SASS, and PTX where an
     entry says ``+PTX``; checked against the cell's nvcc like an override."""

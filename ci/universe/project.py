@@ -20,6 +20,7 @@ a ``[project] name``. A project you cannot edit is described by a separate file
     compress-fatbin = true          # CUDA 13 cells compile with nvcc --compress-mode=size (Zstandard fatbins)
     variant-wheels = false          # release also writes PEP 825 variant wheels (experimental; docs/variants.md)
     pypi-cuda-majors = false        # one PyPI wheel with the CUDA libraries of every major PyPI's torch uses
+    older-majors-sass = "per-generation"  # there, older majors' SASS: one per GPU generation | "torch" (torch's list)
     test-requires = ["pytest"]      # what the tests need besides the wheel (PEP 508 strings, as cibuildwheel's)
     test-extras = ["test"]          # extras of the project's own wheel installed with it for the tests
     os = ["linux", "windows"]       # the platforms built: os = ["linux"] opts out of Windows wheels
@@ -145,6 +146,11 @@ class ProjectConfig:
     #: uses in the project's torch range and merges them into one wheel (ci/release/majors.py); stable ABI with
     #: ``cuda-libraries`` only.
     pypi_cuda_majors: bool = False
+    #: ``older-majors-sass``: with ``pypi-cuda-majors``, the builds of every CUDA major but the newest carry SASS
+    #: for the oldest architecture of each GPU generation in torch's list (``"per-generation"``: 7.0 8.0 9.0 10.0
+    #: 12.0 for torch 2.10, whose list adds 7.5 and 8.6), which runs on every GPU that torch runs on, or torch's
+    #: whole list (``"torch"``). Why: ci/universe/archs.py ``per_generation``.
+    older_majors_sass: str = "per-generation"
     #: ``test-requires``: requirements installed beside the wheel wherever its tests run (the clean CPU test
     #: environment, every GPU lane's, the release workflows' test jobs, which run the farm's ``test``/``test-gpu``).
     test_requires: tuple[str, ...] = ()
@@ -169,7 +175,7 @@ _KEYS = {
     "version", "name", "import-name", "abi", "python-abi", "torch", "python", "cuda", "cuda-archs", "extra-cuda-archs",
     "build-env", "cpu-env", "debug-env", "cuda-libraries", "cpu-libraries", "commands", "toolkit-libraries",
     "archs", "max-wheel-size", "strip-debug", "compress-fatbin", "test-requires", "test-extras",
-    "os", "variant-wheels", "pypi-cuda-majors",
+    "os", "variant-wheels", "pypi-cuda-majors", "older-majors-sass",
 }
 
 
@@ -336,6 +342,7 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
         compress_fatbin=tomlvalues.boolean(table, "compress-fatbin", True),
         variant_wheels=tomlvalues.boolean(table, "variant-wheels", False),
         pypi_cuda_majors=_pypi_cuda_majors(table, abi, cuda_libraries),
+        older_majors_sass=tomlvalues.choice(table, "older-majors-sass", ("per-generation", "torch"), "per-generation"),
         test_requires=tomlvalues.requirements(table, "test-requires"),
         test_extras=tomlvalues.extras(table, "test-extras"),
         limited_api_floor=build_files.limited_api_floor(root, pyproject),

@@ -156,13 +156,48 @@ def test_default_architectures_are_the_target_torchs() -> None:
     assert (cu130.sass_archs, cu130.ptx_arch) == (matrix.get_torch("2.11").sass, "")
     arm = by_id["fusedops-stable-cu130-cp310abi3-linux_aarch64"].cell
     assert arm.sass_archs == ("8.0", "9.0", "10.0", "11.0", "12.0")
-    cu128 = by_id["fusedops-stable-cu128-cp310abi3-linux_x86_64"].cell
-    assert cu128.sass_archs[0] == "7.0"  # torch 2.10's CUDA 12.8 build still has Volta
+    # fusedops' PyPI wheel spans CUDA 12 and 13 (pypi-cuda-majors): its CUDA 12 half (Linux x86_64) carries one SASS
+    # per GPU generation of torch 2.10's list, which still has Volta; the Windows cu128 wheel is not merged.
+    cu128 = by_id["fusedops-stable-cu128-cp310abi3-linux_x86_64"]
+    assert cu128.cell.sass_archs == ("7.0", "8.0", "9.0", "10.0", "12.0") and cu128.cell.ptx_arch == ""
+    assert routes.archs_source(cu128) == "torch 2.10's less 7.5 8.6: one SASS per GPU generation (older-majors-sass)"
+    assert by_id["fusedops-stable-cu128-cp310abi3-win_amd64"].cell.sass_archs == matrix.get_torch("2.10").sass
     # The stand-in's CUDA 12.4 cannot compile Blackwell: torch's list less 10.0 and 12.0, PTX 9.0 for those GPUs.
-    stand_in = targets.stand_in(by_id["fusedops-stable-cu128-cp310abi3-linux_x86_64"])
+    stand_in = targets.stand_in(cu128)
     assert stand_in is not None
-    assert (stand_in.cell.sass_archs, stand_in.cell.ptx_arch) == (("7.0", "7.5", "8.0", "8.6", "9.0"), "9.0")
+    assert (stand_in.cell.sass_archs, stand_in.cell.ptx_arch) == (("7.0", "8.0", "9.0"), "9.0")
     assert "less 10.0 12.0: beyond CUDA 12.4, PTX 9.0" in routes.archs_source(stand_in)
+
+
+def test_older_majors_sass_torch_keeps_torchs_list(tmp_path: Path) -> None:
+    def cu128_of(extra: str) -> targets.Target:
+        (tmp_path / "pyproject.toml").write_text(
+            '[project]\nname = "p"\nversion = "1"\n[tool.cuda-ext-farm]\nabi = "stable"\n'
+            f'cuda-libraries = ["p/_C_cuda.*"]\n{extra}\n')
+        config = project.load(tmp_path)
+        return next(t for t in targets.platform_targets(config, "linux") if t.cell.name == "cu128")
+
+    assert cu128_of("").cell.sass_archs == matrix.get_torch("2.10").sass  # no merge: torch's list
+    assert cu128_of("pypi-cuda-majors = true").cell.sass_archs == ("7.0", "8.0", "9.0", "10.0", "12.0")
+    kept = cu128_of('pypi-cuda-majors = true\nolder-majors-sass = "torch"')
+    assert kept.cell.sass_archs == matrix.get_torch("2.10").sass and routes.archs_source(kept) == "torch 2.10's"
+    with pytest.raises(project.ConfigError, match="older-majors-sass"):
+        cu128_of('pypi-cuda-majors = true\nolder-majors-sass = "some"')
+    # The newest major keeps torch's list: it is what later torch releases and GPUs use.
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "p"\nversion = "1"\n[tool.cuda-ext-farm]\nabi = "stable"\n'
+        'cuda-libraries = ["p/_C_cuda.*"]\npypi-cuda-majors = true\n')
+    cu130 = next(t for t in targets.platform_targets(project.load(tmp_path), "linux") if t.cell.name == "cu130")
+    assert cu130.cell.sass_archs == matrix.get_torch("2.11").sass
+
+
+def test_per_generation_keeps_the_oldest_of_each_major_and_the_variants() -> None:
+    cell = archs.with_arch_list(matrix.get_cell("cu130"), "7.5;8.0;8.6;8.9;9.0;9.0a;10.0;10.3;12.0;12.1+PTX")
+    kept = archs.per_generation(cell)
+    assert kept.sass_archs == ("7.5", "8.0", "9.0", "9.0a", "10.0", "12.0") and kept.ptx_arch == "12.1"
+    # Every GPU the full list runs on, the kept one runs on too.
+    for gpu in ("7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "12.0", "12.1"):
+        assert archs.runs_on(gpu, kept.sass_archs) == archs.runs_on(gpu, cell.sass_archs), gpu
 
 
 def test_a_projects_own_and_extra_architectures(tmp_path: Path) -> None:
