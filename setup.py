@@ -69,7 +69,9 @@ def _default_arch_list() -> None:
 
 
 def _fatbin_compression() -> list[str]:
-    """--compress-mode=size where nvcc has it (12.8+); older nvcc only knows -compress-all."""
+    """Zstandard (--compress-mode=size) for CUDA 13, LZ4 (-compress-all) for CUDA 12. A Zstandard fatbin loads only
+    on a CUDA 12.4 driver (r550) or newer: every CUDA 13 driver is, but fusedops' CUDA 12 build serves torch 2.10,
+    whose CUDA 12.8 runs on drivers back to r525 (the r535 of many clusters), as the farm's audit says."""
     import re
 
     from torch.utils.cpp_extension import CUDA_HOME
@@ -77,10 +79,10 @@ def _fatbin_compression() -> list[str]:
     try:
         out = subprocess.run([os.path.join(CUDA_HOME or "", "bin", "nvcc"), "--version"],
                              capture_output=True, text=True, check=True).stdout
-        major, minor = map(int, re.search(r"release (\d+)\.(\d+)", out).groups())  # type: ignore[union-attr]
+        major = int(re.search(r"release (\d+)\.", out).group(1))  # type: ignore[union-attr]
     except (OSError, subprocess.CalledProcessError, AttributeError):
         return ["-Xfatbin=-compress-all"]
-    return ["--compress-mode=size"] if (major, minor) >= (12, 8) else ["-Xfatbin=-compress-all"]
+    return ["--compress-mode=size"] if major >= 13 else ["-Xfatbin=-compress-all"]
 
 
 def _git_commit() -> str:

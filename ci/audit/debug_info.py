@@ -149,20 +149,34 @@ def check_debug_info(files: Sequence[Path], root: Path, target: Target | None) -
                  "or was the wheel built elsewhere?)")
 
 
-def check_fatbin(files: Sequence[Path], root: Path) -> Check:
-    """``fatbin``: whether each library's fatbinary is compressed (a report; a warning when some is not)."""
+def check_fatbin(files: Sequence[Path], root: Path, cuda_major: int | None = None) -> Check:
+    """``fatbin``: whether each library's fatbinary is compressed (a report; a warning when some is not, or when a
+    CUDA 12 library's is Zstandard). ``cuda_major``: the build's (a ``_cuda<MAJOR>/`` library of a wheel across
+    majors is that major's)."""
+    from ci.audit.gpu_code import major_of
+
     reports = []
     uncompressed = False
+    zstd_12 = []
     for path in files:
         if not is_elf(path):
             continue
         fatbin = fatbin_of(path)
         if fatbin is None:
             continue
-        reports.append(f"{path.relative_to(root)}: {fatbin.describe()}")
+        member = str(path.relative_to(root))
+        reports.append(f"{member}: {fatbin.describe()}")
         uncompressed |= fatbin.compressed < fatbin.entries
+        if fatbin.zstd and (major_of(member) or cuda_major) == 12:
+            zstd_12.append(member)
     if not reports:
         return Check("fatbin", True, "no library holds a fatbin")
     hint = ("; nvcc compresses with --compress-mode=size (CUDA 12.8+) or -Xfatbin -compress-all"
             if uncompressed else "")
-    return Check("fatbin", True, "; ".join(reports) + hint, warn=uncompressed)
+    if zstd_12:
+        # A CUDA 12 wheel otherwise runs on drivers back to r525 (minor-version compatibility; the doctor's floor):
+        # these libraries load their kernels only from r550 on (ci/linux/host.py, FATBIN_COMPRESSION).
+        hint += (f"; {', '.join(zstd_12)}: Zstandard fatbins of CUDA 12 need a CUDA 12.4 driver (r550) or newer, "
+                 "where the rest of a CUDA 12 wheel runs from r525: compile CUDA 12 with -Xfatbin -compress-all (LZ4) "
+                 "unless r550 is the floor you mean")
+    return Check("fatbin", True, "; ".join(reports) + hint, warn=uncompressed or bool(zstd_12))

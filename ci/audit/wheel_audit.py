@@ -256,7 +256,7 @@ def audit_wheel(
             checks.append(check_machine(ext_files + bundled_files, root, target.arch))
         checks += floors.check_unpacked(root, wheel, floor)
         checks.append(debug_info.check_debug_info(ext_files + bundled_files, root, target))
-        checks.append(debug_info.check_fatbin(ext_files, root))
+        checks.append(debug_info.check_fatbin(ext_files, root, cell.cuda_major if cell else None))
         if cell is not None:
             spec = describe.torch_specifier(wheelmeta.read_metadata(wheel).get("Requires-Dist", []))
             checks += cuda_majors.check_wheel(root, libs, spec, describe.read_document(root), cuobjdump)

@@ -47,6 +47,28 @@ def test_the_check_reads_the_section_of_a_real_elf_file(tmp_path: Path) -> None:
     assert "--compress-mode=size" in check.detail
 
 
+def test_zstandard_in_a_cuda_12_library_is_a_warning(tmp_path: Path) -> None:
+    """A CUDA 12 wheel runs on drivers from r525; a Zstandard fatbin only from r550: said, never a failure."""
+    if not (shutil.which("gcc") and shutil.which("objcopy")):
+        pytest.skip("needs gcc, binutils")
+    (tmp_path / "x.c").write_text("int f(void) { return 1; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "x.c", "-o", "plain.so"], cwd=tmp_path, check=True)
+    (tmp_path / "fatbin.bin").write_bytes(container(entry(debug_info.COMPRESSED_ZSTD, b"sass")))
+    (tmp_path / "pkg" / "_cuda12").mkdir(parents=True)
+    (tmp_path / "pkg" / "_cuda13").mkdir()
+    for place in ("pkg/_cuda12/_C.so", "pkg/_cuda13/_C.so", "cuda.so"):
+        subprocess.run(["objcopy", "--add-section", ".nv_fatbin=fatbin.bin", "plain.so", place], cwd=tmp_path,
+                       check=True)
+    assert not debug_info.check_fatbin([tmp_path / "cuda.so"], tmp_path, 13).warn
+    twelve = debug_info.check_fatbin([tmp_path / "cuda.so"], tmp_path, 12)
+    assert twelve.ok and twelve.warn
+    assert "cuda.so: Zstandard fatbins of CUDA 12 need a CUDA 12.4 driver (r550)" in twelve.detail
+    # In a wheel across majors each library is its folder's major, whatever the build's.
+    merged = debug_info.check_fatbin([tmp_path / "pkg/_cuda12/_C.so", tmp_path / "pkg/_cuda13/_C.so"], tmp_path, 13)
+    assert merged.warn and "pkg/_cuda12/_C.so: Zstandard" in merged.detail
+    assert "_cuda13/_C.so: Zstandard" not in merged.detail
+
+
 def test_fusedops_fatbin_is_compressed_with_zstandard(tmp_path: Path, built_wheel: Path) -> None:
     """fusedops passes --compress-mode=size: every entry (cuobjdump --list-elf counts the same) is Zstandard."""
     if not built_wheel.is_file():
