@@ -84,7 +84,7 @@ def local_equivalents(chosen: tuple[Target, ...]) -> tuple[Target, ...]:
             substitute = targets.stand_in(target) if reasons[cell.name] else None
             if substitute is not None:
                 log.note(f"{target.id}:", f"{matrix.unreachable_toolkit(cell)[0]} "
-                         f"({reasons[cell.name]}): building its stand-in {substitute.id} here")
+                         f"({reasons[cell.name]}): its stand-in {substitute.id} takes its place here")
                 target = substitute
         local.setdefault(target.id, target)
     return tuple(local.values())

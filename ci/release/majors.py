@@ -80,8 +80,10 @@ def major_targets(config: ProjectConfig) -> dict[int, Target]:
     from ci.universe import targets
 
     if not config.pypi_cuda_majors:
-        raise UsageError(f"{config.name} does not ask for one PyPI wheel across CUDA majors", "pypi-cuda-majors",
-                         "set pypi-cuda-majors = true in [tool.cuda-ext-farm] (a stable-ABI project)")
+        fix = ("set pypi-cuda-majors = true in [tool.cuda-ext-farm]" if config.abi == "stable" else
+               "a classic wheel is bound to one torch release, so to one CUDA major: `release` publishes one per "
+               "torch release and variant index")
+        raise UsageError(f"{config.name} does not ask for one PyPI wheel across CUDA majors", "pypi-cuda-majors", fix)
     linux = [t for t in targets.platform_targets(config, "linux") if t.arch == "x86_64"]
     chosen: dict[int, Target] = {}
     for major in pypi_majors(config):

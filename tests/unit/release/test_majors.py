@@ -234,6 +234,21 @@ def test_fusedops_gets_the_majors_of_torch_210_and_211() -> None:
     assert {m: t.cell.name for m, t in majors.major_targets(fusedops).items()} == {12: "cu128", 13: "cu130"}
 
 
+def test_a_project_without_the_key_is_told_what_fits_its_abi(tmp_path: Path) -> None:
+    from ci.errors import UsageError
+
+    def refusal(**table: object) -> str:
+        cfg = project.parse(table, root=tmp_path, source=tmp_path / "pyproject.toml",
+                            pyproject={"project": {"name": "pkg"}})
+        with pytest.raises(UsageError) as raised:
+            majors.major_targets(cfg)
+        return raised.value.line()
+
+    assert "set pypi-cuda-majors = true" in refusal(abi="stable")
+    classic = refusal()  # the key would be refused for a classic project: it is not what the line suggests
+    assert "pypi-cuda-majors = true" not in classic and "bound to one torch release" in classic
+
+
 def test_coverage_counts_the_other_majors_target_as_held_by_the_wheel_across_majors(tmp_path: Path) -> None:
     from ci.release import coverage
     from ci.universe import targets
