@@ -137,11 +137,14 @@ def archs_source(target: Target) -> str:
         return f"{label} + the project's {' '.join(a for a in sass if a not in own)}"
     dropped = [a for a in own if a not in sass]
     beyond = [a for a in dropped if not archs.buildable(target.cell.cuda, a)]
-    parts = [f"less {' '.join(beyond)}: beyond CUDA {target.cell.cuda}"
-             + (f", PTX {target.cell.ptx_arch} for those" if target.cell.ptx_arch else "")] if beyond else []
-    if len(beyond) < len(dropped):
-        parts.insert(0, f"less {' '.join(a for a in dropped if a not in beyond)}: one SASS per GPU generation "
-                        "(older-majors-sass)")
+    fresh = [a for a in dropped if a not in beyond and a in archs.new_in(target.cell.cuda)]
+    minors = [a for a in dropped if a not in beyond and a not in fresh]
+    ptx = f", PTX {target.cell.ptx_arch} for those" if target.cell.ptx_arch else ""
+    parts = [f"less {' '.join(minors)}: one SASS per GPU generation (older-majors-sass)"] if minors else []
+    if fresh:
+        parts.append(f"less {' '.join(fresh)}: GPUs new in CUDA {target.cell.cuda}, whose drivers JIT{ptx}")
+    if beyond:
+        parts.append(f"less {' '.join(beyond)}: beyond CUDA {target.cell.cuda}{ptx}")
     return f"{label} " + "; ".join(parts)
 
 

@@ -154,27 +154,46 @@ def with_torch_archs(cell: CellT, torch_sass: tuple[str, ...]) -> CellT:
     return dataclasses.replace(cell, sass_archs=inside, ptx_arch=inside[-1] if above else "")  # type: ignore[type-var]
 
 
-def per_generation(cell: CellT) -> CellT:
-    """``cell`` with one SASS per GPU generation: the oldest architecture of each major in its list (7.0 8.0 9.0
-    10.0 12.0 of torch 2.10's 7.0 7.5 8.0 8.6 9.0 10.0 12.0); PTX and ``a``/``f`` variants kept.
+def new_in(cuda: str) -> tuple[str, ...]:
+    """The architectures ``cuda``'s nvcc is the first to compile (12.8: 10.0 10.1 12.0), as far as the farm's table
+    tells: GPUs of those run only on drivers of that CUDA release or newer (B200 and the RTX 50 series: r570, CUDA
+    12.8), which can JIT-compile PTX made by that toolkit."""
+    for index, (prefix, archs) in enumerate(TOOLKIT_ARCHS):
+        if cuda.startswith(prefix):
+            older = TOOLKIT_ARCHS[index + 1][1] if index + 1 < len(TOOLKIT_ARCHS) else archs
+            return tuple(a for a in archs if a not in older)
+    return ()
 
-    For the older CUDA majors of one PyPI wheel across majors (``older-majors-sass``). A cubin runs on every GPU of
-    its major with an equal or higher minor (``runs_on``: sm_80 code on an sm_86 or sm_89 GPU), so the wheel runs
-    wherever torch does; what a minor's own SASS adds is that minor's instruction scheduling, for the users of an
-    old torch only. Compression cannot make this half smaller instead: its CUDA 12 fatbins stay LZ4
-    (ci/linux/host.py, FATBIN_COMPRESSION: Zstandard needs a CUDA 12.4 driver, r550, and torch 2.10's CUDA 12.8
-    runs on r525 and r535, the drivers of the users this half is for, who cannot run a CUDA 13 torch)."""
+
+def per_generation(cell: CellT) -> CellT:
+    """``cell`` for an older CUDA major's half of one PyPI wheel across majors (``older-majors-sass``): SASS for the
+    oldest architecture of each GPU generation in its list, and for the generations new in its toolkit
+    (:func:`new_in`) PTX of the newest kept one instead of their SASS. Of torch 2.10's 7.0 7.5 8.0 8.6 9.0 10.0 12.0
+    a CUDA 12.8 build keeps SASS 7.0 8.0 9.0 and PTX 9.0; ``a``/``f`` variants and an existing PTX are kept.
+
+    Why it still runs on every GPU that torch runs on: a cubin runs on every GPU of its generation with an equal
+    or higher minor (``runs_on``: sm_80 code on an sm_86 or sm_89 GPU), and a Blackwell GPU needs a driver of CUDA
+    12.8 or newer, which JIT-compiles the 12.8 build's PTX once (then the driver's cache has it). The drivers older
+    than the toolkit (minor-version compatibility: r525 runs CUDA 12.8 code) cannot JIT, and they run only the older
+    generations, which keep SASS. What it costs: a minor's own instruction scheduling, and the JIT at a Blackwell
+    GPU's first load, for users of the old torch only. Compression cannot make this half smaller instead: its CUDA
+    12 fatbins stay LZ4 (ci/linux/host.py, FATBIN_COMPRESSION: Zstandard needs a CUDA 12.4 driver, r550, and torch
+    2.10's CUDA 12.8 runs on r525 and r535, the drivers of many of the users this half is for: they cannot run a
+    CUDA 13 torch)."""
+    fresh = set(new_in(cell.cuda))
     kept: dict[int, str] = {}
     variants = []
     for arch in cell.sass_archs:
         if arch[-1].isalpha():
             variants.append(arch)
-            continue
-        major = _arch_key(arch)[0]
-        if major not in kept or _arch_key(arch) < _arch_key(kept[major]):
-            kept[major] = arch
+        elif arch not in fresh or len(fresh.intersection(cell.sass_archs)) == len(cell.sass_archs):
+            major = _arch_key(arch)[0]
+            if major not in kept or _arch_key(arch) < _arch_key(kept[major]):
+                kept[major] = arch
     sass = tuple(sorted([*kept.values(), *variants], key=_arch_key))
-    return dataclasses.replace(cell, sass_archs=sass)  # type: ignore[type-var]
+    jit = any(a in fresh for a in cell.sass_archs if a not in sass)
+    ptx = cell.ptx_arch or (max(kept.values(), key=_arch_key) if jit and kept else "")
+    return dataclasses.replace(cell, sass_archs=sass, ptx_arch=ptx)  # type: ignore[type-var]
 
 
 def with_extra_archs(cell: CellT, value: str | None) -> CellT:

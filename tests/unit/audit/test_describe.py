@@ -159,8 +159,9 @@ def test_default_architectures_are_the_target_torchs() -> None:
     # fusedops' PyPI wheel spans CUDA 12 and 13 (pypi-cuda-majors): its CUDA 12 half (Linux x86_64) carries one SASS
     # per GPU generation of torch 2.10's list, which still has Volta; the Windows cu128 wheel is not merged.
     cu128 = by_id["fusedops-stable-cu128-cp310abi3-linux_x86_64"]
-    assert cu128.cell.sass_archs == ("7.0", "8.0", "9.0", "10.0", "12.0") and cu128.cell.ptx_arch == ""
-    assert routes.archs_source(cu128) == "torch 2.10's less 7.5 8.6: one SASS per GPU generation (older-majors-sass)"
+    assert (cu128.cell.sass_archs, cu128.cell.ptx_arch) == (("7.0", "8.0", "9.0"), "9.0")
+    assert routes.archs_source(cu128) == ("torch 2.10's less 7.5 8.6: one SASS per GPU generation (older-majors-sass); "
+                                          "less 10.0 12.0: GPUs new in CUDA 12.8, whose drivers JIT, PTX 9.0 for those")
     assert by_id["fusedops-stable-cu128-cp310abi3-win_amd64"].cell.sass_archs == matrix.get_torch("2.10").sass
     # The stand-in's CUDA 12.4 cannot compile Blackwell: torch's list less 10.0 and 12.0, PTX 9.0 for those GPUs.
     stand_in = targets.stand_in(cu128)
@@ -178,7 +179,7 @@ def test_older_majors_sass_torch_keeps_torchs_list(tmp_path: Path) -> None:
         return next(t for t in targets.platform_targets(config, "linux") if t.cell.name == "cu128")
 
     assert cu128_of("").cell.sass_archs == matrix.get_torch("2.10").sass  # no merge: torch's list
-    assert cu128_of("pypi-cuda-majors = true").cell.sass_archs == ("7.0", "8.0", "9.0", "10.0", "12.0")
+    assert cu128_of("pypi-cuda-majors = true").cell.sass_archs == ("7.0", "8.0", "9.0")
     kept = cu128_of('pypi-cuda-majors = true\nolder-majors-sass = "torch"')
     assert kept.cell.sass_archs == matrix.get_torch("2.10").sass and routes.archs_source(kept) == "torch 2.10's"
     with pytest.raises(project.ConfigError, match="older-majors-sass"):
@@ -198,6 +199,15 @@ def test_per_generation_keeps_the_oldest_of_each_major_and_the_variants() -> Non
     # Every GPU the full list runs on, the kept one runs on too.
     for gpu in ("7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "12.0", "12.1"):
         assert archs.runs_on(gpu, kept.sass_archs) == archs.runs_on(gpu, cell.sass_archs), gpu
+    # CUDA 12.8: Blackwell is new in it (its GPUs need a 12.8 driver, which JITs the build's PTX); the older
+    # generations keep SASS, for drivers older than the toolkit, which cannot JIT.
+    assert archs.new_in("12.8") == ("10.0", "10.1", "12.0") and archs.new_in("12.4") == ()
+    torch_210 = archs.with_torch_archs(matrix.get_cell("cu128"), matrix.get_torch("2.10").sass)
+    half = archs.per_generation(torch_210)
+    assert (half.sass_archs, half.ptx_arch) == (("7.0", "8.0", "9.0"), "9.0")
+    for gpu in ("7.0", "7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0"):
+        assert archs.runs_on(gpu, half.sass_archs, (half.ptx_arch,)), gpu
+        assert archs.runs_on(gpu, half.sass_archs) == (gpu not in ("10.0", "12.0")), gpu  # SASS: all but Blackwell
 
 
 def test_a_projects_own_and_extra_architectures(tmp_path: Path) -> None:
