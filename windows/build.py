@@ -97,7 +97,7 @@ def build_target(target: Target, outputs: publish.Outputs, found: Discovery,
             source = stage / "source"
             project_source.sync_source(target.project.root, source, (outputs.build_root, outputs.wheelhouse))
             variables = cibw.build_variables(target, tk.cuda_home, tk.nvcc_version, options.max_jobs,
-                                             os.cpu_count() or 1)
+                                             os.cpu_count() or 1, os.environ.get("PYTHONPATH"))
             env = environment.compose(os.environ, vc, tk.cuda_home)
             env.update(cibw.cibuildwheel_env(target, python, site, variables))
             with log.stage("cibuildwheel"):

@@ -4,9 +4,10 @@ cibuildwheel runs each step in a throw-away ``cmd.exe`` that inherits its own
 process environment, so the farm starts it with the captured vcvars64
 environment and the toolkit on PATH already applied (``windows/environment.py``),
 and adds the build's own variables (``CUDA_HOME``, ``DISTUTILS_USE_SDK=1``,
-an explicit ``TORCH_CUDA_ARCH_LIST`` so nothing probes for a GPU, ``MAX_JOBS``
-and the project's ``build-env``) through ``CIBW_ENVIRONMENT``, where its log
-shows them. ``CIBW_ENVIRONMENT`` is parsed as bash: values are single-quoted
+an explicit ``TORCH_CUDA_ARCH_LIST`` so nothing probes for a GPU, ``MAX_JOBS``,
+the project's ``build-env`` and ``PYTHONPATH`` with ``ci/buildsite`` first, so the
+build sees torch.cuda.is_available() True: ``ci/builds/cuda_available.py``) through
+``CIBW_ENVIRONMENT``, where its log shows them. ``CIBW_ENVIRONMENT`` is parsed as bash: values are single-quoted
 (double quotes would eat the backslashes of Windows paths).
 
 The build venv sees the target's torch through a ``.pth`` file
@@ -22,7 +23,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path, PurePath, PureWindowsPath
 
-from ci.builds import project_source
+from ci.builds import cuda_available, project_source
 from ci.errors import UsageError
 from ci.universe import matrix, project, shapes
 from ci.universe.targets import Target
@@ -76,9 +77,13 @@ def bash_single_quote(value: str) -> str:
 
 
 def build_variables(target: Target, cuda_home: PurePath, nvcc_version: str, max_jobs: int | None,
-                    cpu_count: int) -> dict[str, str]:
+                    cpu_count: int, inherited_pythonpath: str | None = None) -> dict[str, str]:
+    """The build's own variables; in a CUDA build ``ci/buildsite`` first on PYTHONPATH (then the project's
+    build-env one, else ``inherited_pythonpath``, the farm process's) so that the build sees
+    torch.cuda.is_available() True (ci/builds/cuda_available.py); cibuildwheel's repair and test steps are off,
+    and the farm's own (delvewheel, the audit, the smoke test) run outside this environment."""
     values = project_source.build_values(target, nvcc_version)
-    return {
+    variables = {
         "CUDA_HOME": str(cuda_home),
         "CUDA_PATH": str(cuda_home),
         "DISTUTILS_USE_SDK": "1",
@@ -86,6 +91,8 @@ def build_variables(target: Target, cuda_home: PurePath, nvcc_version: str, max_
         "MAX_JOBS": str(max_jobs or cpu_count or 1),
         **{k: project.expand(v, values) for k, v in target.project.build_env.items()},
     }
+    return variables | cuda_available.pythonpath(target, str(cuda_available.SITE), variables, inherited_pythonpath,
+                                                 ";")
 
 
 def environment_option(variables: Mapping[str, str]) -> str:

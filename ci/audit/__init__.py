@@ -22,7 +22,8 @@ Each check is reported separately; a build publishes its wheel only when all pas
   load under a CPU-only torch);
 * ``cuda-code:<lib>``: the project's ``cuda-libraries`` hold CUDA code in a CUDA
   build (the usual failure: a ``setup.py`` that asked ``torch.cuda.is_available()``
-  on a GPU-less builder) and link the CUDA runtime;
+  on a GPU-less builder with ``cuda-available-in-build = false``, or decided on
+  something else) and link the CUDA runtime;
 * ``cuda-major:<lib>`` / ``cuda-majors`` (a wheel across CUDA majors, ``pypi-cuda-majors``): each
   ``_cuda<MAJOR>/`` library links ``libcudart.so.<MAJOR>`` and no CUDA library of another major; every CUDA module
   has its loader, the wheel holds each major its torch requirement admits on PyPI, and each major's SASS/PTX is what

@@ -60,13 +60,23 @@ def expects_cuda_code(path: str, project: ProjectConfig | None, cuda: bool) -> b
 
 
 def no_cuda_code_advice(project: ProjectConfig, cell: Cell, found: str = "") -> str:
-    """Why a library of a CUDA build holds no CUDA code, and what to do (Linux and Windows audits)."""
+    """Why a library of a CUDA build holds no CUDA code, and what to do (Linux and Windows audits). The build saw
+    torch.cuda.is_available() True unless the project turned ``cuda-available-in-build`` off
+    (ci/builds/cuda_available.py): then that is the usual cause; else the build decided on something else."""
     keys = ", ".join(f"{k}={v}" for k, v in project.build_env.items()) or "nothing"
-    return (f"holds no CUDA code{found} although this is a CUDA build ({cell.name}). The usual cause: "
-            "setup.py decides on CUDA from torch.cuda.is_available(), which is False on a builder without a GPU. "
-            "Make it read an environment variable and set that in [tool.cuda-ext-farm] build-env (the farm sets "
-            f"{keys}); if this library is meant to be CPU-only, list the ones that must hold CUDA code in "
-            "[tool.cuda-ext-farm] cuda-libraries")
+    if project.cuda_available_in_build:
+        cause = ("The build saw torch.cuda.is_available() True (the farm's cuda-available-in-build), so it decided "
+                 "on CUDA by something else: a variable of its own, torch.cuda.device_count() or the GPU's "
+                 "capability (0 and none on a builder without a GPU), or CUDA_HOME. Make setup.py read an "
+                 f"environment variable and set that in [tool.cuda-ext-farm] build-env (the farm sets {keys}, "
+                 "and CUDA_HOME to its toolkit)")
+    else:
+        cause = ("The usual cause: setup.py decides on CUDA from torch.cuda.is_available(), which is False on a "
+                 "builder without a GPU, and [tool.cuda-ext-farm] cuda-available-in-build = false keeps that "
+                 "answer: remove that line (the build then sees True), or make setup.py read an environment "
+                 f"variable and set that in [tool.cuda-ext-farm] build-env (the farm sets {keys})")
+    return (f"holds no CUDA code{found} although this is a CUDA build ({cell.name}). {cause}; if this library is "
+            "meant to be CPU-only, list the ones that must hold CUDA code in [tool.cuda-ext-farm] cuda-libraries")
 
 
 def parse_cuobjdump(list_elf: str, list_ptx: str) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -4,7 +4,9 @@
 compilers, the linker, pypa/build around them) and returns the :class:`Cause` the farm's ``FarmError`` line
 shows: a network access (a build that downloads a prebuilt binary), an unknown or unsupported CUDA
 architecture, a missing header (named as a submodule's when it lies under one that is not checked out), a
-missing library, a compiler error (file and line), a Python error in the build script (file and line). An
+missing library, a compiler error (file and line), the build script asking for a GPU the builder does not have
+(torch.cuda.is_available() is True in the farm's CUDA builds: ci/builds/cuda_available.py), a Python error in
+the build script (file and line). An
 output it does not recognise gives ``None``: the caller keeps its general line.
 
 Classes are tried in that order: a download failure and an architecture refusal also end in a Python
@@ -73,6 +75,10 @@ FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)', re.MULTILI
 #: The exception line that closes a traceback: ``ValueError: ...``, ``SyntaxError: ...``, ``ModuleNotFoundError``.
 EXCEPTION = re.compile(r"^(?P<name>(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Interrupt)|SystemExit)"
                        r"(?::\s*(?P<message>.*))?$", re.MULTILINE)
+#: What torch (and the CUDA runtime) say when asked for a device on a machine without one: a build script that asks
+#: the GPU's capability, name or memory (after torch.cuda.is_available(), True in the farm's CUDA builds).
+NO_GPU = re.compile(r"Found no NVIDIA driver on your system|No CUDA GPUs are available|"
+                    r"no CUDA-capable device is detected|CUDA driver initialization failed")
 #: pypa/build's advice after a failed backend: options of its own command line, which the farm does not take.
 INNER_TIPS = re.compile(r"pass --env-dir and --sdist-extract-dir|build\.pypa\.io/en/stable/how-to/troubleshooting")
 #: Variables a build script reads that usually switch between a download and a local build.
@@ -209,6 +215,21 @@ def python_error(output: str, source: str) -> Cause | None:
                  "fix the build script at that line (its traceback is above)")
 
 
+def gpu_query(output: str, source: str) -> Cause | None:
+    """The build script asked for a GPU (its capability, to pick architectures, say): the builder has none.
+    torch.cuda.is_available() is True in the farm's CUDA builds, so a script that asks the device only when it is
+    available asks it here too."""
+    if not NO_GPU.search(output):
+        return None
+    raised = python_error(output, source)
+    return Cause("the build script asked for a GPU, and the builder has none",
+                 raised.value if raised is not None else NO_GPU.findall(output)[-1],
+                 "take the architectures from TORCH_CUDA_ARCH_LIST (the farm sets it: cuda-archs, --arch-list) "
+                 "rather than from the device; a script that asks the device only when torch.cuda.is_available() "
+                 f"(True in the farm's CUDA builds) can have torch's answer instead: cuda-available-in-build = false "
+                 f"in {TABLE}, with CUDA compiled when FORCE_CUDA=1 (build-env)")
+
+
 def classify(output: str, *, source: str = "", build_script: str = "", cpu: bool = False,
              linkable: Sequence[str] = (), empty_submodules: Sequence[str] = ()) -> Cause | None:
     """The cause class of a failed build, from its ``output`` (``None``: not recognised).
@@ -225,7 +246,7 @@ def classify(output: str, *, source: str = "", build_script: str = "", cpu: bool
     if re.search(r"Error compiling objects for extension|error: command '[^']+' failed", output):
         return Cause("the compiler failed", "see its output above",
                      "fix the first error the compiler printed above")
-    return python_error(output, source)
+    return gpu_query(output, source) or python_error(output, source)
 
 
 def explain(general: CommandFailed, output: str, *, build: str, source: str = "", build_script: str = "",

@@ -35,7 +35,7 @@ from pathlib import Path
 from ci import fsutil, proc, settings, toolenv
 from ci.audit import checks as audit_records
 from ci.audit import symbols, wheel_audit
-from ci.builds import arch_flags, failure, project_source, report, standard
+from ci.builds import arch_flags, cuda_available, failure, project_source, report, standard
 from ci.builds import tail as publish
 from ci.errors import CommandFailed, FarmError, UsageError
 from ci.linux import host as build
@@ -67,6 +67,8 @@ FARM_MOUNT = "/opt/farm"
 SYSROOT_MOUNT = "/opt/farm-sysroot"
 #: Where container builds with nvcc older than 12.8 see ``ci/nvcc`` (read-only).
 NVCC_TOOLS_MOUNT = f"{FARM_MOUNT}/nvcc"
+#: Where CUDA builds see ``ci/buildsite`` (read-only), first on the build's PYTHONPATH: ci/builds/cuda_available.py.
+BUILDSITE_MOUNT = f"{FARM_MOUNT}/buildsite"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,6 +232,12 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
         mounts += [m for m in tools if m not in mounts]
         build_env |= arch_flags.arch_guard_env(arch_list, f"{NVCC_TOOLS_MOUNT}/{arch_flags.ARCH_GUARD_SCRIPT}",
                                                build_env["PYTORCH_NVCC"])
+    # torch.cuda.is_available() True for the project's build (the image's Python has no PYTHONPATH of its own).
+    # cibuildwheel gives CIBW_ENVIRONMENT to its repair and test steps too: both clear PYTHONPATH (below).
+    site_path = cuda_available.pythonpath(target, BUILDSITE_MOUNT, build_env)
+    if site_path:
+        mounts.append(f"--volume={cuda_available.SITE}:{BUILDSITE_MOUNT}:ro")
+        build_env |= site_path
     create_args = [f"--label=farm.job={job.job}",
                    f"--volume={PIP_CACHE_VOLUME}:{CONTAINER_HOME}/.cache/pip",
                    f"--volume={volume_name(CCACHE_VOLUME)}:{CONTAINER_HOME}/.cache/ccache",
@@ -244,6 +252,8 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
     build_env["CCACHE_STATSLOG"] = CCACHE_STATS_LOG
     before_build += f" && rm -f {CCACHE_STATS_LOG}"
     smoke = container_command(target.project.commands.smoke)
+    # The farm's steps in the container never see ci/buildsite: an empty PYTHONPATH is none to Python.
+    unset, test_env = ("PYTHONPATH= ", {"PYTHONPATH": ""}) if site_path else ("", {})
     return {
         "CIBW_PLATFORM": "linux",
         # An aarch64 target builds here only on an arm64 machine (GitHub's arm runners): natively, in its image.
@@ -255,10 +265,11 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
         # torch comes from the read-only volume: one install per torch pin, not one per build.
         "CIBW_BEFORE_BUILD": before_build,
         "CIBW_ENVIRONMENT": " ".join(f'{k}="{v}"' for k, v in build_env.items()),
-        "CIBW_REPAIR_WHEEL_COMMAND": f"{CCACHE_STATS} && auditwheel repair {excludes} -w {{dest_dir}} {{wheel}}",
+        "CIBW_REPAIR_WHEEL_COMMAND": f"{CCACHE_STATS} && {unset}auditwheel repair {excludes} -w {{dest_dir}} "
+                                     "{wheel}",
         # The test venv is new and empty but for the same read-only torch and the wheel.
         "CIBW_BEFORE_TEST": _pth_command(site),
-        "CIBW_TEST_ENVIRONMENT": " ".join(f'{k}="{v}"' for k, v in ca_env.items()),
+        "CIBW_TEST_ENVIRONMENT": " ".join(f'{k}="{v}"' for k, v in {**ca_env, **test_env}.items()),
         # cibuildwheel runs it in an empty folder (the source cannot shadow the wheel), as the farm runs every
         # configured command; then the package must have come from the test venv.
         "CIBW_TEST_COMMAND": f"pip check && {smoke} && "

@@ -24,7 +24,7 @@ from pathlib import Path
 from ci import fsutil, proc, toolenv
 from ci.audit import checks as audit_records
 from ci.audit import symbols, wheel_audit
-from ci.builds import arch_flags, failure, project_source, report, standard, tail
+from ci.builds import arch_flags, cuda_available, failure, project_source, report, standard, tail
 from ci.errors import CommandFailed, UsageError
 from ci.linux import cross, qemu, sysroot
 from ci.log import log
@@ -111,7 +111,8 @@ def scm_version_env(root: Path, python: Path) -> dict[str, str]:
 
 def compiler_env(target: Target, tk: toolkit.InstalledToolkit | None, *, cpu: bool = False,
                  max_jobs: int | None = None) -> dict[str, str]:
-    """What the project's build sees: the toolkit, architectures, jobs and the project's own build-env."""
+    """What the project's build sees: the toolkit, architectures, jobs and the project's own build-env; in a CUDA
+    build, torch.cuda.is_available() True (``ci/buildsite`` first on PYTHONPATH: ci/builds/cuda_available.py)."""
     config = target.project
     env: dict[str, str] = {}
     if tk is not None and not cpu:
@@ -122,6 +123,8 @@ def compiler_env(target: Target, tk: toolkit.InstalledToolkit | None, *, cpu: bo
             env["LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(libraries), os.environ.get("LIBRARY_PATH")]))
         values = project_source.build_values(target, tk.nvcc_version)
         env |= {k: project.expand(v, values) for k, v in config.build_env.items()}
+        env |= cuda_available.pythonpath(target, str(cuda_available.SITE), env, os.environ.get("PYTHONPATH"),
+                                         os.pathsep)
     else:
         values = project_source.build_values(target, None)
         env |= {k: project.expand(v, values) for k, v in config.cpu_env.items()}

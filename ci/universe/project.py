@@ -11,6 +11,7 @@ a ``[project] name``. A project you cannot edit is described by a separate file
     python = ["3.11", "3.12"]       # or a specifier; default: every CPython the torch release has wheels for
     cuda = ["13"]                   # toolkit cells (version, name or major); default: see README
     build-env = { FORCE_CUDA = "1" }    # what tells the build to compile CUDA without a GPU (added to FORCE_CUDA=1)
+    cuda-available-in-build = true  # a CUDA build sees torch.cuda.is_available() True (ci/builds/cuda_available.py)
     cpu-env = {}                    # what a CPU-only build (--cpu) sets instead
     debug-env = {}                  # what a debug build (develop --debug) adds
     cuda-libraries = ["*"]          # libraries in the wheel that must hold CUDA code (globs)
@@ -137,6 +138,9 @@ class ProjectConfig:
     #: ``strip-debug``: the build splits the libraries' debug sections off into ``debug/<build-id>.debug`` beside
     #: the wheel, and the audit's ``debug-info`` check fails a wheel that carries some (false: both off).
     strip_debug: bool = True
+    #: ``cuda-available-in-build``: a CUDA build's Python sees ``torch.cuda.is_available()`` True (the builders have
+    #: no GPU; a setup.py that asks it would leave CUDA out): ci/builds/cuda_available.py; false: torch's answer.
+    cuda_available_in_build: bool = True
     #: ``compress-fatbin``: CUDA 13 cells' builds append ``--compress-mode=size`` to nvcc's flags
     #: (ci/linux/host.py: fatbin_compression_flags); false: nvcc's default, or the project's own mode.
     compress_fatbin: bool = True
@@ -175,7 +179,7 @@ _KEYS = {
     "version", "name", "import-name", "abi", "python-abi", "torch", "python", "cuda", "cuda-archs", "extra-cuda-archs",
     "build-env", "cpu-env", "debug-env", "cuda-libraries", "cpu-libraries", "commands", "toolkit-libraries",
     "archs", "max-wheel-size", "strip-debug", "compress-fatbin", "test-requires", "test-extras",
-    "os", "variant-wheels", "pypi-cuda-majors", "older-majors-sass",
+    "os", "variant-wheels", "pypi-cuda-majors", "older-majors-sass", "cuda-available-in-build",
 }
 
 
@@ -340,6 +344,7 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
         max_wheel_size=tomlvalues.size(table, "max-wheel-size", DEFAULT_MAX_WHEEL_SIZE),
         strip_debug=tomlvalues.boolean(table, "strip-debug", True),
         compress_fatbin=tomlvalues.boolean(table, "compress-fatbin", True),
+        cuda_available_in_build=tomlvalues.boolean(table, "cuda-available-in-build", True),
         variant_wheels=tomlvalues.boolean(table, "variant-wheels", False),
         pypi_cuda_majors=_pypi_cuda_majors(table, abi, cuda_libraries),
         older_majors_sass=tomlvalues.choice(table, "older-majors-sass", ("per-generation", "torch"), "per-generation"),

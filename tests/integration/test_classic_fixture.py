@@ -125,14 +125,16 @@ def test_symbols_of_another_torch_release_fail_the_audit(classic_wheels: dict[st
     assert result.stdout.strip().splitlines()[-1].startswith("error: the wheel audit failed")
 
 
-# The same audit check and advice are proven on every CI run by the cuda_if_available fixture
-# (tests/integration/test_fixture_projects.py); this older broken fixture runs with the extended suite.
+# The same audit check and advice are proven on every CI run by the cuda_if_available fixture with
+# cuda-available-in-build = false (tests/integration/test_fixture_projects.py); this older broken fixture, whose
+# table turns the key off too, runs with the extended suite.
 @pytest.mark.extended
 def test_library_without_cuda_code_fails_with_the_usual_cause(dirs: dict[str, Path]) -> None:
     result = build(dirs, "broken_no_cuda")
     assert result.returncode == 4, result.stdout[-3000:]
     assert "holds no CUDA code although this is a CUDA build (cu130)" in result.stdout
     assert "torch.cuda.is_available()" in result.stdout and "[tool.cuda-ext-farm] build-env" in result.stdout
+    assert "cuda-available-in-build = false keeps that answer" in result.stdout
     assert not list((dirs["wheelhouse"]).glob("broken_no_cuda*/*.whl"))
 
 

@@ -198,6 +198,28 @@ def test_classic_project_builds_per_torch_in_the_container(image: str, tmp_path:
     assert "cuda-ext-farm-torch-py3.11-torch2.13.0-cu13-" in volumes
 
 
+def test_cuda_only_if_a_gpu_is_visible_builds_with_cuda_code_in_the_container(image: str, tmp_path: Path) -> None:
+    """The cuda_if_available fixture's setup.py, unchanged, in the CUDA 13.0 cell's image: the build sees
+    torch.cuda.is_available() True (ci/buildsite mounted read-only, first on the build's PYTHONPATH), so its library
+    holds CUDA code; cibuildwheel's test step, which inherits the build's environment, does not (the smoke command
+    fails if it did)."""
+    project = tmp_path / "cuda_if_available"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "cuda_if_available", project)
+    config = tmp_path / "farm.toml"
+    config.write_text('torch = ["2.11"]\npython = ["3.11"]\n\n[commands]\nsmoke = "python -c \'import torch, '
+                      'cuda_if_available; assert not torch.cuda.is_available(), 1\'"\n')
+    wheelhouse = tmp_path / "wheelhouse"
+    result = run_ci("build-cuda", CELL.cuda, "--project", str(project), "--config", str(config), "--arch-list", "9.0",
+                    "--wheelhouse", str(wheelhouse), "--build-dir", str(tmp_path / "build"),
+                    env={"FARM_BASE_IMAGE": images.BASE_REPO})
+    assert result.returncode == 0, result.stdout[-5000:]
+    assert "torch.cuda.is_available() is True in this build" in result.stdout
+    (folder,) = wheelhouse.glob("cuda_if_available-torch2.11-cu130-cp311-linux_x86_64")
+    report = json.loads((folder / "report.json").read_text())
+    assert all(c["ok"] for c in report["checks"]), [c for c in report["checks"] if not c["ok"]]
+    assert "cuda-code:cuda_if_available/_C" in {c["name"].split(".")[0] for c in report["checks"]}
+
+
 def test_failed_compile_in_container_reaches_the_user_and_leaves_no_wheel(image: str, tmp_path: Path) -> None:
     project = tmp_path / "project"
     shutil.copytree(ROOT, project, ignore=shutil.ignore_patterns(".git", ".nox", "build", "wheelhouse", "fixtures",

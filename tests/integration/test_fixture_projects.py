@@ -9,9 +9,10 @@ git) and the farm runs with that copy as its current folder:
   built with the Python the farm already has a build environment for.
 * ``no_pyproject``: no pyproject.toml, ``import torch`` at the top of setup.py (buildable only without
   isolation), one top-level pybind11 module; configured with ``--config FILE`` from outside the project.
-* ``cuda_if_available``: setup.py compiles CUDA only when ``torch.cuda.is_available()``: the audit refuses
-  the CPU-only library with its advice and publishes nothing; setup_fixed.py (the README's fix: FORCE_CUDA,
-  which the farm sets) builds a wheel that holds CUDA code.
+* ``cuda_if_available``: setup.py compiles CUDA only when ``torch.cuda.is_available()``: the farm's build sees
+  True (``cuda-available-in-build``), so the unchanged project builds a wheel that holds CUDA code; with the key
+  off the audit refuses the CPU-only library with its advice and publishes nothing; setup_fixed.py (the advice's
+  fix: FORCE_CUDA, which the farm sets) decides on CUDA without the farm's answer.
 
 Real toolchain, as in tests/integration/test_classic_fixture.py: the pinned CUDA 13.0 toolkit, torch 2.11 in the farm's
 cached build environment for CPython 3.11 (so nothing new is downloaded), one architecture (sm_90).
@@ -196,44 +197,81 @@ def test_no_pyproject_test_command_through_the_farm(no_pyproject: Built, farm_co
 # -- cuda_if_available -------------------------------------------------------------------------------------
 
 
-def build_cuda_if_available(command: list[str], root: Path, fixed: bool) -> Built:
-    """The project as found (setup.py), or fixed (setup_fixed.py as its setup.py)."""
+def build_cuda_if_available(command: list[str], root: Path, key: bool) -> Built:
+    """The project as found (its setup.py asks torch.cuda.is_available()), with ``cuda-available-in-build`` as
+    the farm has it by default, or turned off in the copy's table."""
     folder = copy_fixture("cuda_if_available", root)
-    if fixed:
-        (folder / "setup_fixed.py").replace(folder / "setup.py")
+    if not key:
+        pyproject = folder / "pyproject.toml"
+        text = pyproject.read_text()
+        pyproject.write_text(text.replace("[tool.cuda-ext-farm]\n", "[tool.cuda-ext-farm]\n"
+                                          "cuda-available-in-build = false\n", 1))
     return build(command, folder, root / "wheelhouse")
 
 
 @pytest.fixture(scope="module")
-def cuda_if_available_broken(farm_command: list[str], tmp_path_factory: pytest.TempPathFactory) -> Built:
-    return build_cuda_if_available(farm_command, tmp_path_factory.mktemp("cuda_if_available_broken"), fixed=False)
+def cuda_if_available(farm_command: list[str], tmp_path_factory: pytest.TempPathFactory) -> Built:
+    return build_cuda_if_available(farm_command, tmp_path_factory.mktemp("cuda_if_available"), key=True)
 
 
 @pytest.fixture(scope="module")
-def cuda_if_available_fixed(farm_command: list[str], tmp_path_factory: pytest.TempPathFactory) -> Built:
-    return build_cuda_if_available(farm_command, tmp_path_factory.mktemp("cuda_if_available_fixed"), fixed=True)
+def cuda_if_available_key_off(farm_command: list[str], tmp_path_factory: pytest.TempPathFactory) -> Built:
+    return build_cuda_if_available(farm_command, tmp_path_factory.mktemp("cuda_if_available_off"), key=False)
 
 
-def test_cuda_only_if_a_gpu_is_visible_fails_the_audit_with_the_advice(cuda_if_available_broken: Built) -> None:
-    broken = cuda_if_available_broken
-    out = broken.result.stdout
-    assert broken.result.returncode == 4, out[-3000:]
-    assert "cuda-code:cuda_if_available/_C" in out, out[-3000:]
-    assert "holds no CUDA code although this is a CUDA build (cu130)" in out
-    assert "torch.cuda.is_available()" in out and "[tool.cuda-ext-farm] build-env" in out
-    assert "the farm sets FORCE_CUDA=1" in out  # what setup_fixed.py reads
-    assert out.strip().splitlines()[-1].startswith("error: the wheel audit failed")
-    assert not broken.wheels and not list(broken.wheelhouse.glob("*/report.json"))
-
-
-def test_reading_force_cuda_builds_a_wheel_with_cuda_code(cuda_if_available_fixed: Built,
-                                                          farm_command: list[str]) -> None:
-    fixed = cuda_if_available_fixed
-    wheel = fixed.wheel
+def test_cuda_only_if_a_gpu_is_visible_builds_a_wheel_with_cuda_code_as_it_comes(cuda_if_available: Built,
+                                                                                 farm_command: list[str]) -> None:
+    """The unchanged setup.py: the build saw torch.cuda.is_available() True (ci/buildsite/sitecustomize.py from
+    the installed command), so its library holds the CUDA kernel; the farm's test step did not see it (its test
+    skips the GPU case: torch.cuda.is_available() is False in the clean environment)."""
+    built = cuda_if_available
+    wheel = built.wheel
     assert wheel.name.startswith(f"cuda_if_available-0.2.0{LOCAL}-cp311-cp311-manylinux_"), wheel.name
+    assert "torch.cuda.is_available() is True in this build" in built.result.stdout
+    assert "cuda-available-in-build = false in [tool.cuda-ext-farm] turns it off" in built.result.stdout
     checks = assert_every_check_passed(wheel, "cuda-code", "cuda-runtime", "c10_cuda", "symbols", "sass", "ptx")
     assert "sm_90" in str(checks["sass"]["detail"])
-    result = farm(farm_command, fixed.project, "test", "--torch", TORCH, "--python", PYTHON,
-                  "--wheelhouse", str(fixed.wheelhouse))
+    assert files_of(built.project) == files_of(FIXTURES / "cuda_if_available")  # setup.py as it came
+    result = farm(farm_command, built.project, "test", "--torch", TORCH, "--python", PYTHON,
+                  "--wheelhouse", str(built.wheelhouse))
     assert result.returncode == 0, result.stdout[-4000:]
     assert "2 passed, 1 skipped" in result.stdout  # the CUDA kernel is registered; the GPU case skips here
+
+
+def test_with_the_key_off_the_audit_refuses_the_cpu_only_library_with_the_advice(
+        cuda_if_available_key_off: Built) -> None:
+    off = cuda_if_available_key_off
+    out = off.result.stdout
+    assert off.result.returncode == 4, out[-3000:]
+    assert "torch.cuda.is_available() is True in this build" not in out
+    assert "cuda-code:cuda_if_available/_C" in out, out[-3000:]
+    assert "holds no CUDA code although this is a CUDA build (cu130)" in out
+    assert "decides on CUDA from torch.cuda.is_available(), which is False" in out
+    assert "cuda-available-in-build = false keeps that answer: remove that line" in out
+    assert "[tool.cuda-ext-farm] build-env" in out and "the farm sets FORCE_CUDA=1" in out  # setup_fixed.py's fix
+    assert out.strip().splitlines()[-1].startswith("error: the wheel audit failed")
+    assert not off.wheels and not list(off.wheelhouse.glob("*/report.json"))
+
+
+DECIDE = """
+import runpy, sys, setuptools
+setuptools.setup = lambda **kw: print("sources:", *[s for e in kw["ext_modules"] for s in e.sources])
+runpy.run_path(sys.argv[1], run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize(("setup_py", "force_cuda", "cuda"), [
+    ("setup.py", "1", False), ("setup_fixed.py", "1", True), ("setup_fixed.py", "0", False)])
+def test_the_force_cuda_fix_decides_on_cuda_without_the_farms_answer(setup_py: str, force_cuda: str, cuda: bool,
+                                                                     tmp_path: Path) -> None:
+    """What the advice says for the key off (or another builder): setup_fixed.py also reads FORCE_CUDA, which the
+    farm sets. Its decision alone, in a Python with the target's torch and no ci/buildsite (no compile)."""
+    python = envs.target_env(select(project.load(FIXTURES / "cuda_if_available"),
+                                    Selection(torch=TORCH, python=PYTHON))[0]).python
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run([python, "-c", DECIDE, setup_py], cwd=FIXTURES / "cuda_if_available", text=True,
+                            env={**env, "FORCE_CUDA": force_cuda, "CUDA_HOME": str(tmp_path)},
+                            capture_output=True, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    sources = result.stdout.strip().splitlines()[-1]
+    assert sources.startswith("sources: csrc/twice.cpp") and ("csrc/twice_cuda.cu" in sources) == cuda, sources

@@ -57,12 +57,25 @@ def test_cuda_library_of_another_major_is_unexpected() -> None:
 
 
 def test_library_without_cuda_code_explains_the_usual_cause() -> None:
+    """The build saw torch.cuda.is_available() True (cuda-available-in-build): the cause is another decision."""
     target = targets.targets_for(project.load(CLASSIC))[0]
     lib = audit_records.LibraryInfo("classic_ext/_C.cpython-311-x86_64-linux-gnu.so", ("libc10.so",), (), False)
     (check,) = wheel_audit.check_cuda_code(lib, target)
     assert not check.ok
-    assert "torch.cuda.is_available()" in check.detail and "build-env" in check.detail
-    assert "FORCE_CUDA=1" in check.detail
+    assert "saw torch.cuda.is_available() True" in check.detail and "build-env" in check.detail
+    assert "FORCE_CUDA=1" in check.detail and "torch.cuda.device_count()" in check.detail
+    assert "cuda-available-in-build = false" not in check.detail
+
+
+def test_library_without_cuda_code_with_the_key_off_names_the_key() -> None:
+    config = dataclasses.replace(project.load(CLASSIC), cuda_available_in_build=False)
+    target = dataclasses.replace(targets.targets_for(project.load(CLASSIC))[0], project=config)
+    lib = audit_records.LibraryInfo("classic_ext/_C.cpython-311-x86_64-linux-gnu.so", ("libc10.so",), (), False)
+    (check,) = wheel_audit.check_cuda_code(lib, target)
+    assert not check.ok
+    assert "decides on CUDA from torch.cuda.is_available(), which is False" in check.detail
+    assert "cuda-available-in-build = false keeps that answer: remove that line" in check.detail
+    assert "FORCE_CUDA=1" in check.detail and "build-env" in check.detail
 
 
 def test_bundled_torch_or_cuda_library_fails() -> None:

@@ -210,6 +210,35 @@ def test_a_missing_cuda_library_gives_the_toolkit_libraries_hint() -> None:
     assert other is not None and other.what == "the linker cannot find a library" and other.value == "-lpng"
 
 
+GPU_QUERY = f"""* Building wheel...
+Traceback (most recent call last):
+  File "{ENV}/pyproject_hooks/_in_process/_in_process.py", line 389, in <module>
+    main()
+  File "{SRC}/setup.py", line 4, in archs
+    major, minor = torch.cuda.get_device_capability()
+                   ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "{ENV}/torch/cuda/__init__.py", line 686, in get_device_properties
+    _lazy_init()  # will define _get_device_properties
+    ^^^^^^^^^^^^
+  File "{ENV}/torch/cuda/__init__.py", line 478, in _lazy_init
+    torch._C._cuda_init()
+RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a \
+driver from http://www.nvidia.com/Download/index.aspx
+
+""" + TIP
+
+
+def test_a_build_script_that_asks_the_gpu_names_the_line_and_the_key() -> None:
+    """torch.cuda.is_available() is True in the farm's CUDA builds: a setup.py that then asks the device fails."""
+    cause = failure.classify(GPU_QUERY, source=SRC)
+    assert cause is not None and cause.what == "the build script asked for a GPU, and the builder has none"
+    assert cause.value.startswith("setup.py:4: RuntimeError: Found no NVIDIA driver on your system")
+    assert "TORCH_CUDA_ARCH_LIST" in cause.fix and "cuda-available-in-build = false" in cause.fix
+    # Not a network access, though the message holds an address; another error is the build script's own.
+    other = failure.classify(GPU_QUERY.replace("Found no NVIDIA driver", "Something else"), source=SRC)
+    assert other is not None and other.what == "the build script raised a Python error"
+
+
 def test_output_it_does_not_know_gives_none() -> None:
     assert classify("ERROR Backend subprocess exited when trying to invoke build_wheel\n") is None
 

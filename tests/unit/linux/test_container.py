@@ -145,7 +145,39 @@ def test_cibuildwheel_environment_of_a_stable_target(tmp_path: Path) -> None:
     assert "-frandom-seed=fusedops-stable-cu130-cp310abi3-linux_x86_64" in env["CIBW_ENVIRONMENT"]
     no_ca = wheels.cibuildwheel_env(job, python, volume, None)
     assert "PIP_CERT" not in no_ca["CIBW_ENVIRONMENT"] and ":ro" not in no_ca["CIBW_CONTAINER_ENGINE"].replace(
-        f"{wheels.TORCH_MOUNT}:ro", "").replace(f"{wheels.NVCC_TOOLS_MOUNT}:ro", "")
+        f"{wheels.TORCH_MOUNT}:ro", "").replace(f"{wheels.NVCC_TOOLS_MOUNT}:ro", "").replace(
+        f"{wheels.BUILDSITE_MOUNT}:ro", "")
+
+
+def test_the_container_build_alone_sees_cuda_available(tmp_path: Path) -> None:
+    """ci/buildsite is mounted read-only and first on the build's PYTHONPATH (CIBW_ENVIRONMENT); cibuildwheel
+    hands that environment to its repair and test steps too, and there PYTHONPATH is empty. With the project's
+    cuda-available-in-build = false: no mount, no PYTHONPATH anywhere."""
+    from cibuildwheel.environment import parse_environment
+
+    target = select(project.load(CLASSIC), Selection(cuda="13.0", python="3.11"))[0]
+    job = job_for(target, tmp_path)
+    python = wheels.build_python(target, job.spec)
+    env = wheels.cibuildwheel_env(job, python, wheels.torch_volume(target, python), None)
+    mount = f"--volume={ROOT / 'ci' / 'buildsite'}:{wheels.BUILDSITE_MOUNT}:ro"
+    assert env["CIBW_CONTAINER_ENGINE"].count(mount) == 1
+    container = {"PATH": "/usr/bin:/bin"}  # the image's own environment: no PYTHONPATH
+    build = parse_environment(env["CIBW_ENVIRONMENT"]).as_dictionary(container)
+    assert build["PYTHONPATH"] == wheels.BUILDSITE_MOUNT and build["FORCE_CUDA"] == "1"
+    tests = parse_environment(env["CIBW_TEST_ENVIRONMENT"]).as_dictionary(build)
+    assert tests["PYTHONPATH"] == ""
+    assert " && PYTHONPATH= auditwheel repair " in env["CIBW_REPAIR_WHEEL_COMMAND"]
+    # The project's own PYTHONPATH (build-env) follows the farm's folder.
+    own = dataclasses.replace(target, project=dataclasses.replace(
+        target.project, build_env={**target.project.build_env, "PYTHONPATH": "/project/tools"}))
+    own_env = wheels.cibuildwheel_env(job_for(own, tmp_path), python, wheels.torch_volume(own, python), None)
+    assert parse_environment(own_env["CIBW_ENVIRONMENT"]).as_dictionary(container)["PYTHONPATH"] == \
+        f"{wheels.BUILDSITE_MOUNT}:/project/tools"
+    off = dataclasses.replace(target, project=dataclasses.replace(target.project, cuda_available_in_build=False))
+    off_env = wheels.cibuildwheel_env(job_for(off, tmp_path), python, wheels.torch_volume(off, python), None)
+    assert "buildsite" not in off_env["CIBW_CONTAINER_ENGINE"]
+    assert "PYTHONPATH" not in " ".join((off_env["CIBW_ENVIRONMENT"], off_env["CIBW_TEST_ENVIRONMENT"],
+                                         off_env["CIBW_REPAIR_WHEEL_COMMAND"]))
 
 
 def test_nvcc_without_random_seed_runs_through_the_module_anchor(tmp_path: Path) -> None:
