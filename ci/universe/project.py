@@ -6,7 +6,8 @@ a ``[project] name``. A project you cannot edit is described by a separate file
 
     [tool.cuda-ext-farm]
     abi = "classic"                 # "classic" (bound to one torch release) | "stable" (LibTorch stable ABI)
-    python-abi = "per-python"       # "per-python" | "abi3" (py_limited_api wheels); stable implies abi3
+    python-abi = "per-python"       # "per-python" | "abi3" (py_limited_api wheels); stable, or py_limited_api in
+                                    # the project's setup.py/setup.cfg/bdist_wheel options, implies abi3
     torch = ["2.11", "2.13"]        # releases to cover, or a specifier (">=2.11"); default: newest per CUDA major
     python = ["3.11", "3.12"]       # or a specifier; default: every CPython the torch release has wheels for
     cuda = ["13"]                   # toolkit cells (version, name or major); default: see README
@@ -281,8 +282,10 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
         raise ConfigError(f"{where} import-name is not a Python module name", import_name, "use a dotted module name")
 
     abi = tomlvalues.choice(table, "abi", ("classic", "stable"), "classic")
+    limited_api_floor = build_files.limited_api_floor(root, pyproject)
+    # A build that says py_limited_api makes abi3 wheels whatever the table says: the project describes itself.
     python_abi = tomlvalues.choice(table, "python-abi", ("per-python", "abi3"),
-                                   "abi3" if abi == "stable" else "per-python")
+                                   "abi3" if abi == "stable" or limited_api_floor else "per-python")
     if abi == "stable" and python_abi != "abi3":
         raise ConfigError(f"{where} python-abi must be abi3 for a stable-ABI project", python_abi,
                           'remove python-abi or set it to "abi3"')
@@ -350,7 +353,7 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
         older_majors_sass=tomlvalues.choice(table, "older-majors-sass", ("per-generation", "torch"), "per-generation"),
         test_requires=tomlvalues.requirements(table, "test-requires"),
         test_extras=tomlvalues.extras(table, "test-extras"),
-        limited_api_floor=build_files.limited_api_floor(root, pyproject),
+        limited_api_floor=limited_api_floor,
     )
 
 

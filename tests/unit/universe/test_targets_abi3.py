@@ -158,6 +158,20 @@ def test_the_floor_comes_from_py_limited_api_before_the_build(tmp_path: Path, fi
     assert (target.id, target.wheel_tag_prefix) == ("tmpl-torch2.11-cu130-cp39abi3-linux_x86_64", "cp39-abi3")
 
 
+def test_a_build_that_says_py_limited_api_makes_the_project_abi3(tmp_path: Path) -> None:
+    """pytorch/extension-cpp's shape: no python-abi key, setup.py sets py_limited_api (cp39): its wheels are abi3,
+    so its targets are (before, the audit refused the built wheel's cp39-abi3 tag for a per-Python target)."""
+    config = write_project(tmp_path, 'torch = ["2.11"]\npython = ["3.12"]\n', None)
+    assert config.python_abi == "per-python"  # an empty setup.py says nothing
+    (tmp_path / "setup.py").write_text('setup(options={"bdist_wheel": {"py_limited_api": "cp39"}} if abi3 else {})\n')
+    config = project.load(tmp_path)
+    assert config.python_abi == "abi3"
+    (target,) = targets.targets_for(config)
+    assert target.wheel_tag_prefix == "cp39-abi3"
+    (tmp_path / "pyproject.toml").write_text((tmp_path / "pyproject.toml").read_text() + 'python-abi = "per-python"\n')
+    assert project.load(tmp_path).python_abi == "per-python"  # the key, where given, decides
+
+
 def test_coverage_takes_any_abi3_wheel_at_or_below_the_targets_python(tmp_path: Path) -> None:
     from ci.release import coverage
 
