@@ -215,6 +215,23 @@ def python_error(output: str, source: str) -> Cause | None:
                  "fix the build script at that line (its traceback is above)")
 
 
+#: cibuildwheel's heading of its test step (container builds run the project's smoke command there, after the build).
+TEST_STEP = "Testing wheel..."
+
+
+def test_step(output: str, source: str) -> Cause | None:
+    """The wheel was built and repaired, and the smoke command cibuildwheel ran against it raised: not the build
+    script's error (its ``File "<string>"`` frame is the command's ``python -c``, not setup.py)."""
+    step = output.rfind(TEST_STEP)
+    if step < 0 or output.rfind("Traceback (most recent call last):") < step:
+        return None
+    raised = python_error(output[step:], source)
+    value = raised.value.replace("setup.py:", "<command>:", 1) if raised is not None else "its output is above"
+    return Cause("the wheel's smoke command failed in cibuildwheel's test step (the wheel itself was built)", value,
+                 f"fix the wheel or the smoke command ([tool.cuda-ext-farm.commands] smoke in {TABLE}); the "
+                 "command's traceback is above")
+
+
 def gpu_query(output: str, source: str) -> Cause | None:
     """The build script asked for a GPU (its capability, to pick architectures, say): the builder has none.
     torch.cuda.is_available() is True in the farm's CUDA builds, so a script that asks the device only when it is
@@ -246,7 +263,7 @@ def classify(output: str, *, source: str = "", build_script: str = "", cpu: bool
     if re.search(r"Error compiling objects for extension|error: command '[^']+' failed", output):
         return Cause("the compiler failed", "see its output above",
                      "fix the first error the compiler printed above")
-    return gpu_query(output, source) or python_error(output, source)
+    return test_step(output, source) or gpu_query(output, source) or python_error(output, source)
 
 
 def explain(general: CommandFailed, output: str, *, build: str, source: str = "", build_script: str = "",

@@ -273,3 +273,26 @@ def test_msvc_paths_are_made_relative_too() -> None:
               "error: command 'cl.exe' failed with exit code 2\n")
     cause = failure.classify(output, source="C:\\farm\\stage\\source")
     assert cause is not None and cause.value == "csrc/ops.cpp:14: C2065: 'scale_factor': undeclared identifier"
+
+
+SMOKE_FAILS = """Building wheel...
+Successfully built proj-0.1-cp311-cp311-linux_x86_64.whl
+Repairing wheel...
+Testing wheel...
++ python -c "import proj; proj.check()"
+Traceback (most recent call last):
+  File "<string>", line 1, in <module>
+AttributeError: module 'proj' has no attribute 'check'
+"""
+
+
+def test_a_smoke_command_that_raises_in_cibuildwheels_test_step_is_not_a_build_script_error() -> None:
+    """The wheel was built; the `python -c` frame is the smoke command's, not setup.py's."""
+    cause = classify(SMOKE_FAILS)
+    assert cause is not None
+    what, value, fix = cause
+    assert what.startswith("the wheel's smoke command failed in cibuildwheel's test step")
+    assert value == "<command>:1: AttributeError: module 'proj' has no attribute 'check'" and "setup.py" not in value
+    assert "commands] smoke" in fix
+    # The same traceback before the test step is the build script's.
+    assert classify(SETUP_RAISES + "Testing wheel...\n")[0] == "the build script raised a Python error"  # type: ignore[index]
