@@ -5,18 +5,25 @@ a ``[project] name``. A project you cannot edit is described by a separate file
 (``--config FILE``) holding the same table (or its keys at the top level).
 
     [tool.cuda-ext-farm]
+    version = 1                     # the schema of this table (a newer farm may read a newer one)
+    name = "myext"                  # the distribution; default: [project] name
+    import-name = "myext"           # the module the default smoke command imports; default: the name with _
     abi = "classic"                 # "classic" (bound to one torch release) | "stable" (LibTorch stable ABI)
     python-abi = "per-python"       # "per-python" | "abi3" (py_limited_api wheels); stable, or py_limited_api in
                                     # the project's setup.py/setup.cfg/bdist_wheel options, implies abi3
     torch = ["2.11", "2.13"]        # releases to cover, or a specifier (">=2.11"); default: newest per CUDA major
     python = ["3.11", "3.12"]       # or a specifier; default: every CPython the torch release has wheels for
     cuda = ["13"]                   # toolkit cells (version, name or major); default: see README
+    cuda-archs = "8.0;9.0+PTX"      # TORCH_CUDA_ARCH_LIST for every target; default: the target torch's own list
+    extra-cuda-archs = "8.9"        # architectures added to the default
+    archs = ["x86_64", "aarch64"]   # Linux CPU architectures (aarch64: CUDA 13 cells, torch >= 2.11)
     build-env = { FORCE_CUDA = "1" }    # what tells the build to compile CUDA without a GPU (added to FORCE_CUDA=1)
     cuda-available-in-build = true  # a CUDA build sees torch.cuda.is_available() True (ci/builds/cuda_available.py)
     cpu-env = {}                    # what a CPU-only build (--cpu) sets instead
     debug-env = {}                  # what a debug build (develop --debug) adds
     cuda-libraries = ["*"]          # libraries in the wheel that must hold CUDA code (globs)
     cpu-libraries = []              # libraries that must load under a CPU-only torch (globs)
+    toolkit-libraries = ["cublas"]  # CUDA libraries the extension links: their PyPI wheels join the build's toolkit
     max-wheel-size = "100 MiB"      # the audit fails a larger wheel (PyPI's default file limit); bytes or "95 MiB"
     strip-debug = true              # libraries lose their DWARF (kept beside the wheel in debug/<build-id>.debug)
     compress-fatbin = true          # CUDA 13 cells compile with nvcc --compress-mode=size (Zstandard fatbins)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -191,3 +192,14 @@ def test_os_linux_opts_out_of_windows_targets(tmp_path: Path) -> None:
         select(config, Selection(cuda="13"), "windows")
     both = project.load(write_project(tmp_path, ""))
     assert both.oses == ("linux", "windows") and targets.platform_targets(both, "windows")
+
+
+def test_every_key_is_documented_in_the_module_and_the_readme() -> None:
+    """A key added to _KEYS appears in the module's example table and in the README's key table (commands: its
+    own section)."""
+    readme = (ROOT / "README.md").read_text()
+    doc = project.__doc__ or ""
+    assert not [k for k in sorted(project._KEYS) if not re.search(rf"^\s+{re.escape(k)} = ", doc, re.MULTILINE)
+                and k != "commands"]
+    assert not [k for k in sorted(project._KEYS) if f"| `{k}` |" not in readme and k != "commands"]
+    assert "[tool.cuda-ext-farm.commands]" in doc and "[tool.cuda-ext-farm.commands]" in readme
