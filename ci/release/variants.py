@@ -135,8 +135,7 @@ def runtime_majors(needed: Iterable[str]) -> set[int]:
 
 @dataclasses.dataclass(frozen=True)
 class _Code:
-    """What a CUDA wheel's libraries say: the CUDA runtime majors they link (``runtime``: the platform's file name
-    of a major, ``libcudart.so.{}``) and the SASS and PTX architectures cuobjdump lists."""
+    """A CUDA wheel's runtime majors (``runtime``: the file of a major, ``libcudart.so.{}``), SASS and PTX."""
 
     majors: frozenset[int]
     runtime: str
@@ -159,23 +158,24 @@ def _elf_code(root: Path, cuobjdump: Path) -> _Code | None:
 def _pe_code(root: Path, cuobjdump: Path) -> _Code | None:
     """A Windows wheel's PE files (``.pyd``/``.dll``): the runtime from both import tables (``cudart64_13.dll``;
     delay-loaded counts too), the architectures from each ``.nv_fatb`` section. cuobjdump (the Linux one the farm
-    installs) does not open PE files, but the section holds nvcc's fatbinary as it is, which cuobjdump reads as a
-    ``.fatbin`` file: the same tool, and the same names and ``a``/``f`` rules, as for ELF libraries."""
-    from ci.audit import gpu_code
+    installs) does not open PE files, but the section holds nvcc's fatbinary containers, which cuobjdump reads as a
+    ``.fatbin`` file (without the padding around them, which it refuses): the same tool, and the same names and
+    ``a``/``f`` rules, as for ELF libraries."""
+    from ci.audit import debug_info, gpu_code
     from windows import dlls, pe
 
     files = [p for p in sorted(root.rglob("*")) if p.suffix.lower() in (".pyd", ".dll") and p.is_file()
              and p.read_bytes()[:2] == b"MZ"]
     infos = {p: pe.read(p, exports=False) for p in files}
-    sections = [data for p, info in infos.items() if info.has_cuda_code for data in pe.fatbin_sections(p)]
+    sections = [fatbin for p, info in infos.items() if info.has_cuda_code for data in pe.fatbin_sections(p)
+                if (fatbin := b"".join(debug_info.fatbin_containers(data)))]
     if not sections:
         return None
-    dumps = root.parent / "fatbins"
-    dumps.mkdir()
-    for i, data in enumerate(sections):
-        (dumps / f"{i}.fatbin").write_bytes(data)
+    dumps = [root.parent / f"section-{i}.fatbin" for i in range(len(sections))]
+    for path, data in zip(dumps, sections, strict=True):
+        path.write_bytes(data)
     majors = {m for info in infos.values() for dll in info.all_dlls if (m := dlls.cudart_major(dll)) is not None}
-    return _Code(frozenset(majors), "cudart64_{}.dll", *gpu_code.list_archs(cuobjdump, sorted(dumps.iterdir())))
+    return _Code(frozenset(majors), "cudart64_{}.dll", *gpu_code.list_archs(cuobjdump, dumps))
 
 
 def variant_of(wheel: Path, target: Target, cuobjdump: Path | None) -> Variant:
@@ -202,9 +202,9 @@ def variant_of(wheel: Path, target: Target, cuobjdump: Path | None) -> Variant:
                          "CUDA runtime (torch's CUDAExtension does), or release without --variant-wheels")
     values = sm_values(code.sass, code.ptx)
     if not values:
-        raise UsageError("the wheel's GPU code has no sm_arch value", f"{wheel.name}: SASS {' '.join(code.sass)}, "
-                         f"PTX {' '.join(code.ptx) or 'none'}", "build for at least one architecture without the "
-                         "a/f suffix (TORCH_CUDA_ARCH_LIST '9.0', not only '9.0a')")
+        raise UsageError("the wheel's GPU code has no sm_arch value", f"{wheel.name}: SASS "
+                         f"{' '.join(code.sass) or 'none'}, PTX {' '.join(code.ptx) or 'none'}", "build for at least "
+                         "one architecture without the a/f suffix (TORCH_CUDA_ARCH_LIST '9.0', not only '9.0a')")
     lower = f"{cell.cuda_major}.{cell.cuda.split('.')[1]}"
     return Variant(f"cuda{cell.cuda}", {LOWER_BOUND: (lower,), SM_ARCH: values},
                    f"links {code.runtime.format(cell.cuda_major)}, cell {cell.name}; SASS {' '.join(code.sass)}; PTX "
