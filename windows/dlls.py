@@ -97,6 +97,13 @@ def cudart(cuda_major: int) -> str:
     return f"cudart64_{cuda_major}.dll"
 
 
+def cudart_major(name: str) -> int | None:
+    """The CUDA runtime major a DLL name is (``cudart64_13.dll`` -> 13; CUDA 11's ``cudart64_110.dll`` -> 11), or
+    None for any other DLL."""
+    m = re.fullmatch(r"cudart64_(\d\d)\d?\.dll", name.lower())
+    return int(m.group(1)) if m else None
+
+
 def cuda_dlls_of_major(cuda_major: int) -> tuple[str, ...]:
     """Patterns of the CUDA DLLs torch's CUDA ``cuda_major`` wheels ship (used without a torch install at hand)."""
     libs = {13: ("cublas64_13.dll", "cublaslt64_13.dll", "cufft64_12.dll", "cufftw64_12.dll", "cusolver64_12.dll",

@@ -15,6 +15,7 @@ import dataclasses
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from ci.errors import UsageError
 
@@ -82,17 +83,23 @@ def _text(value: bytes | str | None) -> str:
     return value.decode("ascii", errors="replace") if isinstance(value, bytes) else value
 
 
-def read(path: Path, *, exports: bool = True) -> PeInfo:
-    """Import tables, sections and (optionally) the export table of ``path``."""
+def _load(path: Path) -> Any:
     import pefile
 
     try:
         # From bytes, not a memory map: extension modules are small, and closing a map costs a gc.collect().
-        pe = pefile.PE(data=path.read_bytes(), fast_load=True)
+        return pefile.PE(data=path.read_bytes(), fast_load=True)
     except pefile.PEFormatError as exc:
         raise NotPe("not a Windows PE file", path, f"{exc.value}; is it really a .pyd/.dll?") from None
     except OSError as exc:
         raise NotPe("cannot read the file", path, exc.strerror or str(exc)) from None
+
+
+def read(path: Path, *, exports: bool = True) -> PeInfo:
+    """Import tables, sections and (optionally) the export table of ``path``."""
+    import pefile
+
+    pe = _load(path)
     try:
         directories = [pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_IMPORT"],
                        pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_DELAY_IMPORT"]]
@@ -113,6 +120,15 @@ def read(path: Path, *, exports: bool = True) -> PeInfo:
         raise NotPe("a damaged PE file", path, f"{exc.value}; rebuild it") from None
     sections = tuple(_text(s.Name).rstrip("\x00") for s in pe.sections)
     return PeInfo(str(path), int(pe.FILE_HEADER.Machine), tables[0], tables[1], sections, exported)
+
+
+def fatbin_sections(path: Path) -> tuple[bytes, ...]:
+    """The bytes of each fatbinary section of ``path`` (``.nv_fatb``; none: no CUDA code), for
+    :func:`ci.audit.debug_info.fatbin_archs` (cuobjdump reads ELF files only)."""
+    pe = _load(path)
+    # The raw data is padded to the file alignment, and the virtual size may say less: keep what both hold.
+    return tuple(bytes(s.get_data()[:s.Misc_VirtualSize or None]) for s in pe.sections
+                 if _text(s.Name).rstrip("\x00") in FATBIN_SECTIONS)
 
 
 def read_exports(path: Path) -> frozenset[str]:

@@ -89,9 +89,10 @@ class Fatbin:
         return f"partly compressed ({kinds} of {self.entries} entries, {self.size} bytes)"
 
 
-def parse_fatbin(data: bytes) -> Fatbin:
-    """Count the entries of every container in a ``.nv_fatbin`` section and the compressed ones."""
-    entries = lz4 = zstd = 0
+def fatbin_containers(data: bytes) -> list[bytes]:
+    """The containers of a fatbin section, without the padding before, between or after them (a PE file's
+    ``.nv_fatb`` goes to cuobjdump as a fatbin file: ci/release/variants.py)."""
+    found = []
     offset = 0
     while offset + 16 <= len(data):
         magic, _version, header, body = struct.unpack_from("<IHHQ", data, offset)
@@ -100,17 +101,25 @@ def parse_fatbin(data: bytes) -> Fatbin:
             offset += 8
             continue
         end = min(offset + header + body, len(data))
-        entry = offset + header
-        while entry + 48 <= end:
-            _kind, _v, size, padded = struct.unpack_from("<HHIQ", data, entry)
-            (flags,) = struct.unpack_from("<Q", data, entry + 40)
+        found.append(data[offset:end])
+        offset = max(end, offset + 16)
+    return found
+
+
+def parse_fatbin(data: bytes) -> Fatbin:
+    """Count the entries of every container in a ``.nv_fatbin`` section and the compressed ones."""
+    entries = lz4 = zstd = 0
+    for container in fatbin_containers(data):
+        (entry,) = struct.unpack_from("<H", container, 6)
+        while entry + 48 <= len(container):
+            _kind, _v, size, padded = struct.unpack_from("<HHIQ", container, entry)
+            (flags,) = struct.unpack_from("<Q", container, entry + 40)
             if size == 0:
                 break
             entries += 1
             lz4 += bool(flags & COMPRESSED_LZ4)
             zstd += bool(flags & COMPRESSED_ZSTD) and not flags & COMPRESSED_LZ4
             entry += size + padded
-        offset = max(end, offset + 16)
     return Fatbin(entries, lz4, zstd, len(data))
 
 

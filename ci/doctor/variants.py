@@ -17,8 +17,10 @@ to 15.20, else nothing is supported:
 **The ordering** (PEP 825, as ``variantlib`` 0.2.2 implements it): a variant fits when, for each feature it names,
 the provider supports at least one of its values; fitting variants rank feature by feature, in the provider's order,
 by the best position of their values in the provider's list (a feature a variant does not name ranks last), then by
-label; the null variant (no properties) ranks after every other and always fits. Among the wheels of the chosen
-label, the installer's tag preference decides (the doctor's own platform and Python rules apply to every wheel).
+label; the null variant (no properties) ranks after every other and always fits. The labels are ordered across
+platforms, and the chosen one is the best that has a wheel this machine's platform and Python take (a Windows
+machine passes over a Linux-only ``cuda13.0`` for ``cuda13.0.win``); among its wheels, the installer's tag
+preference decides (the doctor's own platform and Python rules apply to every wheel).
 
 Standard library plus ``packaging``.
 """

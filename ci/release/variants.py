@@ -6,21 +6,25 @@ key ``variant-wheels = true``).
 A variant wheel is the audited wheel with a *label* after its platform tag
 (``myext-0.1.0-cp310-abi3-manylinux_2_31_x86_64-cuda13.0.whl``) and ``<dist-info>/variant.json`` naming its
 properties; the index serves ``{name}-{version}-variants.json``, every label's properties, beside them. The
-properties are the NVIDIA provider's (namespace ``nvidia``), read from the binary, never written by hand:
+properties are the NVIDIA provider's (namespace ``nvidia``), read from the binary (ELF libraries of Linux wheels,
+PE files of win_amd64 wheels), never written by hand:
 
-* ``nvidia :: cuda_version_lower_bound``: the CUDA runtime major the wheel links (``DT_NEEDED libcudart.so.13``)
-  with the minor of the cell it was built in (the toolkit its torch is a build of): ``13.0`` for the cu130 cell. A
-  runtime major other than the cell's, none, or more than one is refused (the rule would have no single answer);
-* ``nvidia :: sm_arch``: one value per architecture its CUDA libraries hold (``cuobjdump``): SASS ``sm_90`` ->
-  ``90_real``, PTX ``sm_90`` -> ``90_virtual``. Arch-specific cubins (``sm_90a``, ``sm_100f``) have no value in
-  the provider's vocabulary and are left out; a CUDA wheel left with none is refused.
+* ``nvidia :: cuda_version_lower_bound``: the CUDA runtime major the wheel links (``DT_NEEDED libcudart.so.13``;
+  ``cudart64_13.dll`` in a PE import table, regular or delay-load) with the minor of the cell it was built in (the
+  toolkit its torch is a build of): ``13.0`` for the cu130 cell. A runtime major other than the cell's, none, or
+  more than one is refused (the rule would have no single answer);
+* ``nvidia :: sm_arch``: one value per architecture its CUDA libraries hold (``cuobjdump``; of a PE file, its
+  ``.nv_fatb`` section read as a fatbin file): SASS ``sm_90`` -> ``90_real``, PTX ``sm_90`` -> ``90_virtual``.
+  Arch-specific cubins (``sm_90a``, ``sm_100f``) have no value in the provider's vocabulary and are left out; a
+  CUDA wheel left with none is refused.
 
-The label is the cell's CUDA version (``cuda13.0``, ``cuda12.8``; the local stand-in cu124 gives ``cuda12.4``); a
-CPU build is the *null variant* (label ``null``, no properties), which a variant-aware installer takes when no
-other fits. The variant wheels carry the public version (the farm's local label, ``+cu124``, dropped): every variant
-of one release is one ``{name}-{version}``. Classic projects get variants of the release torch's wheels only (one
-wheel per label and tags). The wheels are written deterministically (the input wheel's entry times, entries in
-its order with ``variant.json`` before ``RECORD``), so the same input gives the same bytes.
+The label is the cell's CUDA version (``cuda13.0``, ``cuda12.8``; the local stand-in cu124 gives ``cuda12.4``),
+shared by the cell's Linux and Windows wheels; where the Windows wheels hold other properties (one label names one
+set), theirs is ``cuda12.8.win``. A CPU build is the *null variant* (label ``null``, no properties), which a
+variant-aware installer takes when no other fits. The variant wheels carry the public version (the farm's local
+label, ``+cu124``, dropped): every variant of one release is one ``{name}-{version}``. Classic projects get variants
+of the release torch's wheels only (one wheel per label and tags). The wheels are written deterministically (the
+input wheel's entry times, entries in its order with ``variant.json`` before ``RECORD``): same input, same bytes.
 
 The folder::
 
@@ -60,6 +64,8 @@ SCHEMA = "https://variants-schema.wheelnext.dev/peps/825/v0.1.1.json"
 FILE = "variant.json"
 FOLDER = "variants"
 NULL = "null"
+#: Added to a label whose Windows wheels hold other properties than its Linux ones.
+WINDOWS = ".win"
 NAMESPACE = "nvidia"
 LOWER_BOUND = "cuda_version_lower_bound"
 SM_ARCH = "sm_arch"
@@ -127,44 +133,82 @@ def runtime_majors(needed: Iterable[str]) -> set[int]:
     return {int(m.group(1)) for n in needed if (m := re.fullmatch(r"libcudart\.so\.(\d+)", n))}
 
 
-def variant_of(wheel: Path, target: Target, cuobjdump: Path | None) -> Variant:
-    """The wheel's variant, from its libraries: the null variant for a CPU build, else the label of its cell and
-    the properties its binary gives (see the module's rules)."""
+@dataclasses.dataclass(frozen=True)
+class _Code:
+    """A CUDA wheel's runtime majors (``runtime``: the file of a major, ``libcudart.so.{}``), SASS and PTX."""
+
+    majors: frozenset[int]
+    runtime: str
+    sass: tuple[str, ...]
+    ptx: tuple[str, ...]
+
+
+def _elf_code(root: Path, cuobjdump: Path) -> _Code | None:
     from ci.audit import gpu_code, symbols
 
+    libraries = [p for p in sorted(root.rglob("*.so*")) if p.is_file() and p.read_bytes()[:4] == b"\x7fELF"]
+    infos = {p: symbols.read_elf(p) for p in libraries}
+    cuda_libs = [p for p, info in infos.items() if info.has_cuda_code]
+    if not cuda_libs:
+        return None
+    return _Code(frozenset(runtime_majors(n for info in infos.values() for n in info.needed)), "libcudart.so.{}",
+                 *gpu_code.list_archs(cuobjdump, cuda_libs))
+
+
+def _pe_code(root: Path, cuobjdump: Path) -> _Code | None:
+    """A Windows wheel's PE files (``.pyd``/``.dll``): the runtime from both import tables (``cudart64_13.dll``;
+    delay-loaded counts too), the architectures from each ``.nv_fatb`` section. cuobjdump (the Linux one the farm
+    installs) does not open PE files, but the section holds nvcc's fatbinary containers, which cuobjdump reads as a
+    ``.fatbin`` file (without the padding around them, which it refuses): the same tool, and the same names and
+    ``a``/``f`` rules, as for ELF libraries."""
+    from ci.audit import debug_info, gpu_code
+    from windows import dlls, pe
+
+    files = [p for p in sorted(root.rglob("*")) if p.suffix.lower() in (".pyd", ".dll") and p.is_file()
+             and p.read_bytes()[:2] == b"MZ"]
+    infos = {p: pe.read(p, exports=False) for p in files}
+    sections = [fatbin for p, info in infos.items() if info.has_cuda_code for data in pe.fatbin_sections(p)
+                if (fatbin := b"".join(debug_info.fatbin_containers(data)))]
+    if not sections:
+        return None
+    dumps = [root.parent / f"section-{i}.fatbin" for i in range(len(sections))]
+    for path, data in zip(dumps, sections, strict=True):
+        path.write_bytes(data)
+    majors = {m for info in infos.values() for dll in info.all_dlls if (m := dlls.cudart_major(dll)) is not None}
+    return _Code(frozenset(majors), "cudart64_{}.dll", *gpu_code.list_archs(cuobjdump, dumps))
+
+
+def variant_of(wheel: Path, target: Target, cuobjdump: Path | None) -> Variant:
+    """The wheel's variant, from its libraries (ELF on Linux, PE on Windows): the null variant for a CPU build, else
+    the label of its cell and the properties its binary gives (see the module's rules)."""
+    if target.cpu:
+        return Variant(NULL, {}, "a CPU build: the null variant")
+    if cuobjdump is None:
+        raise UsageError("the variant's sm_arch is read with cuobjdump, which was not found", wheel.name,
+                         "run the release where the farm can install it")
     with tempfile.TemporaryDirectory(prefix="farm-variant-") as tmp:
-        root = Path(tmp)
+        root = Path(tmp) / "wheel"
         with zipfile.ZipFile(wheel) as zf:
             zf.extractall(root)
-        libraries = [p for p in sorted(root.rglob("*.so*")) if p.is_file() and p.read_bytes()[:4] == b"\x7fELF"]
-        infos = {p: symbols.read_elf(p) for p in libraries}
-        cuda_libs = [p for p, info in infos.items() if info.has_cuda_code]
-        majors = runtime_majors(n for info in infos.values() for n in info.needed)
-        if target.cpu or not cuda_libs:
-            if target.cpu:
-                return Variant(NULL, {}, "a CPU build: the null variant")
-            raise UsageError("a CUDA build holds no CUDA code, so it has no variant", wheel.name,
-                             "fix the build (the audit says why), or release without --variant-wheels")
-        if cuobjdump is None:
-            raise UsageError("the variant's sm_arch is read with cuobjdump, which was not found", wheel.name,
-                             "run the release where the farm can install it")
-        sass, ptx = gpu_code.list_archs(cuobjdump, cuda_libs)
+        code = (_pe_code if target.os == "windows" else _elf_code)(root, cuobjdump)
+    if code is None:
+        raise UsageError("a CUDA build holds no CUDA code, so it has no variant", wheel.name,
+                         "fix the build (the audit says why), or release without --variant-wheels")
     cell = target.cell
-    if majors != {cell.cuda_major}:
+    if code.majors != {cell.cuda_major}:
         raise UsageError("the CUDA runtime the wheel links is not its cell's single major", f"{wheel.name}: links "
-                         f"libcudart {sorted(majors) or 'none'}, cell {cell.name}",
+                         f"{code.runtime.format('*')} {sorted(code.majors) or 'none'}, cell {cell.name}",
                          "a variant's cuda_version_lower_bound comes from the one runtime it links: link the cell's "
-                         "libcudart.so (torch's CUDAExtension does), or release without --variant-wheels")
-    values = sm_values(sass, ptx)
+                         "CUDA runtime (torch's CUDAExtension does), or release without --variant-wheels")
+    values = sm_values(code.sass, code.ptx)
     if not values:
-        raise UsageError("the wheel's GPU code has no sm_arch value", f"{wheel.name}: SASS {' '.join(sass)}, PTX "
-                         f"{' '.join(ptx) or 'none'}", "build for at least one architecture without the a/f suffix "
-                         "(TORCH_CUDA_ARCH_LIST '9.0', not only '9.0a')")
-    minor = cell.cuda.split(".")[1]
-    lower = f"{cell.cuda_major}.{minor}"
+        raise UsageError("the wheel's GPU code has no sm_arch value", f"{wheel.name}: SASS "
+                         f"{' '.join(code.sass) or 'none'}, PTX {' '.join(code.ptx) or 'none'}", "build for at least "
+                         "one architecture without the a/f suffix (TORCH_CUDA_ARCH_LIST '9.0', not only '9.0a')")
+    lower = f"{cell.cuda_major}.{cell.cuda.split('.')[1]}"
     return Variant(f"cuda{cell.cuda}", {LOWER_BOUND: (lower,), SM_ARCH: values},
-                   f"links libcudart.so.{cell.cuda_major}, cell {cell.name}; SASS {' '.join(sass)}; PTX "
-                   f"{' '.join(ptx) or 'none'}")
+                   f"links {code.runtime.format(cell.cuda_major)}, cell {cell.name}; SASS {' '.join(code.sass)}; PTX "
+                   f"{' '.join(code.ptx) or 'none'}")
 
 
 # --- writing ---------------------------------------------------------------------------------------------------------
@@ -294,7 +338,24 @@ def release_items(built: Iterable[tuple[Path, Target]], release_torch: str,
     """The wheels a release writes as variants, each with its variant: every built wheel, of a classic project
     those of the release torch only."""
     chosen = [(w, t) for w, t in built if t.project.abi == "stable" or t.torch == release_torch]
-    return [(w, variant_of(w, t, cuobjdump)) for w, t in sorted(chosen, key=lambda x: x[0].name)]
+    found = [(w, t.os, variant_of(w, t, cuobjdump)) for w, t in sorted(chosen, key=lambda x: x[0].name)]
+    return [(w, _windows_label(v, [(o, x) for _, o, x in found if x.label == v.label]) if os == "windows" else v)
+            for w, os, v in found]
+
+
+def _windows_label(variant: Variant, same_label: Sequence[tuple[str, Variant]]) -> Variant:
+    """A label names one set of properties in a release (variantlib refuses two): where the Windows wheels of a
+    label hold other properties than its other wheels (fusedops' cu128: older-majors-sass thins the Linux x86_64
+    wheel only), theirs is ``<label>.win``. Any other disagreement stays refused (:func:`variants_document`)."""
+    def key(v: Variant) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        return tuple(sorted(v.properties.items()))
+
+    windows = {key(v) for os, v in same_label if os == "windows"}
+    others = {key(v) for os, v in same_label if os != "windows"}
+    if not others or len(windows) > 1 or windows == others:
+        return variant
+    return dataclasses.replace(variant, label=variant.label + WINDOWS, source=variant.source + "; the label's "
+                               "other wheels hold other properties")
 
 
 # --- checking, with the reference implementation -------------------------------------------------------------------

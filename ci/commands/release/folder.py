@@ -180,9 +180,8 @@ def variant_wheels(opts: Options[Args], config: ProjectConfig, built: list[tuple
         raise UsageError("FARM_VARIANT_WHEELS is neither 1 nor 0", given, "set it to 1 (on) or 0 (off), or unset it")
     if not (given.lower() in ("1", "true", "on") if given is not None else config.variant_wheels):
         return
-    linux = [(w, t) for w, t in built if t.os == "linux"]
-    items = variants.release_items(linux, targets.default_target(config).torch,
-                                   cuobjdump or toolkit.ensure_cuobjdump())
+    # Linux and Windows wheels alike: cuobjdump reads the ELF libraries and the PE files' fatbin sections.
+    items = variants.release_items(built, targets.default_target(config).torch, cuobjdump or toolkit.ensure_cuobjdump())
     written = variants.write_folder(out, items, config.name)
     for wheel, variant in items:
         log.progress.print(f"[green]variant[/] {wheel.name} -> {variant.label}: {variant.source}")

@@ -24,7 +24,10 @@ SM13 = ("75_real", "80_real", "86_real", "89_real", "90_real", "100_real", "120_
 #: label -> (properties, platforms it is built for)
 INDEX: dict[str, tuple[dict[str, tuple[str, ...]], tuple[str, ...]]] = {
     "cuda13.0": ({"cuda_version_lower_bound": ("13.0",), "sm_arch": SM13},
-                 ("manylinux_2_28_x86_64", "manylinux_2_28_aarch64", "win_amd64")),
+                 ("manylinux_2_28_x86_64", "manylinux_2_28_aarch64")),
+    # The cell's Windows wheel holds other architectures (no 8.9): its own label (ci/release/variants.py).
+    "cuda13.0.win": ({"cuda_version_lower_bound": ("13.0",), "sm_arch": tuple(v for v in SM13 if v != "89_real")},
+                     ("win_amd64",)),
     "cuda12.8": ({"cuda_version_lower_bound": ("12.8",), "sm_arch": SM13}, ("manylinux_2_28_x86_64",)),
     "cuda12.4": ({"cuda_version_lower_bound": ("12.4",),
                   "sm_arch": ("75_real", "80_real", "86_real", "89_real", "90_real", "90_virtual")},
@@ -38,7 +41,9 @@ EXPECT = {
     "h100_live_cu130": "cuda13.0", "h100_ptx_only": "cuda12.8", "h200_live_cu130": "cuda13.0",
     "no_torch_l4": "cuda13.0", "old_glibc_rhel8": "null", "python312_cu130": "cuda13.0",
     "python39_old": None, "rtx4090_cu128": "cuda12.8", "rtx5090_cu126_py312": "cuda12.8",
-    "thor_aarch64_newer_than_sass": "null", "v100_older_than_sass": "null", "windows_rtx4090": "cuda13.0",
+    "thor_aarch64_newer_than_sass": "null", "v100_older_than_sass": "null",
+    # cuda13.0 ranks first on its RTX 4090 (89_real) but has no Windows wheel: the installer takes cuda13.0.win.
+    "windows_rtx4090": "cuda13.0.win",
 }
 
 
@@ -70,7 +75,7 @@ def variant_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for platform in platforms:
             folder = base / label / platform
             folder.mkdir(parents=True)
-            cuda = None if label == "null" else label.removeprefix("cuda")
+            cuda = None if label == "null" else label.removeprefix("cuda").removesuffix(".win")
             items.append((_base_wheel(folder, platform, cuda), variant))
     return release_variants.write_folder(tmp_path_factory.mktemp("release"), items, "demo_ext").folder
 
@@ -107,6 +112,13 @@ def test_the_doctor_picks_what_variantlib_orders_first(env: str, variant_index: 
     printed = "\n".join(report.lines())
     assert "variant-aware installer (PEP 825 draft, NVIDIA provider's rules): " in printed
     assert report.as_dict()["projects"]["demo-ext"]["variant"]["labels"] == labels
+
+
+def test_a_windows_machine_picks_a_windows_variant_below_a_linux_one(variant_index: Path) -> None:
+    pick, labels = diagnose.doctor(variant_index, diagnose.load_env(ENVS / "windows_rtx4090.json")).variant_picks[
+        "demo-ext"]
+    assert labels[:2] == ["cuda13.0", "cuda13.0.win"]
+    assert pick is not None and pick.wheel.file == "demo_ext-1.0.0-cp310-abi3-win_amd64-cuda13.0.win.whl"
 
 
 def test_provider_features_follow_the_providers_rules() -> None:

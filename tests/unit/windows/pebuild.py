@@ -4,8 +4,10 @@ Each module is assembled from a few lines of x86-64 assembly (``llvm-mc``), link
 (``lld-link``) against import libraries made from ``.def`` files
 (``llvm-dlltool``), so its import table (and delay-load table, ``/DELAYLOAD``)
 names exactly the DLLs and symbols a test wants. A fatbinary is imitated by a
-``.nv_fatb`` section. Nothing here is downloaded; the tools come from Debian's
-``llvm`` and ``lld`` packages (tests skip when they are missing).
+``.nv_fatb`` section, or is a real one: fatbin files nvcc wrote (``nvcc -fatbin``),
+put into ``.nv_fatb`` one after the other, 8-byte aligned, as MSVC links the
+sections of several nvcc objects. Nothing here is downloaded; the tools come
+from Debian's ``llvm`` and ``lld`` packages (tests skip when they are missing).
 """
 
 from __future__ import annotations
@@ -41,12 +43,13 @@ def missing_tools() -> list[str]:
 
 @dataclasses.dataclass(frozen=True)
 class Module:
-    """A PE file to build: what it imports (DLL -> symbols), delay-loads, exports, and whether it holds 'CUDA code'."""
+    """A PE file to build: what it imports (DLL -> symbols), delay-loads, exports, and whether it holds 'CUDA code'
+    (True: a stand-in fatbin header; fatbin files: those, in ``.nv_fatb``)."""
 
     imports: Mapping[str, Sequence[str]] = dataclasses.field(default_factory=dict)
     delay: Mapping[str, Sequence[str]] = dataclasses.field(default_factory=dict)
     exports: Sequence[str] = ("PyInit__C",)
-    fatbin: bool = False
+    fatbin: bool | tuple[Path, ...] = False
 
 
 def _run(cmd: list[str]) -> None:
@@ -64,8 +67,11 @@ def _assembly(module: Module) -> str:
     if module.delay:
         # lld-link's delay-load thunks call the helper MSVC's delayimp.lib provides; a stub is enough to link.
         lines += ["    .globl __delayLoadHelper2", "__delayLoadHelper2:", "    ret"]
-    if module.fatbin:
+    if module.fatbin is True:
         lines += ['    .section .nv_fatb,"dr"', "    .long 0xba55ed50", "    .long 0"]
+    elif module.fatbin:
+        lines += ['    .section .nv_fatb,"dr"']
+        lines += [line for path in module.fatbin for line in ("    .p2align 3", f'    .incbin "{path}"')]
     return "\n".join(lines) + "\n"
 
 
