@@ -88,8 +88,9 @@ def parse_cuobjdump(list_elf: str, list_ptx: str) -> tuple[tuple[str, ...], tupl
     return tuple(sass), tuple(ptx)
 
 
-def _sm_key(sm: str) -> int:
-    return int("".join(ch for ch in sm if ch.isdigit()))
+def _sm_key(sm: str) -> tuple[int, str]:
+    # The name breaks ties: sorted() of a set must give one order (sm_90 before sm_90a) whatever the set's.
+    return int("".join(ch for ch in sm if ch.isdigit())), sm
 
 
 def list_archs(cuobjdump: Path, libraries: Sequence[Path]) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -345,8 +345,8 @@ def release_items(built: Iterable[tuple[Path, Target]], release_torch: str,
 
 def _windows_label(variant: Variant, same_label: Sequence[tuple[str, Variant]]) -> Variant:
     """A label names one set of properties in a release (variantlib refuses two): where the Windows wheels of a
-    label hold other properties than its other wheels (fusedops' cu128: older-majors-sass thins the Linux x86_64
-    wheel only), theirs is ``<label>.win``. Any other disagreement stays refused (:func:`variants_document`)."""
+    label hold other properties than its other wheels (built with other architectures), theirs is
+    ``<label>.win``. Any other disagreement stays refused (:func:`variants_document`)."""
     def key(v: Variant) -> tuple[tuple[str, tuple[str, ...]], ...]:
         return tuple(sorted(v.properties.items()))
 

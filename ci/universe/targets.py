@@ -69,16 +69,17 @@ def target_cell(config: ProjectConfig, cell: shapes.Cell, torch: str, arch: str)
     architecture (``TorchRelease.archs_for``), the project's ``cuda-archs`` instead where it sets them, then its
     ``extra-cuda-archs``."""
     cell = archs.with_torch_archs(cell, matrix.get_torch(torch).archs_for(arch))
-    if _older_major(config, cell, arch):
+    if _older_major(config, cell):
         cell = archs.per_generation(cell)
     return archs.with_extra_archs(archs.with_arch_list(cell, config.cuda_archs), config.extra_cuda_archs)
 
 
-def _older_major(config: ProjectConfig, cell: shapes.Cell, arch: str) -> bool:
-    """Whether ``cell`` builds an older CUDA major's half of one PyPI wheel across majors (``pypi-cuda-majors``:
-    Linux x86_64 wheels are merged) whose SASS the project leaves at one per GPU generation
-    (``older-majors-sass``)."""
-    if not config.pypi_cuda_majors or config.older_majors_sass != "per-generation" or arch != "x86_64":
+def _older_major(config: ProjectConfig, cell: shapes.Cell) -> bool:
+    """Whether ``cell`` is an older CUDA major of a project with one PyPI wheel across majors (``pypi-cuda-majors``)
+    whose SASS the project leaves at one per GPU generation (``older-majors-sass``). Every platform's build of the
+    cell gets the same list (the Linux x86_64 one is the merged wheel's half): one cell, one set of variant
+    properties (docs/variants.md), and the same users (those of that major's torch)."""
+    if not config.pypi_cuda_majors or config.older_majors_sass != "per-generation":
         return False
     cells = [matrix.get_cell(key) for key in config.cuda] if config.cuda else list(matrix.CELLS)
     return cell.cuda_major < max(c.cuda_major for c in cells)

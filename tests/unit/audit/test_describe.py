@@ -156,13 +156,15 @@ def test_default_architectures_are_the_target_torchs() -> None:
     assert (cu130.sass_archs, cu130.ptx_arch) == (matrix.get_torch("2.11").sass, "")
     arm = by_id["fusedops-stable-cu130-cp310abi3-linux_aarch64"].cell
     assert arm.sass_archs == ("8.0", "9.0", "10.0", "11.0", "12.0")
-    # fusedops' PyPI wheel spans CUDA 12 and 13 (pypi-cuda-majors): its CUDA 12 half (Linux x86_64) carries one SASS
-    # per GPU generation of torch 2.10's list, which still has Volta; the Windows cu128 wheel is not merged.
+    # fusedops' PyPI wheel spans CUDA 12 and 13 (pypi-cuda-majors): its CUDA 12 builds (the Linux x86_64 one is the
+    # merged wheel's half; Windows gets the same list) carry one SASS per GPU generation of torch 2.10's list, which
+    # still has Volta, and PTX for Blackwell, new in CUDA 12.8.
     cu128 = by_id["fusedops-stable-cu128-cp310abi3-linux_x86_64"]
     assert (cu128.cell.sass_archs, cu128.cell.ptx_arch) == (("7.0", "8.0", "9.0"), "9.0")
     assert routes.archs_source(cu128) == ("torch 2.10's less 7.5 8.6: one SASS per GPU generation (older-majors-sass); "
                                           "less 10.0 12.0: GPUs new in CUDA 12.8, whose drivers JIT, PTX 9.0 for those")
-    assert by_id["fusedops-stable-cu128-cp310abi3-win_amd64"].cell.sass_archs == matrix.get_torch("2.10").sass
+    windows = by_id["fusedops-stable-cu128-cp310abi3-win_amd64"].cell
+    assert (windows.sass_archs, windows.ptx_arch) == (cu128.cell.sass_archs, cu128.cell.ptx_arch)
     # The stand-in's CUDA 12.4 cannot compile Blackwell: torch's list less 10.0 and 12.0, PTX 9.0 for those GPUs.
     stand_in = targets.stand_in(cu128)
     assert stand_in is not None

@@ -35,6 +35,10 @@ def test_cuobjdump_listing_is_parsed_in_arch_order() -> None:
     sass, ptx = gpu_code.parse_cuobjdump(LIST_ELF, LIST_PTX)
     assert sass == ("sm_75", "sm_90", "sm_100")
     assert ptx == ("sm_100",)
+    # An arch-specific cubin beside its plain one: one order, whatever order the set iterates in.
+    listings = ["ELF file 1: a.sm_90a.cubin\nELF file 2: a.sm_90.cubin\n",
+                "ELF file 1: a.sm_90.cubin\nELF file 2: a.sm_90a.cubin\n"]
+    assert {gpu_code.parse_cuobjdump(listing, "")[0] for listing in listings} == {("sm_90", "sm_90a")}
 
 
 def test_missing_sass_and_ptx_fail() -> None:
