@@ -10,7 +10,8 @@ from pathlib import Path
 from ci import wheelmeta
 from ci.audit.checks import Check
 from ci.universe import matrix, shapes
-from ci.universe.targets import Target, declared_floor
+from ci.universe.build_files import declared_floor
+from ci.universe.targets import Target
 
 
 def expected_prefix(target: Target | None, python: str) -> str:

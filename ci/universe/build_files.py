@@ -11,6 +11,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
 #: Build backends that build a CMakeLists.txt (the package of ``[build-system] build-backend``).
 CMAKE_BACKENDS = ("scikit_build_core", "py_build_cmake")
 
@@ -77,3 +80,21 @@ def limited_api_floor(root: Path, pyproject: Mapping[str, Any]) -> str | None:
         if value:
             return f"3.{value.group(1)}"
     return None
+
+
+def declared_floor(requires_python: SpecifierSet | None) -> str | None:
+    """The oldest CPython minor ``requires-python`` admits, read from its lower bound (``>=3.9`` and ``>3.9``
+    give ``3.9``: 3.9.1 is admitted); None when it has no lower bound."""
+    bounds: list[tuple[int, int]] = []
+    for spec in requires_python or ():
+        if spec.operator not in (">=", ">", "~=", "=="):
+            continue
+        try:
+            version = Version(spec.version.removesuffix(".*"))
+        except InvalidVersion:
+            continue
+        bounds.append((version.major, version.minor))
+    if not bounds:
+        return None
+    major, minor = max(bounds)
+    return f"{major}.{minor}"

@@ -33,11 +33,10 @@ import platform
 import sys
 from collections.abc import Iterable, Sequence
 
-from packaging.specifiers import SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from ci.errors import UsageError
-from ci.universe import archs, matrix, shapes
+from ci.universe import archs, build_files, matrix, shapes
 from ci.universe.project import ProjectConfig
 
 PLATFORMS = {"linux": "linux_x86_64", "windows": "win_amd64"}
@@ -75,10 +74,8 @@ def target_cell(config: ProjectConfig, cell: shapes.Cell, torch: str, arch: str)
 
 
 def _older_major(config: ProjectConfig, cell: shapes.Cell) -> bool:
-    """Whether ``cell`` is an older CUDA major of a project with one PyPI wheel across majors (``pypi-cuda-majors``)
-    whose SASS the project leaves at one per GPU generation (``older-majors-sass``). Every platform's build of the
-    cell gets the same list (the Linux x86_64 one is the merged wheel's half): one cell, one set of variant
-    properties (docs/variants.md), and the same users (those of that major's torch)."""
+    """Whether ``cell`` is an older CUDA major of a ``pypi-cuda-majors`` project with ``older-majors-sass`` at one SASS
+    per GPU generation: every platform's build alike (one cell, one set of variant properties)."""
     if not config.pypi_cuda_majors or config.older_majors_sass != "per-generation":
         return False
     cells = [matrix.get_cell(key) for key in config.cuda] if config.cuda else list(matrix.CELLS)
@@ -270,24 +267,6 @@ def _cells_for(config: ProjectConfig, cuda_major: int | None, arch: str = "x86_6
     return [target_cell(config, c, torch or c.torch, arch) for c in unique.values()]
 
 
-def declared_floor(requires_python: SpecifierSet | None) -> str | None:
-    """The oldest CPython minor ``requires-python`` admits, read from its lower bound (``>=3.9`` and ``>3.9``
-    give ``3.9``: 3.9.1 is admitted); None when it has no lower bound."""
-    bounds: list[tuple[int, int]] = []
-    for spec in requires_python or ():
-        if spec.operator not in (">=", ">", "~=", "=="):
-            continue
-        try:
-            version = Version(spec.version.removesuffix(".*"))
-        except InvalidVersion:
-            continue
-        bounds.append((version.major, version.minor))
-    if not bounds:
-        return None
-    major, minor = max(bounds)
-    return f"{major}.{minor}"
-
-
 def abi3_floor(config: ProjectConfig, python: str) -> str:
     """The floor of an abi3 target built with ``python``: the ``cpXY`` its build tags the wheel with
     (``py_limited_api`` of bdist_wheel, read before the build), else what requires-python declares, else
@@ -295,7 +274,7 @@ def abi3_floor(config: ProjectConfig, python: str) -> str:
 
     ``python`` satisfies requires-python, so the declared floor is never above it; ``min`` keeps that so.
     """
-    declared = config.limited_api_floor or declared_floor(config.requires_python)
+    declared = config.limited_api_floor or build_files.declared_floor(config.requires_python)
     return python if declared is None else min(declared, python, key=shapes.version_key)
 
 

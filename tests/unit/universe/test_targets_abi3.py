@@ -14,7 +14,7 @@ import pytest
 from packaging.specifiers import SpecifierSet
 
 from ci.audit import checks, naming, wheel_audit
-from ci.universe import project, targets
+from ci.universe import build_files, project, targets
 from ci.universe.selection import Selection, select
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -48,8 +48,8 @@ def wheel_tag(target: targets.Target, interpreter_abi: str) -> checks.Check:
     (">=3.8,>=3.10", "3.10"), ("<4", None), ("!=3.10.*", None),
 ])
 def test_declared_floor_is_the_lower_bound_minor(spec: str, floor: str | None) -> None:
-    assert targets.declared_floor(SpecifierSet(spec)) == floor
-    assert targets.declared_floor(None) is None
+    assert build_files.declared_floor(SpecifierSet(spec)) == floor
+    assert build_files.declared_floor(None) is None
 
 
 def test_floor_comes_from_requires_python_not_the_build_python(tmp_path: Path) -> None:
