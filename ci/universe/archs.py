@@ -180,19 +180,17 @@ def per_generation(cell: CellT) -> CellT:
     12 fatbins stay LZ4 (ci/linux/host.py, FATBIN_COMPRESSION: Zstandard needs a CUDA 12.4 driver, r550, and torch
     2.10's CUDA 12.8 runs on r525 and r535, the drivers of many of the users this half is for: they cannot run a
     CUDA 13 torch)."""
-    fresh = set(new_in(cell.cuda))
+    variants = [a for a in cell.sass_archs if a[-1].isalpha()]
+    plain = [a for a in cell.sass_archs if a not in variants]
+    older = [a for a in plain if a not in new_in(cell.cuda)] or plain  # only new GPUs: nothing to JIT them from
     kept: dict[int, str] = {}
-    variants = []
-    for arch in cell.sass_archs:
-        if arch[-1].isalpha():
-            variants.append(arch)
-        elif arch not in fresh or len(fresh.intersection(cell.sass_archs)) == len(cell.sass_archs):
-            major = _arch_key(arch)[0]
-            if major not in kept or _arch_key(arch) < _arch_key(kept[major]):
-                kept[major] = arch
+    for arch in older:
+        major = _arch_key(arch)[0]
+        if major not in kept or _arch_key(arch) < _arch_key(kept[major]):
+            kept[major] = arch
     sass = tuple(sorted([*kept.values(), *variants], key=_arch_key))
-    jit = any(a in fresh for a in cell.sass_archs if a not in sass)
-    ptx = cell.ptx_arch or (max(kept.values(), key=_arch_key) if jit and kept else "")
+    jit = len(older) < len(plain)
+    ptx = cell.ptx_arch or (max(older, key=_arch_key) if jit else "")
     return dataclasses.replace(cell, sass_archs=sass, ptx_arch=ptx)  # type: ignore[type-var]
 
 
