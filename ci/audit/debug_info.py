@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ci.audit.checks import Check
+from ci.audit.gpu_code import major_of
 
 if TYPE_CHECKING:
     from ci.universe.targets import Target
@@ -162,8 +163,6 @@ def check_fatbin(files: Sequence[Path], root: Path, cuda_major: int | None = Non
     """``fatbin``: whether each library's fatbinary is compressed (a report; a warning when some is not, or when a
     CUDA 12 library's is Zstandard). ``cuda_major``: the build's (a ``_cuda<MAJOR>/`` library of a wheel across
     majors is that major's)."""
-    from ci.audit.gpu_code import major_of
-
     reports = []
     uncompressed = False
     zstd_12 = []
