@@ -36,7 +36,7 @@ from collections.abc import Iterable, Sequence
 from packaging.version import Version
 
 from ci.errors import UsageError
-from ci.universe import archs, build_files, matrix, shapes
+from ci.universe import arch_gates, archs, build_files, matrix, shapes
 from ci.universe.project import ProjectConfig
 
 PLATFORMS = {"linux": "linux_x86_64", "windows": "win_amd64"}
@@ -69,7 +69,7 @@ def target_cell(config: ProjectConfig, cell: shapes.Cell, torch: str, arch: str)
     ``extra-cuda-archs``."""
     cell = archs.with_torch_archs(cell, matrix.get_torch(torch).archs_for(arch))
     if _older_major(config, cell):
-        cell = archs.per_generation(cell)
+        cell = archs.per_generation(cell, arch_gates.project_gates(config.root))
     return archs.with_extra_archs(archs.with_arch_list(cell, config.cuda_archs), config.extra_cuda_archs)
 
 
