@@ -165,7 +165,8 @@ def test_the_generated_module_loads_the_build_of_torchs_cuda_major(tmp_path: Pat
     assert rocm.stderr.strip().splitlines()[-1] == ("ImportError: pkg._C_cuda holds CUDA code (built for CUDA 12, 13) "
                                                     "and torch 2.x is a ROCm build (HIP 6.4.43484), not a CUDA one")
     xpu = _import(tmp_path, wheel, None, xpu="20250101")
-    assert xpu.stderr.strip().splitlines()[-1].endswith("torch 2.x is an Intel XPU build (SYCL 20250101), not a CUDA one")
+    assert xpu.stderr.strip().splitlines()[-1].endswith(
+        "torch 2.x is an Intel XPU build (SYCL 20250101), not a CUDA one")
     mps = _import(tmp_path, wheel, None, mps=True)
     assert mps.stderr.strip().splitlines()[-1].endswith("torch 2.x is an Apple MPS build, not a CUDA one")
     other = _import(tmp_path, wheel, "11.8")

@@ -30,7 +30,8 @@ def runtime(tmp: Path, name: str, exported: tuple[str, ...], major: int = 12) ->
     folder = tmp / name
     folder.mkdir()
     (folder / "r.c").write_text("".join(f"int {s}(void) {{ return 0; }}\n" for s in exported))
-    (folder / "v.map").write_text(f"libcudart.so.{major} {{ global: {' '.join(s + ';' for s in exported)} local: *; }};\n")
+    listed = " ".join(f"{s};" for s in exported)
+    (folder / "v.map").write_text(f"libcudart.so.{major} {{ global: {listed} local: *; }};\n")
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(folder / f"libcudart.so.{major}"), str(folder / "r.c"),
                     f"-Wl,--version-script={folder / 'v.map'}", f"-Wl,-soname,libcudart.so.{major}"], check=True)
     return folder
@@ -84,8 +85,8 @@ def test_a_half_that_needs_a_newer_minor_is_refused(tmp_path: Path) -> None:
     oldest = cuda_majors.oldest_runtimes(SpecifierSet(">=2.10"))
     checks = cuda_majors.check_runtimes(tmp_path, libs, oldest, {12: old / "libcudart.so.12"})
     assert [c.ok for c in checks] == [True, False]
-    assert checks[0].detail == ("its 1 CUDA runtime symbols resolve in CUDA 12.6's libcudart.so.12 (the oldest the torch "
-                                "range admits: torch 2.10.0+cu126, torch 2.11.0+cu126 and 3 more)")
+    assert checks[0].detail == ("its 1 CUDA runtime symbols resolve in CUDA 12.6's libcudart.so.12 (the oldest the "
+                                "torch range admits: torch 2.10.0+cu126, torch 2.11.0+cu126 and 3 more)")
     assert checks[1].name == "cuda-runtime-minor:_cuda12/lib-cudaMemcpyBatchAsync-cudaLaunchKernel.so"
     assert checks[1].detail.startswith("needs cudaMemcpyBatchAsync@libcudart.so.12, which CUDA 12.6's libcudart.so.12 "
                                        "lacks (the runtime of torch 2.10.0+cu126, torch 2.11.0+cu126 and 3 more): the "
