@@ -203,6 +203,18 @@ def per_generation(cell: CellT, gates: Sequence[Gate] = ()) -> CellT:
     return dataclasses.replace(cell, sass_archs=sass, ptx_arch=ptx)  # type: ignore[type-var]
 
 
+def with_gated_archs(cell: CellT, gates: Sequence[Gate] = ()) -> CellT:
+    """``cell`` with SASS added for every architecture whose code takes another side of one of the project's
+    ``gates`` than the build its GPUs would run otherwise (:func:`gated_archs`): torch's own lists carry no 8.9, so
+    without it an Ada GPU (L4, L40S, RTX 4090) would run the sm_86 build and miss a ``__CUDA_ARCH__ >= 890`` path.
+    A project without gates (fusedops) keeps torch's list as it is."""
+    added = gated_archs(cell.cuda, cell.sass_archs, cell.sass_archs, cell.ptx_arch, gates)
+    if not added:
+        return cell
+    sass = tuple(sorted({*cell.sass_archs, *added}, key=_arch_key))
+    return dataclasses.replace(cell, sass_archs=sass)  # type: ignore[type-var]
+
+
 def runner(gpu: str, sass: Iterable[str], ptx: str = "") -> str | None:
     """The build a GPU of capability ``gpu`` runs of plain ``sass`` and ``ptx``: the SASS of its generation with
     the highest minor not above its own, else the PTX (JIT-compiled) when not above it; None: neither runs there."""

@@ -110,8 +110,9 @@ def test_the_fixtures_cuda_12_half_keeps_8_9_and_matrix_says_why() -> None:
     said = routes.archs_source(half)
     assert "one SASS per GPU generation (older-majors-sass): 7.5 runs the 7.0 build, 8.6 the 8.0 one" in said
     assert "kept 8.9 for the sources' __CUDA_ARCH__ >= 800 (arch_gated/csrc/gated.cu:" in said
-    # The newest major keeps torch's own list, as for any project.
-    assert by_id["arch_gated-stable-cu130-cp310abi3-linux_x86_64"].cell.sass_archs == matrix.get_torch("2.11").sass
+    # The newest major keeps torch's own list, and the gated 8.9 beside it: an Ada GPU would run sm_86's side else.
+    newest = by_id["arch_gated-stable-cu130-cp310abi3-linux_x86_64"].cell.sass_archs
+    assert newest == tuple(sorted({*matrix.get_torch("2.11").sass, "8.9"}, key=lambda a: tuple(map(int, a.split(".")))))
 
 
 def test_fusedops_sources_have_no_gate_so_its_half_is_unchanged() -> None:
@@ -120,3 +121,5 @@ def test_fusedops_sources_have_no_gate_so_its_half_is_unchanged() -> None:
     half = next(t for t in targets.platform_targets(fusedops, "linux") if t.id.startswith("fusedops-stable-cu128-")
                 and t.arch == "x86_64")
     assert (half.cell.sass_archs, half.cell.ptx_arch) == (("7.0", "8.0", "9.0"), "9.0")
+    newest = targets.default_target(fusedops)
+    assert newest.cell.sass_archs == matrix.get_torch(newest.torch).sass  # no gate: torch's own list
