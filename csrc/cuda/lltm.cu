@@ -676,6 +676,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> lltm_step_backward_cuda(std::optional
 // Counters of the graph cache (tests, benchmarks): which = 0/1 forward/backward graphs captured, 2/3 replays.
 int64_t lltm_graph_stats(int64_t device, int64_t which) {
   FUSEDOPS_CHECK(which >= 0 && which < 4, "_lltm_graph_stats: which must be 0..3, got ", which);
+  cuda::DeviceGuardIfNeeded guard(static_cast<int32_t>(device));  // a first call creates the device's streams
   DeviceState& st = device_state(static_cast<int32_t>(device));
   std::lock_guard<std::mutex> lock(st.mutex);
   const Graphs& g = st.graphs[which % 2];
