@@ -181,11 +181,28 @@ def _release_wheel(session: nox.Session, python: str) -> Path:
     return wheels[-1]
 
 
+def _torch_from_the_farm(session: nox.Session, version: str, flavor: str = "cuda") -> None:
+    """The session's venv sees torch through a .pth file: the farm's own environment of that torch (one per torch
+    release, flavour and Python: ci/toolchain/envs.py, made or reused), not a second install of several GB."""
+    where = session.run("python", "-c", "import sys, sysconfig; print('%d.%d' % sys.version_info[:2]); "
+                        "print(sysconfig.get_paths()['purelib'])", silent=True)
+    python, site = str(where).split()[-2:]
+    with tempfile.TemporaryDirectory(prefix="farm-torch-") as tmp:
+        out = Path(tmp) / "sites"
+        code = ("import pathlib, sys; from ci.toolchain import envs; env = envs.torch_env(sys.argv[1], "
+                "envs.TorchBuild(sys.argv[2], sys.argv[3])); "
+                "pathlib.Path(sys.argv[4]).write_text(''.join(f'{p}\\n' for p in env.visible_sites()))")
+        session.run(farm_python(), "-c", code, python, version, flavor, str(out), external=True,
+                    env={"PYTHONPATH": str(ROOT)})
+        Path(site, "_farm_torch.pth").write_text(out.read_text())
+
+
 def _test_venv(session: nox.Session) -> Path:
-    """The test session's tools, torch and the release wheel (built first if the wheelhouse has none)."""
-    session.install(RELEASE.torch_requirement, env={"PIP_CONSTRAINT": os.devnull})
-    session.install("--require-hashes", "--no-deps", "-r", str(REQUIREMENTS / "test.txt"))
+    """The test session's tools, torch (the farm's environment of the release's torch, which the release build
+    made) and the release wheel (built first if the wheelhouse has none)."""
     wheel = _release_wheel(session, farm_python())
+    _torch_from_the_farm(session, RELEASE.torch)
+    session.install("--require-hashes", "--no-deps", "-r", str(REQUIREMENTS / "test.txt"))
     session.install("--no-deps", "--force-reinstall", str(wheel))
     return wheel
 
@@ -228,9 +245,8 @@ def compat(session: nox.Session, torch: str) -> None:
     if not wheels:
         _fail(errors.UsageError("no built wheel of the release target", ROOT / "wheelhouse",
                                 "run nox -s build first"))
-    requirement = f"torch=={torch}" if "+" in torch else f"torch=={torch},!={torch}+cpu"
-    # Machines that cap torch through a pip constraints file get it lifted for this venv only.
-    session.install(requirement, env={"PIP_CONSTRAINT": os.devnull})
+    version, _, local = torch.partition("+")
+    _torch_from_the_farm(session, version, "cpu" if local == "cpu" else "cuda")
     session.install("--require-hashes", "--no-deps", "-r", str(REQUIREMENTS / "test.txt"))
     session.install("--no-deps", "--force-reinstall", str(wheels[-1]))
     session.run("pytest", "package/tests/ops", "-m", "not cuda", *session.posargs)
