@@ -212,7 +212,6 @@ def run(
     tee: Path | None = None,
     hide: Callable[[str], bool] | None = None,
     stop_when: Callable[[str], FarmError | None] | None = None,
-    poll: Callable[[], FarmError | None] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Log and run ``cmd``; raise :class:`CommandFailed` on a non-zero exit when ``check``.
 
@@ -220,13 +219,13 @@ def run(
     (lines ``hide`` answers true for are not echoed): a file never fills up as a pipe does, so a compiler tree's
     own clean-up on an interrupt never stalls on us; the caller reads the file afterwards (``capture`` is ignored).
     ``stop_when`` (with ``tee``) sees each line as it comes: the first error it returns stops the child's whole
-    tree at once and is raised (a build going the wrong way is not left to run for half an hour); ``poll`` (with
-    ``tee``) is asked the same about the child's files ten times a second. ``unset``: variables the child does
-    not inherit.
+    tree at once and is raised (a build going the wrong way is not left to run for half an hour), and what the
+    child prints after it is kept in ``tee`` but not echoed. ``unset``:
+    variables the child does not inherit.
     """
     args = [str(c) for c in cmd]
     if tee is not None:
-        return _run_teed(args, tee, hide, stop_when, poll, env=env, unset=unset, cwd=cwd, check=check, what=what,
+        return _run_teed(args, tee, hide, stop_when, env=env, unset=unset, cwd=cwd, check=check, what=what,
                          hint=hint, log=log)
     pipe = subprocess.PIPE if capture else None
     child = spawn(args, env=env, cwd=cwd, stdout=pipe, stderr=pipe,
@@ -245,7 +244,7 @@ def run(
 
 
 def _run_teed(args: list[str], tee: Path, hide: Callable[[str], bool] | None,
-              stop_when: Callable[[str], FarmError | None] | None, poll: Callable[[], FarmError | None] | None,
+              stop_when: Callable[[str], FarmError | None] | None,
               *, env: Mapping[str, str] | None, unset: Collection[str] = (),
               cwd: Path | None, check: bool, what: str, hint: str, log: bool) -> subprocess.CompletedProcess[str]:
     tee.parent.mkdir(parents=True, exist_ok=True)
@@ -265,15 +264,14 @@ def _run_teed(args: list[str], tee: Path, hide: Callable[[str], bool] | None,
                 pending += reader.read()
                 *lines, pending = pending.split("\n")
                 for line in lines:
-                    if hide is None or not hide(line):
+                    # Once stopped, what the dying build prints (its tool's traceback) is not echoed: the log has it.
+                    if not stopped and (hide is None or not hide(line)):
                         sys.stdout.write(line + "\n")
                     if stop_when is not None and not stopped:
                         stop(stop_when(line))
-                if poll is not None and not stopped and not finished:
-                    stop(poll())
                 sys.stdout.flush()
                 if finished:
-                    if pending and (hide is None or not hide(pending)):
+                    if pending and not stopped and (hide is None or not hide(pending)):
                         sys.stdout.write(pending + "\n")
                     return
                 done.wait(0.1)

@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ci import fsutil, proc
+from ci import fsutil, proc, settings
 from ci.audit.checks import AuditResult, Check
 from ci.builds import arch_flags, failure, preflight, project_source, report
 from ci.builds import tail as publish
@@ -58,7 +58,7 @@ def smoke_check(target: Target, wheel: Path, torch_site: Path, python: str) -> C
         cmd = project_commands.expand(target.project.commands.smoke, python=venv.python,
                 project_root=target.project.root,
                               out=tmp, wheel=wheel)
-        path = ";".join([str(venv.bin_dir), os.environ.get("PATH", "")])
+        path = ";".join([str(venv.bin_dir), settings.current().environ.get("PATH", "")])
         # In the empty temporary folder: the project's source cannot shadow the wheel.
         result = proc.run(cmd, env={"PATH": path, "PYTHONPATH": ""}, cwd=Path(tmp), capture=True, check=False)
         if result.returncode == 0:
@@ -97,27 +97,25 @@ def build_target(target: Target, outputs: publish.Outputs, found: Discovery,
             source = stage / "source"
             project_source.sync_source(target.project.root, source, (outputs.build_root, outputs.wheelhouse))
             variables = cibw.build_variables(target, tk.cuda_home, tk.nvcc_version, options.max_jobs,
-                                             os.cpu_count() or 1, os.environ.get("PYTHONPATH"))
-            env = environment.compose(os.environ, vc, tk.cuda_home)
+                                             os.cpu_count() or 1, settings.current().environ)
+            env = environment.compose(settings.current().environ, vc, tk.cuda_home)
             env.update(cibw.cibuildwheel_env(target, python, site, variables))
             with log.stage("cibuildwheel"):
                 output = stage / "build-output.log"
-                arch_list = arch_flags.early_stop_arch_list(target)
                 try:
                     proc.run(cibw.cibuildwheel_command(source, stage / "out"), env=env, cwd=source,
                              what=f"the Windows build of {target.id} failed",
                              hint="the compiler's output is above; nothing was written to the wheelhouse",
                              tee=output, hide=failure.hidden,
-                             stop_when=arch_flags.stop_on_own_arch_flags(arch_list) if arch_list else None,
-                             poll=arch_flags.watch_build_ninja(source, arch_list) if arch_list else None)
+                             stop_when=arch_flags.watch_output(target, [str(source)]))
                 except CommandFailed as exc:
                     raise failure.explain_build(exc, output.read_text(errors="replace"),
                                                 build=f"the Windows build of {target.id}", source=source,
                                                 linkable=sorted(target.cell.toolkit.linkable)) from None
             built = publish.one_wheel(stage / "out", "cibuildwheel")
 
-            def run_audit(wheel: Path) -> AuditResult:
-                result = audit.audit_wheel(wheel, target, torch=torch_dlls, cuobjdump=cuobjdump)
+            def run_audit(wheel: Path, audited: Target) -> AuditResult:
+                result = audit.audit_wheel(wheel, audited, torch=torch_dlls, cuobjdump=cuobjdump)
                 if options.smoke and result.ok:
                     result = dataclasses.replace(result, checks=(*result.checks,
                                                                  smoke_check(target, wheel, site, python)))
@@ -125,4 +123,4 @@ def build_target(target: Target, outputs: publish.Outputs, found: Discovery,
 
             return publish.publish(target, built, stage, outputs, repair=repair.delvewheel_repair(options.dll_paths),
                                    audit=run_audit, mode="windows", nvcc=tk.nvcc_version, started=started,
-                                   cuobjdump=cuobjdump, arch_advice=arch_flags.advice_from_log(output, target))
+                                   cuobjdump=cuobjdump, build_output=output)

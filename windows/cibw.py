@@ -5,8 +5,9 @@ process environment, so the farm starts it with the captured vcvars64
 environment and the toolkit on PATH already applied (``windows/environment.py``),
 and adds the build's own variables (``CUDA_HOME``, ``DISTUTILS_USE_SDK=1``,
 an explicit ``TORCH_CUDA_ARCH_LIST`` so nothing probes for a GPU, ``MAX_JOBS``,
-the project's ``build-env`` and ``PYTHONPATH`` with ``ci/buildsite`` first, so the
-build sees torch.cuda.is_available() True: ``ci/builds/cuda_available.py``) through
+the farm's nvcc flags, the project's ``build-env``, ``PYTHONPATH`` with ``ci/buildsite`` first, so the
+build sees torch.cuda.is_available() True: ``ci/builds/cuda_available.py``, and the nvcc wrapper
+``ci/nvcc/wrapper.py``, composed as on every route by ``ci/builds/environment.py``) through
 ``CIBW_ENVIRONMENT``, where its log shows them. ``CIBW_ENVIRONMENT`` is parsed as bash: values are single-quoted
 (double quotes would eat the backslashes of Windows paths).
 
@@ -23,7 +24,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path, PurePath, PureWindowsPath
 
-from ci.builds import cuda_available, project_source
+from ci.builds import arch_flags, cuda_available, environment, project_source
 from ci.errors import UsageError
 from ci.universe import matrix, project, shapes
 from ci.universe.targets import Target
@@ -77,22 +78,28 @@ def bash_single_quote(value: str) -> str:
 
 
 def build_variables(target: Target, cuda_home: PurePath, nvcc_version: str, max_jobs: int | None,
-                    cpu_count: int, inherited_pythonpath: str | None = None) -> dict[str, str]:
-    """The build's own variables; in a CUDA build ``ci/buildsite`` first on PYTHONPATH (then the project's
-    build-env one, else ``inherited_pythonpath``, the farm process's) so that the build sees
-    torch.cuda.is_available() True (ci/builds/cuda_available.py); cibuildwheel's repair and test steps are off,
-    and the farm's own (delvewheel, the audit, the smoke test) run outside this environment."""
+                    cpu_count: int, caller: Mapping[str, str]) -> dict[str, str]:
+    """The build's own variables over ``caller``'s environment (ci/builds/environment.py: the farm's, then the
+    project's build-env, the flag variables joined): the farm's deterministic and compression nvcc flags; in a CUDA
+    build ``ci/buildsite`` first on PYTHONPATH so that the build sees torch.cuda.is_available() True
+    (ci/builds/cuda_available.py); the nvcc wrapper in front of nvcc (ci/builds/arch_flags.py). cibuildwheel's
+    repair and test steps are off, and the farm's own (delvewheel, the audit, the smoke test) run outside this
+    environment."""
     values = project_source.build_values(target, nvcc_version)
-    variables = {
+    farm = {
         "CUDA_HOME": str(cuda_home),
         "CUDA_PATH": str(cuda_home),
         "DISTUTILS_USE_SDK": "1",
         "TORCH_CUDA_ARCH_LIST": target.cell.arch_list,
         "MAX_JOBS": str(max_jobs or cpu_count or 1),
-        **{k: project.expand(v, values) for k, v in target.project.build_env.items()},
+        **environment.farm_flags(target, nvcc_version),
+        **cuda_available.pythonpath(target, str(cuda_available.SITE), {}),
     }
-    return variables | cuda_available.pythonpath(target, str(cuda_available.SITE), variables, inherited_pythonpath,
-                                                 ";")
+    own = {k: project.expand(v, values) for k, v in target.project.build_env.items()}
+    requested = environment.compose(caller, farm, own, pathsep=";")
+    nvcc = requested.get("PYTORCH_NVCC") or caller.get("PYTORCH_NVCC") or str(PureWindowsPath(cuda_home, "bin",
+                                                                                              "nvcc.exe"))
+    return requested | arch_flags.wrapper_env(target, "python", str(arch_flags.WRAPPER), nvcc, windows=True)
 
 
 def environment_option(variables: Mapping[str, str]) -> str:

@@ -6,7 +6,14 @@ requirement admits on PyPI.
   torch's CUDA ``<MAJOR>`` wheels ship, none only another major's (``libcublas.so.12`` in ``_cuda13/`` fails);
 * ``cuda-majors``: the majors found, each CUDA module's loader (``<module>.py`` at the library's original place),
   the PyPI torch releases the ``Requires-Dist`` torch range admits all of a major the wheel holds, and (with
-  cuobjdump) each major's SASS/PTX as ``cuda-ext-farm.json``'s ``majors`` entry says.
+  cuobjdump) each major's SASS/PTX as ``cuda-ext-farm.json``'s ``majors`` entry says;
+* ``cuda-runtime-minor:<lib>`` (``check_runtimes``, run by ``release pypi-wheel``, ``release assemble`` and the dry
+  run): every CUDA runtime symbol the library imports (``cudaGetDriverEntryPointByVersion@libcudart.so.12``) is
+  exported by the ``libcudart.so.<MAJOR>`` of the OLDEST CUDA minor of that major among the torch builds the torch
+  range admits, on PyPI and on PyTorch's own index (``matrix.PYTORCH_INDEX_CUDA``: torch 2.10+cu126 beside PyPI's
+  cu128). Every minor's symbols share one version node (``libcudart.so.12``), so no version requirement in the
+  library says which minor it needs: the check reads the old runtime's exports by name (a symbol it lacks fails the
+  import there: Python loads extensions with ``RTLD_NOW``).
 
 ELF read with pyelftools (ci/audit/symbols.py), like the other checks.
 """
@@ -14,10 +21,11 @@ ELF read with pyelftools (ci/audit/symbols.py), like the other checks.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from ci.audit.checks import Check, LibraryInfo
 from ci.audit.gpu_code import arch_to_sm, list_archs, major_of
@@ -103,4 +111,114 @@ def check_wheel(root: Path, libs: Sequence[LibraryInfo], spec: SpecifierSet | No
     checks.append(Check("cuda-majors", not problems,
                         f"{len(modules)} module(s) for CUDA {', '.join(map(str, sorted(by_major)))}: {shown}"
                         + (f"; {'; '.join(problems)}" if problems else "")))
+    return checks
+
+
+def torch_builds(spec: SpecifierSet | None) -> dict[str, list[str]]:
+    """The CUDA version of every torch build the torch range ``spec`` admits, on PyPI and on PyTorch's own index
+    (CUDA version -> the builds: ``torch 2.10.0+cu126``, ``torch 2.10.0 (PyPI)``)."""
+    builds: dict[str, list[str]] = {}
+    for release in matrix.TORCH_RELEASES:
+        if spec is not None and not spec.contains(release.version, prereleases=True):
+            continue
+        builds.setdefault(release.cuda, []).append(f"torch {release.version} (PyPI)")
+        for cuda in matrix.PYTORCH_INDEX_CUDA.get(release.minor, ()):
+            if cuda != release.cuda:
+                builds.setdefault(cuda, []).append(f"torch {release.version}+cu{cuda.replace('.', '')}")
+    return builds
+
+
+def oldest_runtimes(spec: SpecifierSet | None) -> dict[int, tuple[str, list[str]]]:
+    """Each CUDA major's oldest minor among the builds ``spec`` admits, and those builds (major -> (``12.6``,
+    [``torch 2.10.0+cu126``, ...]))."""
+    oldest: dict[int, tuple[str, list[str]]] = {}
+    for cuda, builds in sorted(torch_builds(spec).items(), key=lambda item: Version(item[0])):
+        oldest.setdefault(int(cuda.split(".")[0]), (cuda, builds))
+    return oldest
+
+
+def runtime_imports(path: Path) -> list[tuple[str, str | None]]:
+    """The non-weak symbols ``path`` imports from the CUDA runtime: (name, version node) of each undefined dynamic
+    symbol whose GNU version requirement names a ``libcudart.so.*`` file; a library linked against an unversioned
+    runtime names none, so then every undefined ``cuda*``/``__cuda*`` symbol, unversioned."""
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.gnuversions import GNUVerNeedSection, GNUVerSymSection
+    from elftools.elf.sections import SymbolTableSection
+
+    with path.open("rb") as fh:
+        elf = ELFFile(fh)
+        needs: dict[int, tuple[str | None, str | None]] = {}  # version index -> (version name, file)
+        versym = None
+        for section in elf.iter_sections():
+            if isinstance(section, GNUVerNeedSection):
+                for need, auxiliaries in section.iter_versions():
+                    for aux in auxiliaries:
+                        needs[aux.entry.vna_other] = (aux.name, need.name)
+            elif isinstance(section, GNUVerSymSection):
+                versym = section
+        dynsym = elf.get_section_by_name(".dynsym")
+        symbols = dynsym.iter_symbols() if isinstance(dynsym, SymbolTableSection) else iter(())
+        found: list[tuple[str, str | None]] = []
+        cudart_versions = any((file or "").startswith("libcudart.so.") for _, file in needs.values())
+        for index, sym in enumerate(symbols):
+            if sym.entry.st_shndx != "SHN_UNDEF" or not sym.name or sym.entry.st_info.bind == "STB_WEAK":
+                continue
+            ndx = versym.get_symbol(index).entry.ndx if versym is not None else None
+            version, file = needs.get(ndx, (None, None)) if isinstance(ndx, int) else (None, None)
+            if file is not None and file.startswith("libcudart.so."):
+                found.append((sym.name, version))
+            elif not cudart_versions and file is None and sym.name.startswith(("cuda", "__cuda")):
+                found.append((sym.name, None))
+    return sorted(found)
+
+
+def runtime_exports(path: Path) -> set[tuple[str, str | None]]:
+    """(name, version node) of every symbol the runtime library ``path`` defines, and (name, None) too: an
+    unversioned import binds to any version."""
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.gnuversions import GNUVerDefSection, GNUVerSymSection
+    from elftools.elf.sections import SymbolTableSection
+
+    with path.open("rb") as fh:
+        elf = ELFFile(fh)
+        names: dict[int, str] = {}
+        versym = None
+        for section in elf.iter_sections():
+            if isinstance(section, GNUVerDefSection):
+                for definition, auxiliaries in section.iter_versions():
+                    names[definition.entry.vd_ndx] = next(iter(auxiliaries)).name
+            elif isinstance(section, GNUVerSymSection):
+                versym = section
+        dynsym = elf.get_section_by_name(".dynsym")
+        found: set[tuple[str, str | None]] = set()
+        for index, sym in enumerate(dynsym.iter_symbols() if isinstance(dynsym, SymbolTableSection) else ()):
+            if sym.entry.st_shndx == "SHN_UNDEF" or not sym.name:
+                continue
+            ndx = versym.get_symbol(index).entry.ndx if versym is not None else None
+            found |= {(sym.name, None), (sym.name, names.get(ndx) if isinstance(ndx, int) else None)}
+    return found
+
+
+def check_runtimes(root: Path, libs: Sequence[LibraryInfo], oldest: Mapping[int, tuple[str, list[str]]],
+                   runtimes: Mapping[int, Path]) -> list[Check]:
+    """``cuda-runtime-minor:<lib>`` for each ``_cuda<MAJOR>/`` library: its runtime imports resolve against
+    ``runtimes[MAJOR]``, the ``libcudart.so.<MAJOR>`` of ``oldest[MAJOR]`` (``oldest_runtimes``)."""
+    checks = []
+    for lib in libs:
+        major = major_of(lib.path)
+        if major is None or major not in oldest:
+            continue
+        cuda, builds = oldest[major]
+        imports = runtime_imports(root / lib.path)
+        exports = runtime_exports(runtimes[major])
+        missing = [f"{name}@{version}" if version else name for name, version in imports
+                   if (name, version) not in exports]
+        who = ", ".join(builds[:2]) + (f" and {len(builds) - 2} more" if len(builds) > 2 else "")
+        checks.append(Check(
+            f"cuda-runtime-minor:{lib.path}", not missing,
+            f"its {len(imports)} CUDA runtime symbols resolve in CUDA {cuda}'s libcudart.so.{major} (the oldest "
+            f"the torch range admits: {who})" if not missing else
+            f"needs {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}, which CUDA {cuda}'s "
+            f"libcudart.so.{major} lacks (the runtime of {who}): the import fails there; build the CUDA {major} half "
+            f"without that API, or with CUDA {cuda}'s toolkit"))
     return checks

@@ -1,179 +1,93 @@
-"""Architecture flags the project passes nvcc itself (``-gencode``/``-arch`` in ``extra_compile_args``): torch then
-adds none of its own, so the farm's ``TORCH_CUDA_ARCH_LIST`` (``--arch-list``, ``cuda-archs``) is ignored.
+"""Architecture flags of the project's own (``-gencode``/``-arch`` in ``extra_compile_args``): torch then adds
+none, so the farm's ``TORCH_CUDA_ARCH_LIST`` (``--arch-list``, ``cuda-archs``) would be ignored. The project key
+``project-arch-flags`` (:data:`KEY`) decides: ``refuse`` (the default), ``replace`` or ``keep``.
 
-They are found before the long compile, in every route:
-
-* host and Windows builds poll ``build/temp*/build.ninja`` in the source copy (:func:`watch_build_ninja`: torch
-  writes it, then starts ninja, which prints a command only when it finished) and read printed nvcc lines
-  (:func:`stop_on_own_arch_flags`: setuptools without ninja prints each before running it);
-* container builds put ``ci/nvcc/nvcc-arch-guard`` in front of nvcc (:func:`arch_guard_env`, through
-  ``PYTORCH_NVCC``, which torch writes verbatim into build.ninja): the first compile with flags of the project's
-  own fails at once with one line (:data:`ARCH_GUARD`), before nvcc ran; ninja prints a failed edge's output at
-  once, the line watcher stops the build, and :func:`guard_refusal` gives the same error from the kept output.
-
-A project that sets ``TORCH_CUDA_ARCH_LIST`` in its build-env is not stopped (:func:`early_stop_arch_list`);
-when its wheel then fails the audit's ``sass``/``ptx`` checks, :func:`arch_flags_advice` names the flags nvcc
-was given, read from the build's output.
+* Every CUDA build puts ``ci/nvcc/wrapper.py`` in front of nvcc (:func:`wrapper_env`, through ``PYTORCH_NVCC``,
+  which torch writes verbatim into build.ninja): it refuses, replaces or keeps the flags at each compile, before
+  nvcc runs, and refuses a compile with no architecture flag at all (torch drops its list when any nvcc flag
+  merely contains ``arch``).
+* The build's output is watched (:func:`watch_output`): the wrapper's refusal (ninja prints a failed edge's output
+  at once) stops the build and becomes the farm's error; so does a printed nvcc line with flags of the project's
+  own when setuptools runs nvcc without ninja (torch's ``PYTORCH_NVCC`` is ninja's alone).
+* The audit checks the wheel against the list the build was meant to have (:func:`audited_target`): the farm's,
+  with the architecture-specific targets the project asked for in ``replace``, or the project's own in ``keep``
+  (read from the compile lines ninja printed); a failed ``sass``/``ptx`` check names the flags nvcc was given
+  (:func:`arch_flags_advice`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+import shlex
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ci.errors import FarmError, UsageError
+from ci.nvcc import wrapper
+from ci.universe import targets
 from ci.universe.targets import Target
 
-#: ``ci/nvcc/nvcc-arch-guard``'s name.
-ARCH_GUARD_SCRIPT = "nvcc-arch-guard"
+#: The project key and its values (``refuse`` first: the default).
+KEY = "project-arch-flags"
+MODES = wrapper.MODES
+#: The wrapper's file (``ci/nvcc/wrapper.py``).
+WRAPPER = Path(wrapper.__file__).resolve()
 #: How an nvcc command starts: nvcc itself, the image's ccache wrapper, the farm's wrappers in ``ci/nvcc``.
-NVCC_COMMANDS = ("nvcc", "nvcc-ccache", "nvcc-module-anchor", ARCH_GUARD_SCRIPT)
-#: nvcc's architecture options: ``-gencode=arch=…,code=…`` (or with a space), ``--generate-code``, ``-arch``,
-#: ``--gpu-architecture``, ``-code``, ``--gpu-code``.
-ARCH_OPTIONS = ("-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code", "--gpu-code")
+NVCC_COMMANDS = ("nvcc", "nvcc-ccache", "nvcc-module-anchor", "nvcc/wrapper.py", "nvcc\\wrapper.py")
 
 
 def torch_arch_flags(arch_list: str) -> set[str]:
     """The ``-gencode`` flags torch's extension builder gives nvcc for ``TORCH_CUDA_ARCH_LIST=arch_list``."""
-    flags = set()
-    for item in arch_list.replace(",", ";").replace(" ", ";").split(";"):
-        base = item.strip().removesuffix("+PTX")
-        if not base:
-            continue
-        num = base.replace(".", "")
-        flags.add(f"-gencode=arch=compute_{num},code=sm_{num}")
-        if item.strip().endswith("+PTX"):
-            flags.add(f"-gencode=arch=compute_{num},code=compute_{num}")
-    return flags
+    return set(wrapper.torch_arch_flags(arch_list))
+
+
+def arch_list_of(target: Target) -> str:
+    """The list torch compiles for: the project's own ``TORCH_CUDA_ARCH_LIST`` in build-env, else the cell's."""
+    return target.project.build_env.get("TORCH_CUDA_ARCH_LIST") or target.cell.arch_list
+
+
+def wrapper_env(target: Target, python: str, script: str, next_nvcc: str, *, windows: bool = False) -> dict[str, str]:
+    """The variables that put the wrapper (``script``, run by ``python``, as the build sees both) in front of
+    ``next_nvcc`` (the nvcc the build would run: nvcc, a compile cache in front of it, ``nvcc-module-anchor``).
+    Empty for a CPU build."""
+    if target.cpu:
+        return {}
+    quote = _windows_quote if windows else shlex.quote
+    return {"PYTORCH_NVCC": f"{quote(python)} -I {quote(script)}", "FARM_NVCC_NEXT": next_nvcc,
+            "FARM_NVCC_ARCH_LIST": arch_list_of(target), "FARM_NVCC_ARCH_MODE": target.project.arch_flags}
+
+
+def _windows_quote(word: str) -> str:
+    return f'"{word}"' if " " in word else word
+
+
+# --- reading compile lines ----------------------------------------------------------------------------------
 
 
 def nvcc_arch_flags(line: str) -> list[str] | None:
     """The architecture flags of an nvcc compile command line (``None``: the line is not one), each written as one
     ``-option=value`` word."""
     words = line.split()
-    if not any(w.strip('"').removesuffix(".exe").endswith(NVCC_COMMANDS) for w in words[:3]) \
-            or "-c" not in words:
+    if not any(w.strip('"').removesuffix(".exe").endswith(NVCC_COMMANDS) for w in words[:5]) or "-c" not in words:
         return None
-    found: list[str] = []
-    for i, word in enumerate(words):
-        option, _, value = word.partition("=")
-        if option in ARCH_OPTIONS:
-            if not value and i + 1 < len(words):
-                value = words[i + 1]
-            found.append(f"{option}={value}".replace("--generate-code=", "-gencode="))
-    return found
+    return wrapper.find_flags(words).flags
 
 
-def ninja_arch_flags(text: str) -> list[str] | None:
-    """The architecture flags of the nvcc compiles a ``build.ninja`` written by torch describes (``cuda_cflags``
-    and ``cuda_post_cflags``); None: not (yet) a complete file with CUDA compiles."""
-    lines = text.splitlines()
-    if not any(line.startswith("build ") for line in lines):
-        return None
-    flags = [line.partition("=")[2] for line in lines if line.startswith(("cuda_cflags =", "cuda_post_cflags ="))]
-    if not flags:
-        return None
-    return nvcc_arch_flags("nvcc -c " + " ".join(flags))
+def through_wrapper(line: str) -> bool:
+    """Whether a printed nvcc line runs through the farm's wrapper (ninja's, with ``PYTORCH_NVCC``)."""
+    return any(w.strip('"').endswith(("nvcc/wrapper.py", "nvcc\\wrapper.py")) for w in line.split()[:5])
 
 
 def _own(flags: list[str] | None, arch_list: str) -> list[str]:
     if not flags:
         return []
-    wanted = torch_arch_flags(arch_list)
-    return [] if set(flags) == wanted else [f for f in flags if f not in wanted] or flags
+    return [] if set(flags) == torch_arch_flags(arch_list) else list(dict.fromkeys(flags))
 
 
 def own_arch_flags(line: str, arch_list: str) -> list[str]:
-    """Architecture flags on an nvcc compile line that ``TORCH_CUDA_ARCH_LIST=arch_list`` did not ask for: the
-    project's own (torch then adds none of its own, so the farm's architectures are ignored)."""
+    """Every architecture flag on an nvcc compile line whose flags are not those ``TORCH_CUDA_ARCH_LIST=arch_list``
+    implies: the project's own, which torch's are then not added to."""
     return _own(nvcc_arch_flags(line), arch_list)
-
-
-def own_arch_error(own: list[str], arch_list: str) -> UsageError:
-    more = f" and {len(own) - 1} more" if len(own) > 1 else ""
-    return UsageError("the project passes its own CUDA architecture flags to nvcc, so torch ignores "
-                      "TORCH_CUDA_ARCH_LIST (the farm's architectures)", f"{own[0]}{more}",
-                      "drop the -gencode/-arch flags from the extension's extra_compile_args (setup.py) and let "
-                      "torch's TORCH_CUDA_ARCH_LIST apply: cuda-archs in [tool.cuda-ext-farm] or --arch-list "
-                      f"choose the architectures ({arch_list} here); the build was stopped before its long compile")
-
-
-def early_stop_arch_list(target: Target) -> str | None:
-    """The architecture list a build's nvcc flags are held against (the cell's: ``--arch-list``, ``cuda-archs``);
-    None: no early stop, for a CPU build, and for a project that sets ``TORCH_CUDA_ARCH_LIST`` in its build-env
-    (it chose its architectures itself and is not second-guessed; the audit's ``sass``/``ptx`` checks still
-    judge the wheel, and name the flags nvcc was given: :func:`arch_flags_advice`)."""
-    if target.cpu or "TORCH_CUDA_ARCH_LIST" in target.project.build_env:
-        return None
-    return target.cell.arch_list
-
-
-#: The one line ``ci/nvcc/nvcc-arch-guard`` prints when it refuses a compile (then it exits 3, nvcc never ran).
-ARCH_GUARD = re.compile(r"cuda-ext-farm nvcc-arch-guard: own architecture flags: (?P<flags>[^(]*?)\s*"
-                        r"\(TORCH_CUDA_ARCH_LIST=(?P<list>[^)]*)\)")
-
-
-def arch_guard_env(arch_list: str, script: str, next_nvcc: str) -> dict[str, str]:
-    """The variables that put ``ci/nvcc/nvcc-arch-guard`` (at ``script``, as the build sees it) in front of
-    ``next_nvcc`` (the ``PYTORCH_NVCC`` the build had: nvcc, its ccache wrapper or ``nvcc-module-anchor``):
-    a compile with flags other than those ``arch_list`` implies fails at once, before nvcc runs."""
-    return {"PYTORCH_NVCC": script, "FARM_ARCH_GUARD_NVCC": next_nvcc,
-            "FARM_ARCH_GUARD_FLAGS": " ".join(sorted(torch_arch_flags(arch_list))),
-            "FARM_ARCH_GUARD_LIST": arch_list}
-
-
-def guard_refusal(output: str) -> FarmError | None:
-    """The farm's error for the guard's line in ``output`` (None: the guard refused nothing)."""
-    match = ARCH_GUARD.search(output)
-    if match is None:
-        return None
-    return own_arch_error(match["flags"].split(), match["list"])
-
-
-def stop_on_own_arch_flags(arch_list: str) -> Callable[[str], FarmError | None]:
-    """A watcher for the build's output lines: the first nvcc command line printed (setuptools without ninja
-    prints each before running it) that carries architecture flags of the project's own stops the build, and so
-    does the line of ``ci/nvcc/nvcc-arch-guard`` (container builds: ninja prints a failed edge's output at once)."""
-
-    def watch(line: str) -> FarmError | None:
-        refused = guard_refusal(line)
-        if refused is not None:
-            return refused
-        own = own_arch_flags(line, arch_list)
-        return own_arch_error(own, arch_list) if own else None
-
-    return watch
-
-
-def watch_build_ninja(source: Path, arch_list: str) -> Callable[[], FarmError | None]:
-    """A watcher polled while the build runs: torch writes ``build/temp*/build.ninja`` under ``source`` and starts
-    ninja at once (which prints a command only when it finished): its nvcc flags are read from there, and flags
-    of the project's own stop the build within moments of its first nvcc."""
-    seen: dict[Path, float] = {}
-
-    def poll() -> FarmError | None:
-        for ninja in source.glob("build/temp*/build.ninja"):
-            try:
-                stamp = ninja.stat().st_mtime
-                if seen.get(ninja) == stamp:
-                    continue
-                text = ninja.read_text(errors="replace")
-            except OSError:
-                continue
-            flags = ninja_arch_flags(text)
-            if flags is None:
-                continue  # not complete yet: read again on the next poll
-            seen[ninja] = stamp
-            own = _own(flags, arch_list)
-            if own:
-                return own_arch_error(own, arch_list)
-        return None
-
-    return poll
-
-
-# --- the audit's sass/ptx failure names the flags nvcc was given ------------------------------------------------
 
 
 def flags_in_output(output: str) -> list[str]:
@@ -186,14 +100,137 @@ def flags_in_output(output: str) -> list[str]:
     return list(seen)
 
 
+# --- refusals -----------------------------------------------------------------------------------------------
+
+#: The wrapper's refusal lines (``wrapper.OWN_FLAGS``, ``wrapper.NO_FLAGS``).
+OWN_FLAGS = re.compile(r"cuda-ext-farm nvcc: own architecture flags: (?P<flags>.*?) \(the farm's list: "
+                       r"(?P<list>[^)]*)\)")
+NO_FLAGS = re.compile(r"cuda-ext-farm nvcc: no architecture flags: (?P<source>\S+) \(the farm's list: "
+                      r"(?P<list>[^)]*)\)")
+
+
+def own_arch_error(own: list[str], arch_list: str) -> UsageError:
+    more = f" and {len(own) - 1} more" if len(own) > 1 else ""
+    return UsageError("the project passes its own CUDA architecture flags to nvcc, so torch ignores "
+                      "TORCH_CUDA_ARCH_LIST (the farm's architectures)", f"{own[0]}{more}",
+                      f'set {KEY} = "replace" in [tool.cuda-ext-farm] to build the farm\'s list ({arch_list} here: '
+                      f'cuda-archs or --arch-list choose it) in their place, or {KEY} = "keep" to build the '
+                      "project's own list; or drop the flags from the extension's extra_compile_args (setup.py). "
+                      "The build was stopped at its first nvcc")
+
+
+def no_arch_error(source: str, arch_list: str) -> UsageError:
+    return UsageError("an nvcc compile has no architecture flag, so nvcc would build for its default architecture "
+                      "only: torch adds the farm's TORCH_CUDA_ARCH_LIST flags only when no nvcc flag of the "
+                      "extension contains the letters 'arch' (-Xcompiler -march=native is enough to drop them)",
+                      source, f'set {KEY} = "replace" in [tool.cuda-ext-farm] to give every compile the farm\'s list '
+                      f"({arch_list} here), or remove the flag that contains 'arch' from the extension's nvcc "
+                      "extra_compile_args. The build was stopped at its first nvcc")
+
+
+def refusal(output: str, sources: Iterable[str] = ()) -> FarmError | None:
+    """The farm's error for the wrapper's refusal in ``output`` (None: it refused nothing); ``sources``: the
+    folders the build compiled in (the farm's copy, a container's /project), written relative to them."""
+    own = OWN_FLAGS.search(output)
+    if own is not None:
+        return own_arch_error(own["flags"].split(), own["list"])
+    none = NO_FLAGS.search(output)
+    if none is None:
+        return None
+    source = none["source"]
+    for folder in sources:
+        source = source.removeprefix(folder.rstrip("/") + "/")
+    return no_arch_error(source, none["list"])
+
+
+def watch_output(target: Target, sources: Iterable[str] = ()) -> Callable[[str], FarmError | None] | None:
+    """A watcher for the build's output lines (None: a CPU build): the wrapper's refusal stops the build, and so
+    does a compile that ran nvcc without the wrapper (setuptools without ninja prints each command before running
+    it) with flags of the project's own, unless the project keeps them. ``sources``: as :func:`refusal`'s."""
+    if target.cpu:
+        return None
+    arch_list, mode = arch_list_of(target), target.project.arch_flags
+    folders = tuple(sources)
+
+    def watch(line: str) -> FarmError | None:
+        refused = refusal(line, folders)
+        if refused is not None or mode == "keep" or through_wrapper(line):
+            return refused
+        own = own_arch_flags(line, arch_list)
+        if own and mode == "replace":
+            return UsageError(f'{KEY} = "replace" needs torch\'s ninja build: this one runs nvcc itself, where the '
+                              "farm cannot replace the flags", own[0],
+                              "let BuildExtension use ninja (use_ninja=True, the default), or drop the flags from "
+                              "the extension's extra_compile_args")
+        return own_arch_error(own, arch_list) if own else None
+
+    return watch
+
+
+# --- what the audit holds the wheel to ----------------------------------------------------------------------
+
+
+def arch_list_from_flags(flags: Iterable[str]) -> str:
+    """A ``TORCH_CUDA_ARCH_LIST`` for the SASS and PTX that nvcc ``flags`` ask for (``sm_90a`` -> ``9.0a``; PTX of
+    the newest architecture that has some). ``-arch=sm_XY`` alone means SASS and PTX of XY, as nvcc reads it."""
+    flags = list(flags)
+    sass: set[str] = set()
+    ptx: set[str] = set()
+    with_code = any(f.startswith(("-code=", "--gpu-code=")) for f in flags)
+    for flag in flags:
+        option, _, value = flag.partition("=")
+        if option == "-gencode":
+            value = value.partition("code=")[2]  # arch=compute_XY names the virtual architecture, not an output
+        elif option in ("-arch", "--gpu-architecture"):
+            if with_code:
+                continue
+            value = f"{value},compute_{value[3:]}" if value.startswith("sm_") else value
+        for kind, num in re.findall(r"(sm|compute)_(\d+[af]?)", value):
+            (sass if kind == "sm" else ptx).add(_dotted(num))
+    ptx_arch = max(ptx, key=_arch_key) if ptx else None
+    items = sorted(sass | ({ptx_arch} if ptx_arch else set()), key=_arch_key)
+    return ";".join(a + ("+PTX" if a == ptx_arch else "") for a in items)
+
+
+def _dotted(num: str) -> str:
+    digits, suffix = num.rstrip("af"), num[len(num.rstrip("af")):]
+    return f"{digits[:-1]}.{digits[-1]}{suffix}"
+
+
+def _arch_key(arch: str) -> tuple[int, int, str]:
+    major, _, minor = arch.partition(".")
+    return int(major), int(minor.rstrip("af") or 0), minor[len(minor.rstrip("af")):]
+
+
+def audited_target(target: Target, output: str) -> Target:
+    """``target`` with the architectures its wheel must hold: the farm's list; in ``replace``, with the
+    architecture-specific targets the project asked for in place of the plain ones; in ``keep``, the project's
+    own list, read from the compile lines in the build's ``output`` (unchanged when none was printed)."""
+    mode = target.project.arch_flags
+    if target.cpu or mode == "refuse":
+        return target
+    own = [f for f in flags_in_output(output) if f not in torch_arch_flags(arch_list_of(target))]
+    if mode == "keep":
+        return targets.with_arch_list(target, arch_list_from_flags(own)) if own else target
+    specific = wrapper.specific_targets(own)
+    if not specific:
+        return target
+    return targets.with_arch_list(target, arch_list_from_flags(wrapper.replacement(target.cell.arch_list, own)))
+
+
+def whose_list(target: Target) -> str:
+    """What the build report says of the architectures' origin."""
+    return {"refuse": "the farm's", "replace": "the farm's, in place of the project's own",
+            "keep": "the project's own (setup.py)"}[target.project.arch_flags]
+
+
 def arch_flags_advice(output: str, target: Target) -> str:
     """What a failed ``sass``/``ptx`` check adds when the build's nvcc compiles were not given the flags the cell's
-    list implies (the early stop was off: the project sets ``TORCH_CUDA_ARCH_LIST`` in build-env, or a watcher
-    missed them): the flags of the project's own and what to do, or that build-env's list replaced the farm's.
+    list implies: the flags of the project's own and what to do, or that build-env's list replaced the farm's.
     Empty: nothing to add (no nvcc line in the output, or exactly the cell's flags)."""
     seen = flags_in_output(output)
     cell = target.cell.arch_list
-    if target.cpu or not seen or set(seen) == torch_arch_flags(cell):
+    if target.cpu or not seen or set(seen) == torch_arch_flags(cell) or target.project.arch_flags != "refuse":
         return ""
     listed = target.project.build_env.get("TORCH_CUDA_ARCH_LIST")
     if listed and set(seen) == torch_arch_flags(listed):
@@ -202,14 +239,14 @@ def arch_flags_advice(output: str, target: Target) -> str:
                 "--arch-list choose it)")
     own = _own(seen, listed or cell)
     also = " and remove TORCH_CUDA_ARCH_LIST from build-env of [tool.cuda-ext-farm]" if listed else ""
-    return (f"nvcc compiled with architecture flags of the project's own: {' '.join(own)}: drop them from the "
-            f"extension's extra_compile_args (setup.py){also} and let torch's TORCH_CUDA_ARCH_LIST apply ({cell} "
-            "here: cuda-archs in [tool.cuda-ext-farm] or --arch-list choose it)")
+    return (f"nvcc compiled with architecture flags of the project's own: {' '.join(own)}: set {KEY} = \"replace\" "
+            f"in [tool.cuda-ext-farm]{also}, or drop them from the extension's extra_compile_args (setup.py), and "
+            f"let the farm's list apply ({cell} here: cuda-archs in [tool.cuda-ext-farm] or --arch-list choose it)")
 
 
-def advice_from_log(log_file: Path, target: Target) -> str:
-    """:func:`arch_flags_advice` for the build output kept in ``log_file`` (``build-output.log``)."""
+def read_log(log_file: Path) -> str:
+    """The build output kept in ``log_file`` (``build-output.log``; empty if it cannot be read)."""
     try:
-        return arch_flags_advice(log_file.read_text(errors="replace"), target)
+        return log_file.read_text(errors="replace")
     except OSError:
         return ""

@@ -39,6 +39,8 @@ class BuildReport:
     debug_split: dict[str, Any] | None = None
     #: abi3 wheels: the oldest CPython the wheel installs on, read from its tag (``3.9``; ci/builds/abi3.py).
     abi3_floor: str | None = None
+    #: Whose architecture list the CUDA code was built for and audited against (``project-arch-flags``).
+    archs_from: str | None = None
 
     @property
     def size_mib(self) -> float:
@@ -62,13 +64,14 @@ def make_report(
     image: str | None = None,
     debug_split: dict[str, Any] | None = None,
     abi3_floor: str | None = None,
+    archs_from: str | None = None,
 ) -> BuildReport:
     return BuildReport(
         target=target_id, project=project, mode=mode, wheel=audit.wheel.name, sha256=sha256,
         size_bytes=audit.size_bytes, tags=audit.tags, sass=audit.sass, ptx=audit.ptx, nvcc=nvcc, torch=torch,
         python=python, build_seconds=round(seconds, 1),
         checks=tuple(dataclasses.asdict(c) for c in audit.checks), image=image, arch_bytes=dict(audit.arch_bytes),
-        debug_split=debug_split, abi3_floor=abi3_floor,
+        debug_split=debug_split, abi3_floor=abi3_floor, archs_from=archs_from,
     )
 
 
@@ -83,6 +86,8 @@ def print_report(report: BuildReport) -> None:
     table.add_row("tag", ", ".join(report.tags) + (f" (abi3 floor {report.abi3_floor})" if report.abi3_floor else ""))
     table.add_row("SASS", " ".join(report.sass) or "-")
     table.add_row("PTX", " ".join(report.ptx) or "-")
+    if report.archs_from:
+        table.add_row("architectures", f"{report.archs_from} list")
     if report.arch_bytes:
         total = sum(report.arch_bytes.values())
         table.add_row("CUDA code per arch", ", ".join(

@@ -24,7 +24,7 @@ from ci import fsutil, settings, toolenv, wheelmeta
 from ci.audit import describe, gpu_code
 from ci.audit.checks import AuditResult
 from ci.audit.wheel_audit import raise_for_failures
-from ci.builds import abi3, debug_split, report
+from ci.builds import abi3, arch_flags, debug_split, report
 from ci.errors import CommandFailed
 from ci.log import log
 from ci.universe.targets import Target
@@ -141,20 +141,22 @@ def publish(
     outputs: Outputs,
     *,
     repair: Callable[[Path, Path], Path],
-    audit: Callable[[Path], AuditResult],
+    audit: Callable[[Path, Target], AuditResult],
     mode: str,
     nvcc: str | None,
     started: float,
     image: str | None = None,
     epoch: str | None = None,
     cuobjdump: Path | None = None,
-    arch_advice: str = "",
+    build_output: Path | None = None,
 ) -> report.BuildReport:
     """Split the libraries' debug info off (ci/builds/debug_split.py; ``strip-debug``), repair, describe
     (ci/audit/describe.py: the torch range from the binary, the coverage file), set the final metadata, audit,
-    move into the wheelhouse (the debug files into its ``debug/``), write the report. ``arch_advice``: what the
-    build's nvcc lines say about architecture flags of the project's own (``arch_flags.advice_from_log``), named
-    by a failed ``sass``/``ptx`` check."""
+    move into the wheelhouse (the debug files into its ``debug/``), write the report. ``audit`` is given the
+    target with the architectures the wheel must hold (``arch_flags.audited_target``: ``project-arch-flags``) read
+    from the build's output in ``build_output``, whose nvcc lines also name the flags a failed ``sass``/``ptx``
+    check was given instead."""
+    output = arch_flags.read_log(build_output) if build_output is not None else ""
     split = None
     if target.project.strip_debug:
         split = debug_split.split_wheel(built, stage / "stripped", stage / debug_split.DEBUG_FOLDER, target.arch)
@@ -168,7 +170,8 @@ def publish(
                               torch_pin=described.requirement, epoch=int(epoch) if epoch else None,
                               dist_info_files={describe.FILE: described.document})
     with log.stage("audit"):
-        result, fix = gpu_code.name_arch_flags(audit(final), arch_advice)
+        result, fix = gpu_code.name_arch_flags(audit(final, arch_flags.audited_target(target, output)),
+                                               arch_flags.arch_flags_advice(output, target))
         raise_for_failures(result, fix)
     floor_note = abi3.mismatch(target, result.tags)
     if floor_note:
@@ -187,6 +190,7 @@ def publish(
         python=target.python, seconds=time.monotonic() - started, image=image,
         debug_split=split.report() if split is not None else None,
         abi3_floor=abi3.built_floor(result.tags) if target.abi3 else None,
+        archs_from=None if target.cpu else arch_flags.whose_list(target),
     )
     report.write_report(rep, dest_dir)
     return rep

@@ -51,6 +51,8 @@ CANARY_CRON = "43 6 * * *"
 #: The branch the farm's adoption pull request comes from.
 ADOPT_BRANCH = "adopt-torch"
 
+#: Exit 1: something new (the pull-request job runs); 0: nothing new, a release still being uploaded included ("upload
+#: incomplete, try later": a notice on the run, and the next day's run adopts it); anything else fails the job.
 CHECK_SCRIPT = (
     "set +e\n"
     "python -m ci adopt-torch --check | tee adopt.txt\n"
@@ -58,6 +60,9 @@ CHECK_SCRIPT = (
     "set -e\n"
     'if [ "$code" = 1 ]; then echo "new=true" >> "$GITHUB_OUTPUT"; exit 0; fi\n'
     'echo "new=false" >> "$GITHUB_OUTPUT"\n'
+    'if [ "$code" = 0 ] && grep -q "^upload incomplete, try later" adopt.txt; then\n'
+    '  echo "::notice title=adopt-torch::$(grep -m 1 "^upload incomplete, try later" adopt.txt)"\n'
+    "fi\n"
     'exit "$code"\n'
 )
 

@@ -35,10 +35,9 @@ from pathlib import Path
 from ci import fsutil, proc, settings, toolenv
 from ci.audit import checks as audit_records
 from ci.audit import symbols, wheel_audit
-from ci.builds import arch_flags, cuda_available, failure, preflight, project_source, report
+from ci.builds import arch_flags, cuda_available, environment, failure, preflight, project_source, report
 from ci.builds import tail as publish
 from ci.errors import CommandFailed, FarmError, UsageError
-from ci.linux import host as build
 from ci.linux import image_contents, images, sysroot
 from ci.log import log
 from ci.toolchain import compiler_cache, envs, toolkit
@@ -198,46 +197,41 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
     nvcc = nvcc_version(cell) or ""
     values = project_source.build_values(target, nvcc or None)
     compilers = job.compilers()
-    build_env = {
+    farm = {
         "TORCH_CUDA_ARCH_LIST": cell.arch_list,
         "MAX_JOBS": str(job.max_jobs or os.cpu_count() or 2),
         "CXX": compilers.cxx,
         "CC": compilers.cc,
         "PYTORCH_NVCC": "/usr/local/bin/nvcc-ccache",  # see docker/Dockerfile
-        # Deterministic objects (see ci/linux/host.py); toolkits older than 12.8 lack -frandom-seed.
-        "NVCC_APPEND_FLAGS": f"{build.deterministic_nvcc_flags(target.id, nvcc)} "
-                             f"{build.fatbin_compression_flags(target)}".strip(),
+        # Deterministic objects (see ci/builds/environment.py); toolkits older than 12.8 lack -frandom-seed.
+        **environment.farm_flags(target, nvcc or None),
         "CCACHE_DIR": f"{CONTAINER_HOME}/.cache/ccache",
         "CCACHE_BASEDIR": "/project",
         "CCACHE_NOHASHDIR": "1",
         **compiler_cache.cache_settings(),
-        **{k: project.expand(v, values) for k, v in target.project.build_env.items()},
+        # torch.cuda.is_available() True for the project's build (the image's Python has no PYTHONPATH of its own).
+        **cuda_available.pythonpath(target, BUILDSITE_MOUNT, {}),
     }
+    caller = settings.current().environ
     # The caller's own ccache settings (CCACHE_LOGFILE, CCACHE_MAXSIZE, ...) reach the container too.
-    build_env |= {k: v for k, v in os.environ.items() if k.startswith("CCACHE_") and k not in build_env}
+    farm |= {k: v for k, v in caller.items() if k.startswith("CCACHE_") and k not in farm}
+    own = {k: project.expand(v, values) for k, v in target.project.build_env.items()}
+    build_env = environment.compose(caller, farm, own, inherit=False)
     mounts, ca_env = ca_mount(ca_bundle)
     build_env |= ca_env
     if job.sysroot is not None:
         mounts.append(f"--volume={job.sysroot.root}:{SYSROOT_MOUNT}:ro")
-        build_env |= job.sysroot.build_env(compilers.cc, compilers.cxx, mount=SYSROOT_MOUNT)
-    tools = [f"--volume={project.FARM_ROOT / 'ci' / 'nvcc'}:{NVCC_TOOLS_MOUNT}:ro"]
-    if not build.nvcc_has_random_seed(nvcc):
+        build_env |= job.sysroot.build_env(build_env["CC"], build_env["CXX"], mount=SYSROOT_MOUNT)
+    mounts.append(f"--volume={project.FARM_ROOT / 'ci' / 'nvcc'}:{NVCC_TOOLS_MOUNT}:ro")
+    next_nvcc = build_env["PYTORCH_NVCC"]
+    if not environment.nvcc_has_random_seed(nvcc):
         # The same anonymous-namespace names in every build without -frandom-seed: see the script.
-        mounts += tools
-        build_env["FARM_NVCC"] = build_env["PYTORCH_NVCC"]
-        build_env["PYTORCH_NVCC"] = f"{NVCC_TOOLS_MOUNT}/nvcc-module-anchor"
-    arch_list = arch_flags.early_stop_arch_list(target)
-    if arch_list:
-        # In front of the rest: -gencode flags of the project's own fail its first compile at once (the script).
-        mounts += [m for m in tools if m not in mounts]
-        build_env |= arch_flags.arch_guard_env(arch_list, f"{NVCC_TOOLS_MOUNT}/{arch_flags.ARCH_GUARD_SCRIPT}",
-                                               build_env["PYTORCH_NVCC"])
-    # torch.cuda.is_available() True for the project's build (the image's Python has no PYTHONPATH of its own).
-    # cibuildwheel gives CIBW_ENVIRONMENT to its repair and test steps too: both clear PYTHONPATH (below).
-    site_path = cuda_available.pythonpath(target, BUILDSITE_MOUNT, build_env)
-    if site_path:
+        build_env["FARM_NVCC"] = next_nvcc
+        next_nvcc = f"{NVCC_TOOLS_MOUNT}/nvcc-module-anchor"
+    # In front of the rest: the project's own architecture flags refused, replaced or kept (ci/builds/arch_flags.py)
+    build_env |= arch_flags.wrapper_env(target, "python", f"{NVCC_TOOLS_MOUNT}/{arch_flags.WRAPPER.name}", next_nvcc)
+    if cuda_available.applies(target):
         mounts.append(f"--volume={cuda_available.SITE}:{BUILDSITE_MOUNT}:ro")
-        build_env |= site_path
     create_args = [f"--label=farm.job={job.job}",
                    f"--volume={PIP_CACHE_VOLUME}:{CONTAINER_HOME}/.cache/pip",
                    f"--volume={volume_name(CCACHE_VOLUME)}:{CONTAINER_HOME}/.cache/ccache",
@@ -253,7 +247,7 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
     before_build += f" && rm -f {CCACHE_STATS_LOG}"
     smoke = container_command(target.project.commands.smoke)
     # The farm's steps in the container never see ci/buildsite: an empty PYTHONPATH is none to Python.
-    unset, test_env = ("PYTHONPATH= ", {"PYTHONPATH": ""}) if site_path else ("", {})
+    unset, test_env = ("PYTHONPATH= ", {"PYTHONPATH": ""}) if "PYTHONPATH" in build_env else ("", {})
     return {
         "CIBW_PLATFORM": "linux",
         # An aarch64 target builds here only on an arm64 machine (GitHub's arm runners): natively, in its image.
@@ -357,15 +351,14 @@ def _build_in_container(job: ContainerBuild) -> report.BuildReport:
             source = stage / "source"
             project_source.sync_source(target.project.root, source, (job.outputs.build_root, job.outputs.wheelhouse))
             output = stage / "build-output.log"
-            arch_list = arch_flags.early_stop_arch_list(target)
             with log.stage("cibuildwheel in the image"), proc.on_interrupt(lambda: remove_containers(job.job)):
                 try:
                     proc.run(cibuildwheel_command(source, stage / "out"), env=env, cwd=source,
                              what=f"the container build of {target.id} failed",
                              hint="the compiler's output is above; nothing was written to the wheelhouse",
                              tee=output, hide=failure.hidden,
-                             # ci/nvcc/nvcc-arch-guard's line (a failed edge's output, printed at once) stops it
-                             stop_when=arch_flags.stop_on_own_arch_flags(arch_list) if arch_list else None)
+                             # the nvcc wrapper's refusal (a failed edge's output, printed at once) stops it
+                             stop_when=arch_flags.watch_output(target, ["/project"]))
                 except CommandFailed as exc:
                     # cibuildwheel copies the project to /project in the container: paths are relative to it.
                     raise failure.explain_build(exc, output.read_text(errors="replace"),
@@ -380,10 +373,10 @@ def _build_in_container(job: ContainerBuild) -> report.BuildReport:
             def keep(wheel: Path, outdir: Path) -> Path:
                 return wheel  # cibuildwheel already ran auditwheel repair in the image
 
-            def run_audit(wheel: Path) -> audit_records.AuditResult:
+            def run_audit(wheel: Path, audited: Target) -> audit_records.AuditResult:
                 resolutions = resolve_in_container(job, volume, wheel, stage / "symbols.json")
-                return wheel_audit.audit_wheel(wheel, target, cuobjdump, resolutions=resolutions)
+                return wheel_audit.audit_wheel(wheel, audited, cuobjdump, resolutions=resolutions)
 
             return publish.publish(target, built, stage, job.outputs, repair=keep, audit=run_audit,
                                    mode="container", nvcc=nvcc_version(target.cell), started=started, image=job.image,
-                                   cuobjdump=cuobjdump, arch_advice=arch_flags.advice_from_log(output, target))
+                                   cuobjdump=cuobjdump, build_output=output)

@@ -228,7 +228,7 @@ def build_env(target: Target, compiler: CrossCompiler, runtime: Path, torch_site
         "CC": compiler.cc,
         "CXX": compiler.cxx,
         "LDSHARED": f"{compiler.cxx} -shared",
-        "LDFLAGS": f"{ldflags} {os.environ.get('LDFLAGS', '')}".strip(),
+        "LDFLAGS": ldflags,  # the caller's and the project's follow (ci/builds/environment.py)
         "_PYTHON_HOST_PLATFORM": f"linux-{ARCH}",
         "CMAKE_TOOLCHAIN_FILE": str(toolchain_file(work, compiler, libs)),
         "FARM_TARGET_ARCH": ARCH,

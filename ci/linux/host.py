@@ -16,72 +16,22 @@ links against this machine's own glibc and libstdc++ instead (aarch64 cross buil
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from ci import fsutil, proc, toolenv
+from ci import fsutil, proc, settings, toolenv
 from ci.audit import checks as audit_records
 from ci.audit import symbols, wheel_audit
-from ci.builds import arch_flags, cuda_available, failure, preflight, project_source, report, tail
+from ci.builds import arch_flags, cuda_available, environment, failure, preflight, project_source, report, tail
 from ci.errors import CommandFailed, UsageError
 from ci.linux import cross, qemu, sysroot
 from ci.log import log
 from ci.toolchain import envs, toolkit
 from ci.universe import project
 from ci.universe.targets import Target
-
-
-def nvcc_has_random_seed(nvcc_version: str) -> bool:
-    """nvcc 12.8 and newer take ``-frandom-seed``; older ones need ``ci/nvcc/nvcc-module-anchor``."""
-    parts = [int(p) for p in nvcc_version.split(".")[:2] if p.isdigit()]
-    return [*parts, 0, 0][:2] >= [12, 8]
-
-
-def deterministic_nvcc_flags(seed: str, nvcc_version: str = "13") -> str:
-    """nvcc flags for byte-identical objects. ``-objtemp``: intermediate files are named after the object,
-    not ``tmpxft_<pid>_...`` (those names land in the library); ``-frandom-seed`` (nvcc 12.8 and newer):
-    cudafe++ otherwise names the anonymous namespaces of a file that defines no external function or
-    variable after the file's modification time and its own process id (older nvcc: the farm's container
-    builds run nvcc through ``ci/nvcc/nvcc-module-anchor`` instead). One seed for every file of a target is
-    safe: those names also carry the file's name and a hash of its path."""
-    # --threads 0: one nvcc compiles its architectures in parallel, so a rebuild after a one-file change
-    # (one translation unit, seven architectures) uses every core too.
-    return "-objtemp --threads 0" + (f" -frandom-seed={seed}" if nvcc_has_random_seed(nvcc_version) else "")
-
-
-#: nvcc's Zstandard fatbin compression (``--compress-mode``, nvcc 12.8 and newer). Only CUDA 13 cells get it by
-#: default: a CUDA 13 runtime needs driver r580 or newer, which reads such fatbins, while a CUDA 12.x wheel runs on
-#: drivers back to r525 (minor-version compatibility) and a compressed mode needs a CUDA 12.4 driver (r550) or
-#: newer: older ones would find no kernel image. PyTorch made the same choice (CUDA 13 wheels only, pytorch#161316);
-#: CUDA 12 cells keep nvcc's default LZ4 fatbins, which every driver reads.
-FATBIN_COMPRESSION = "--compress-mode=size"
-FATBIN_COMPRESSION_MAJOR = 13
-
-
-def fatbin_compression_flags(target: Target) -> str:
-    """``--compress-mode=size`` for a CUDA 13 cell's build unless the project says ``compress-fatbin = false``
-    (nvcc takes the last ``--compress-mode``: appended, the farm's would override a project's own mode)."""
-    if target.cpu or not target.project.compress_fatbin or target.cell.cuda_major < FATBIN_COMPRESSION_MAJOR:
-        return ""
-    return FATBIN_COMPRESSION
-
-
-def reproducible_env(source: Path, epoch: str | None, seed: str, nvcc_flags: str = "") -> dict[str, str]:
-    """Path-independent, deterministic compiler output: the source folder is written as ``.`` into debug
-    info and ``__FILE__`` (gcc, and nvcc's host compiler), and archives take the commit's time."""
-    # Quoted: setuptools splits these like a shell, and nvcc its *_FLAGS variables (a path may hold spaces).
-    # CPPFLAGS, not CFLAGS: setuptools *adds* CPPFLAGS to Python's compile flags, where CFLAGS would replace
-    # them (and drop -DNDEBUG and the optimisation level the project expects).
-    mapping = f'"-ffile-prefix-map={source}=."'
-    nvcc = f"{deterministic_nvcc_flags(seed)} -Xcompiler={mapping} {nvcc_flags}".strip()  # PyPI's CUDA 13
-    env = {"CPPFLAGS": f"{os.environ.get('CPPFLAGS', '')} {mapping}".strip(),
-           "NVCC_APPEND_FLAGS": f"{os.environ.get('NVCC_APPEND_FLAGS', '')} {nvcc}".strip()}
-    if epoch:
-        env["SOURCE_DATE_EPOCH"] = epoch
-    return env
-
 
 #: The variable setuptools-scm takes the version from instead of asking git.
 SCM_PRETEND = "SETUPTOOLS_SCM_PRETEND_VERSION"
@@ -110,29 +60,40 @@ def scm_version_env(root: Path, python: Path) -> dict[str, str]:
 
 
 def compiler_env(target: Target, tk: toolkit.InstalledToolkit | None, *, cpu: bool = False,
-                 max_jobs: int | None = None) -> dict[str, str]:
-    """What the project's build sees: the toolkit, architectures, jobs and the project's own build-env; in a CUDA
-    build, torch.cuda.is_available() True (``ci/buildsite`` first on PYTHONPATH: ci/builds/cuda_available.py)."""
+                 max_jobs: int | None = None, farm: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What the project's build sees over the caller's environment (composed by ``ci/builds/environment.py``): the
+    toolkit, architectures, jobs, ``farm``'s further variables (flags, the cross build's) and the project's own
+    build-env; in a CUDA build, torch.cuda.is_available() True (``ci/buildsite`` first on PYTHONPATH:
+    ci/builds/cuda_available.py)."""
     config = target.project
-    env: dict[str, str] = {}
+    settings_env: dict[str, str] = {"MAX_JOBS": str(max_jobs or os.cpu_count() or 1)}
     if tk is not None and not cpu:
-        env |= tk.env()
-        env["TORCH_CUDA_ARCH_LIST"] = target.cell.arch_list
+        settings_env |= {"CUDA_HOME": str(tk.cuda_home), "CUDA_PATH": str(tk.cuda_home),
+                         "PATH": str(tk.cuda_home / "bin"), "TORCH_CUDA_ARCH_LIST": target.cell.arch_list}
         libraries = toolkit.ensure_toolkit_libraries(target.cell, config.toolkit_libraries)
         if libraries is not None:  # the linker's search path: -lcublas finds libcublas.so there
-            env["LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(libraries), os.environ.get("LIBRARY_PATH")]))
+            settings_env["LIBRARY_PATH"] = str(libraries)
+        settings_env |= cuda_available.pythonpath(target, str(cuda_available.SITE), {})  # logs its note
         values = project_source.build_values(target, tk.nvcc_version)
-        env |= {k: project.expand(v, values) for k, v in config.build_env.items()}
-        env |= cuda_available.pythonpath(target, str(cuda_available.SITE), env, os.environ.get("PYTHONPATH"),
-                                         os.pathsep)
+        own = {k: project.expand(v, values) for k, v in config.build_env.items()}
     else:
         values = project_source.build_values(target, None)
-        env |= {k: project.expand(v, values) for k, v in config.cpu_env.items()}
-    env["MAX_JOBS"] = str(max_jobs or os.cpu_count() or 1)
-    return env
+        own = {k: project.expand(v, values) for k, v in config.cpu_env.items()}
+    return environment.compose(settings.current().environ, {**settings_env, **(farm or {})}, own,
+                               pathsep=os.pathsep)
 
 
-#: The build's output, kept beside the source copy (read again by the audit: ``arch_flags.advice_from_log``).
+def nvcc_wrapper_env(target: Target, tk: toolkit.InstalledToolkit | None, python: Path,
+                     requested: Mapping[str, str]) -> dict[str, str]:
+    """ci/nvcc/wrapper.py in front of the nvcc the build asks for (the project's or the caller's ``PYTORCH_NVCC``,
+    else the toolkit's): architecture flags checked, replaced or kept at every compile (ci/builds/arch_flags.py)."""
+    if tk is None or target.cpu:
+        return {}
+    asked = requested.get("PYTORCH_NVCC") or settings.current().environ.get("PYTORCH_NVCC") or shlex.quote(str(tk.nvcc))
+    return arch_flags.wrapper_env(target, str(python), str(arch_flags.WRAPPER), asked)
+
+
+#: The build's output, kept beside the source copy (read again for the audit: ``tail.publish``).
 BUILD_OUTPUT = "build-output.log"
 
 
@@ -144,16 +105,12 @@ def run_build(cmd: list[str | Path], env: Mapping[str, str], source: Path, targe
     missing = (f"; a linker's `cannot find -l<name>` for a CUDA library ({', '.join(linkable)}) means: add "
                f'toolkit-libraries = ["<name>"] to [tool.cuda-ext-farm]') if linkable else ""
     output = source.parent / BUILD_OUTPUT
-    # -gencode flags of the project's own are caught on its first nvcc command (ci/builds/arch_flags.py).
-    arch_list = arch_flags.early_stop_arch_list(target)
-    for stale in source.glob("build/temp*/build.ninja"):
-        stale.unlink()  # torch writes it anew; the one an earlier build left must not be judged
     try:
+        # Architecture flags of the project's own: refused at its first nvcc by the wrapper (ci/builds/arch_flags.py)
         proc.run(cmd, env=env, cwd=source, what=f"the wheel build of {target.id} failed",
                  hint=f"the compiler output above shows the failing file and line{missing}; nothing was written "
                  "to the wheelhouse", tee=output, hide=failure.hidden,
-                 stop_when=arch_flags.stop_on_own_arch_flags(arch_list) if arch_list else None,
-                 poll=arch_flags.watch_build_ninja(source, arch_list) if arch_list else None)
+                 stop_when=arch_flags.watch_output(target, [str(source)]))
     except CommandFailed as exc:
         raise failure.explain_build(exc, output.read_text(errors="replace"), build=f"the wheel build of {target.id}",
                                     source=source, cpu=target.cpu, linkable=linkable) from None
@@ -221,6 +178,26 @@ def build(target: Target, outputs: tail.Outputs, *, max_jobs: int | None = None)
         return _build(target, outputs, started, max_jobs=max_jobs)
 
 
+def _build_env(target: Target, tk: toolkit.InstalledToolkit | None, env: envs.PythonEnv, source: Path, work: Path,
+               setup: cross.CrossSetup | None, linked: sysroot.Sysroot | None, epoch: str | None,
+               max_jobs: int | None) -> dict[str, str]:
+    """The build's environment (ci/builds/environment.py): the farm's settings and flags, the cross build's
+    variables and setuptools-scm's version under the project's build-env, then the sysroot's compiler wrappers
+    around the compilers that asks for and the nvcc wrapper in front of its nvcc."""
+    farm = environment.farm_flags(target, tk.nvcc_version if tk else None, str(source))
+    if epoch:
+        farm["SOURCE_DATE_EPOCH"] = epoch
+    if setup is not None:
+        farm |= cross.build_env(target, setup.compiler, setup.runtime, setup.torch_site, work)
+    if uses_setuptools_scm(target):
+        farm |= scm_version_env(target.project.root, env.python)
+        log.info(f"version {farm[SCM_PRETEND]} (setuptools-scm, in {target.project.root})")
+    requested = compiler_env(target, tk, cpu=target.cpu, max_jobs=max_jobs, farm=farm)
+    if linked is not None and setup is None:
+        requested |= linked.build_env(*sysroot.host_compilers({**settings.current().environ, **requested}))
+    return requested | nvcc_wrapper_env(target, tk, env.python, requested)
+
+
 def _build(target: Target, outputs: tail.Outputs, started: float, *, max_jobs: int | None) -> report.BuildReport:
     cpu = target.cpu
     with log.target(target.id, "build"), fsutil.locked(outputs.lock(target), f"the build of {target.id}"):
@@ -240,25 +217,17 @@ def _build(target: Target, outputs: tail.Outputs, started: float, *, max_jobs: i
             cmd: list[str | Path] = [env.python, "-m", "build", "--wheel", "--no-isolation", "--outdir",
                                      stage / "dist", source]
             epoch = project_source.source_date_epoch(target.project.root)
-            build_env = compiler_env(target, tk, cpu=cpu, max_jobs=max_jobs)
-            build_env |= reproducible_env(source, epoch, target.id, fatbin_compression_flags(target))
-            if linked is not None and setup is None:
-                build_env |= linked.build_env(*sysroot.host_compilers({**os.environ, **build_env}))
-            if setup is not None:
-                build_env |= cross.build_env(target, setup.compiler, setup.runtime, setup.torch_site, work)
-            if uses_setuptools_scm(target):
-                build_env |= scm_version_env(target.project.root, env.python)
-                log.info(f"version {build_env[SCM_PRETEND]} (setuptools-scm, in {target.project.root})")
+            build_env = _build_env(target, tk, env, source, work, setup, linked, epoch, max_jobs)
             with log.stage("the wheel build"):
                 run_build(cmd, build_env, source, target)
                 built = tail.one_wheel(stage / "dist", "the wheel build")
             search = symbol_search(target, env, tk, setup, linked)
 
-            def run_audit(wheel: Path) -> audit_records.AuditResult:
-                return wheel_audit.audit_wheel(wheel, target, cuobjdump, search=search, cuda=not cpu)
+            def run_audit(wheel: Path, audited: Target) -> audit_records.AuditResult:
+                return wheel_audit.audit_wheel(wheel, audited, cuobjdump, search=search, cuda=not cpu)
 
             return tail.publish(
                 target, built, stage, outputs, repair=auditwheel_repair(None if cpu else target.cell.cuda_major),
                 audit=run_audit, mode="host", nvcc=tk.nvcc_version if tk else None, started=started, epoch=epoch,
-                cuobjdump=cuobjdump, arch_advice=arch_flags.advice_from_log(source.parent / BUILD_OUTPUT, target),
+                cuobjdump=cuobjdump, build_output=source.parent / BUILD_OUTPUT,
             )

@@ -21,7 +21,16 @@ from pathlib import Path
 
 from ci.errors import CommandFailed
 from ci.universe import matrix, shapes
-from ci.universe.pypi_torch import Live, Source, newest_patches, observe, torch_versions, wheel_tags
+from ci.universe.pypi_torch import (
+    Live,
+    Source,
+    UploadIncomplete,
+    newest_patches,
+    observe,
+    torch_versions,
+    upload_incomplete,
+    wheel_tags,
+)
 
 MATRIX_FILE = Path(matrix.__file__).resolve()
 ROOT = MATRIX_FILE.parents[2]
@@ -190,11 +199,17 @@ def compare(recorded: shapes.TorchRelease | None, observed: shapes.TorchRelease)
 
 
 def findings(source: Source, table: Sequence[shapes.TorchRelease]) -> list[Finding]:
-    """Every release where PyPI and ``table`` differ, oldest first."""
+    """Every release where PyPI and ``table`` differ, oldest first; ``UploadIncomplete`` when one of them is still
+    being uploaded (``pypi_torch.upload_incomplete``: then nothing is compared)."""
     by_minor = {r.minor: r for r in table}
     floor = min((r.minor for r in table), key=shapes.version_key)
+    versions = newest_patches(torch_versions(source), floor)
+    for previous, version in zip([None, *versions], versions, strict=False):
+        incomplete = upload_incomplete(source, version, previous)
+        if incomplete is not None:
+            raise incomplete
     found = []
-    for version in newest_patches(torch_versions(source), floor):
+    for version in versions:
         finding = compare(by_minor.get(shapes.minor_of(version)), observe(version, source))
         if finding is not None:
             found.append(finding)
@@ -217,7 +232,8 @@ def adopt(check: bool, *, source: Source | None = None, matrix_file: Path = MATR
           regenerate_after: bool = True, say: Callable[[str], None] | None = None) -> int:
     """``cuda-ext-farm adopt-torch [--check]``: compare the table with PyPI; with ``check``, list what differs and
     return 1 when anything does; without, write each new or changed entry (and a toolkit cell for a new CUDA
-    version) into ``matrix_file``, then make the locks and workflows again."""
+    version) into ``matrix_file``, then make the locks and workflows again. A release still being uploaded is one
+    line ("upload incomplete, try later"), nothing written, and 0: no change yet, with or without ``check``."""
     if say is None:
         from ci.log import log  # rich: imported by the command only (this package is standard library + packaging)
 
@@ -225,7 +241,11 @@ def adopt(check: bool, *, source: Source | None = None, matrix_file: Path = MATR
     source = source or Live()
     table = matrix.TORCH_RELEASES if table is None else table
     known_cuda = {c.cuda for c in (matrix.CELLS if cells is None else cells)}
-    found = findings(source, table)
+    try:
+        found = findings(source, table)
+    except UploadIncomplete as incomplete:  # no change yet: exit 0 (the scheduled check reads it as nothing new)
+        say(incomplete.line().removeprefix("error: "))
+        return 0
     text = matrix_file.read_text()
     names = vocabulary(text)
     new_cells = []

@@ -4,9 +4,11 @@ cell with its architectures overridden (refused before anything runs when its nv
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Sequence
 from typing import Protocol, TypeVar
 
 from ci.errors import MatrixError
+from ci.universe.arch_gates import Gate, behaviour
 
 
 class _Archs(Protocol):
@@ -165,21 +167,26 @@ def new_in(cuda: str) -> tuple[str, ...]:
     return ()
 
 
-def per_generation(cell: CellT) -> CellT:
+def per_generation(cell: CellT, gates: Sequence[Gate] = ()) -> CellT:
     """``cell`` for an older CUDA major's half of one PyPI wheel across majors (``older-majors-sass``): SASS for the
-    oldest architecture of each GPU generation in its list, and for the generations new in its toolkit
-    (:func:`new_in`) PTX of the newest kept one instead of their SASS. Of torch 2.10's 7.0 7.5 8.0 8.6 9.0 10.0 12.0
-    a CUDA 12.8 build keeps SASS 7.0 8.0 9.0 and PTX 9.0; ``a``/``f`` variants and an existing PTX are kept.
+    oldest architecture of each GPU generation in its list (its floor), and for the generations new in its toolkit
+    (:func:`new_in`) PTX of the newest kept one instead of their SASS; then SASS of every architecture whose code
+    takes another side of one of the project's ``gates`` (``__CUDA_ARCH__ >= 890``: ci/universe/arch_gates.py) than
+    the code its GPUs would run (:func:`gated_archs`). Of torch 2.10's 7.0 7.5 8.0 8.6 9.0 10.0 12.0 a CUDA 12.8 build
+    keeps SASS 7.0 8.0 9.0 and PTX 9.0 (7.0 8.0 8.9 9.0 where the sources compare ``__CUDA_ARCH__`` with 890);
+    ``a``/``f`` variants and an existing PTX are kept.
 
     Why it still runs on every GPU that torch runs on: a cubin runs on every GPU of its generation with an equal
     or higher minor (``runs_on``: sm_80 code on an sm_86 or sm_89 GPU), and a Blackwell GPU needs a driver of CUDA
     12.8 or newer, which JIT-compiles the 12.8 build's PTX once (then the driver's cache has it). The drivers older
     than the toolkit (minor-version compatibility: r525 runs CUDA 12.8 code) cannot JIT, and they run only the older
-    generations, which keep SASS. What it costs: a minor's own instruction scheduling, and the JIT at a Blackwell
-    GPU's first load, for users of the old torch only. Compression cannot make this half smaller instead: its CUDA
-    12 fatbins stay LZ4 (ci/linux/host.py, FATBIN_COMPRESSION: Zstandard needs a CUDA 12.4 driver, r550, and torch
-    2.10's CUDA 12.8 runs on r525 and r535, the drivers of many of the users this half is for: they cannot run a
-    CUDA 13 torch)."""
+    generations, which keep SASS. What a thinned GPU runs is its floor's code: that architecture's instruction
+    scheduling, and its side of every ``#if`` on the architecture. The project's own ``#if`` lines keep their
+    architectures (above); the toolkit's and torch's headers gate only faster paths with portable ones beside them
+    (``cuda_fp8.hpp``'s hardware FP8 conversions from 8.9), which a thinned GPU runs instead. Compression cannot make
+    this half smaller instead: its CUDA 12 fatbins stay LZ4 (ci/linux/host.py, FATBIN_COMPRESSION: Zstandard needs a
+    CUDA 12.4 driver, r550, and torch 2.10's CUDA 12.8 runs on r525 and r535, the drivers of many of the users this
+    half is for: they cannot run a CUDA 13 torch)."""
     variants = [a for a in cell.sass_archs if a[-1].isalpha()]
     plain = [a for a in cell.sass_archs if a not in variants]
     older = [a for a in plain if a not in new_in(cell.cuda)] or plain  # only new GPUs: nothing to JIT them from
@@ -188,10 +195,94 @@ def per_generation(cell: CellT) -> CellT:
         major = _arch_key(arch)[0]
         if major not in kept or _arch_key(arch) < _arch_key(kept[major]):
             kept[major] = arch
-    sass = tuple(sorted([*kept.values(), *variants], key=_arch_key))
     jit = len(older) < len(plain)
     ptx = cell.ptx_arch or (max(older, key=_arch_key) if jit else "")
+    floors = tuple(kept.values())
+    chosen = dict.fromkeys([*floors, *gated_archs(cell.cuda, plain, floors, ptx, gates), *variants])
+    sass = tuple(sorted(chosen, key=_arch_key))  # stable: 9.0 before 9.0a
     return dataclasses.replace(cell, sass_archs=sass, ptx_arch=ptx)  # type: ignore[type-var]
+
+
+def with_gated_archs(cell: CellT, gates: Sequence[Gate] = ()) -> CellT:
+    """``cell`` with SASS added for every architecture whose code takes another side of one of the project's
+    ``gates`` than the build its GPUs would run otherwise (:func:`gated_archs`): torch's own lists carry no 8.9, so
+    without it an Ada GPU (L4, L40S, RTX 4090) would run the sm_86 build and miss a ``__CUDA_ARCH__ >= 890`` path.
+    A project without gates (fusedops) keeps torch's list as it is."""
+    added = gated_archs(cell.cuda, cell.sass_archs, cell.sass_archs, cell.ptx_arch, gates)
+    if not added:
+        return cell
+    sass = tuple(sorted({*cell.sass_archs, *added}, key=_arch_key))
+    return dataclasses.replace(cell, sass_archs=sass)  # type: ignore[type-var]
+
+
+def runner(gpu: str, sass: Iterable[str], ptx: str = "") -> str | None:
+    """The build a GPU of capability ``gpu`` runs of plain ``sass`` and ``ptx``: the SASS of its generation with
+    the highest minor not above its own, else the PTX (JIT-compiled) when not above it; None: neither runs there."""
+    own = [a for a in sass if _arch_key(a)[0] == _arch_key(gpu)[0] and _arch_key(a) <= _arch_key(gpu)]
+    if own:
+        return max(own, key=_arch_key)
+    return ptx if ptx and _arch_key(ptx) <= _arch_key(gpu) else None
+
+
+def gated_archs(cuda: str, served: Sequence[str], floors: Sequence[str], ptx: str,
+                gates: Sequence[Gate]) -> tuple[str, ...]:
+    """The architectures a thinned list must keep SASS for so that every GPU from ``served``'s oldest to its newest
+    (every architecture ``cuda`` builds in that range, listed by torch or not) runs code that takes the same side of
+    each of ``gates`` as code built for it: lowest first, each GPU whose :func:`runner` behaves otherwise than its
+    own architecture gets its own SASS. Architectures ``cuda`` cannot build are left to the PTX (their gated paths
+    are lost: ``lost_paths`` says which)."""
+    plain = [g for g in gates if not g.specific]
+    if not plain or not served:
+        return ()
+    low, high = min(served, key=_arch_key), max(served, key=_arch_key)
+    gpus = [a for a in toolkit_archs(cuda) or served if buildable(cuda, a) and _arch_key(low) <= _arch_key(a)
+            <= _arch_key(high)]
+    kept = list(floors)
+    added: list[str] = []
+    for gpu in sorted({*gpus, *served}, key=_arch_key):
+        ran = runner(gpu, kept, ptx)
+        if ran is not None and behaviour(ran, plain) != behaviour(gpu, plain) and buildable(cuda, gpu):
+            kept.append(gpu)
+            added.append(gpu)
+    return tuple(added)
+
+
+def lost_paths(cell: _Archs, full: Sequence[str], gates: Sequence[Gate]) -> dict[str, tuple[Gate, ...]]:
+    """For each GPU of ``full`` (torch's list) that runs another architecture's code in ``cell``, the project's gates
+    whose other side it runs there (empty where none: only that architecture's instruction scheduling differs)."""
+    plain = [g for g in gates if not g.specific]
+    lost: dict[str, tuple[Gate, ...]] = {}
+    for gpu in full:
+        ran = runner(gpu, [a for a in cell.sass_archs if not a[-1].isalpha()], cell.ptx_arch)
+        if ran is not None and ran != gpu:
+            lost[gpu] = tuple(g for g in plain if g.holds(ran) != g.holds(gpu))
+    return lost
+
+
+def thinned_text(cell: _Archs, full: Sequence[str], gates: Sequence[Gate]) -> str:
+    """What ``older-majors-sass`` costs the GPUs of ``full`` (torch's list) in the thinned ``cell``, for ``matrix``:
+    ``7.5 runs the 7.0 build, 8.6 the 8.0 one: its scheduling, and the paths the toolkit's and torch's headers gate
+    above it; kept 8.9 for the sources' __CUDA_ARCH__ >= 890 (csrc/k.cu:3)``."""
+    sass = [a for a in cell.sass_archs if not a[-1].isalpha()]
+    lost = lost_paths(cell, full, gates)
+    pairs = [(gpu, ran) for gpu in lost if (ran := runner(gpu, sass, cell.ptx_arch)) in sass
+             and _arch_key(ran)[0] == _arch_key(gpu)[0]]  # the others JIT the PTX: archs_source says so
+    parts = []
+    if pairs:
+        (gpu, ran), *rest = pairs
+        parts.append(f"{gpu} runs the {ran} build" + "".join(f", {g} the {r} one" for g, r in rest)
+                     + ": its scheduling, and the paths the toolkit's and torch's headers gate above it")
+    beyond = sorted({g.text() for found in lost.values() for g in found})
+    if beyond:
+        parts.append(f"beyond CUDA {cell.cuda} the sources' {', '.join(beyond)} take their other side")
+    plain = [g for g in gates if not g.specific]
+    if plain:
+        gated = [a for a in sass if a in new_in(cell.cuda) or any(
+            _arch_key(b)[0] == _arch_key(a)[0] and _arch_key(b) < _arch_key(a) for b in sass)]
+        shown = ", ".join(f"{g.text()} ({g.where})" for g in plain[:3]) + (", ..." if len(plain) > 3 else "")
+        parts.append(f"kept {' '.join(gated)} for the sources' {shown}" if gated
+                     else f"the sources' {shown} need no more")
+    return "; ".join(parts)
 
 
 def with_extra_archs(cell: CellT, value: str | None) -> CellT:

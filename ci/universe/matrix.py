@@ -71,6 +71,23 @@ TORCH_RELEASES: tuple[TorchRelease, ...] = (
                  sass_aarch64=_CU130_SASS_AARCH64, cxx=20),
 )
 
+#: The CUDA builds of each torch minor on PyTorch's own index (``/whl/cu126`` ...), beside PyPI's (its entry's
+#: ``cuda``): a wheel that admits the release meets each one's CUDA runtime. From PyTorch's release matrix (RELEASE.md
+#: and its CUDA RFCs; the index itself is out of the farm machines' reach). 2.15's are not known yet: PyPI's alone.
+PYTORCH_INDEX_CUDA: Mapping[str, tuple[str, ...]] = {
+    "2.8": ("12.6", "12.8", "12.9"), "2.9": ("12.6", "12.8", "13.0"), "2.10": ("12.6", "12.8", "13.0"),
+    "2.11": ("12.6", "12.8", "13.0"), "2.12": ("12.6", "13.0", "13.2"), "2.13": ("12.6", "13.0", "13.2"),
+    "2.14": ("12.6", "13.0", "13.2"),
+}
+#: The CUDA runtime wheel (``libcudart.so.<major>``) torch's builds of each CUDA version pin (cu126: 12.6.77; cu130:
+#: ``cuda-toolkit[cudart]==13.0.2``, which pins 13.0.96): what the audit resolves a merged wheel's half against
+#: (ci/audit/cuda_majors.py, the oldest minor of each major; locked as ``cudart-cu<XY>``).
+CUDA_RUNTIMES: Mapping[str, str] = {
+    "12.6": "nvidia-cuda-runtime-cu12==12.6.77", "12.8": "nvidia-cuda-runtime-cu12==12.8.90",
+    "12.9": "nvidia-cuda-runtime-cu12==12.9.79", "13.0": "nvidia-cuda-runtime==13.0.96",
+    "13.2": "nvidia-cuda-runtime==13.2.86",
+}
+
 #: Compatibility view used by older callers: torch minor -> CUDA version of its PyPI wheels.
 TORCH_CUDA: Mapping[str, str] = {r.minor: r.cuda for r in TORCH_RELEASES}
 

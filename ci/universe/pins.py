@@ -96,6 +96,9 @@ def served(name: str) -> Serves:
         return Serves(_versions(in_images), (LINUX_X86_64, LINUX_AARCH64))
     if name == "ccache":
         return Serves(_versions(farm), (LINUX_X86_64, LINUX_AARCH64))
+    if name.startswith("cudart-"):
+        # A merged wheel's halves are resolved against these runtimes where the farm runs (ci/audit/cuda_majors.py).
+        return Serves(_versions(farm), (LINUX_X86_64,))
     if name == "cuobjdump":
         # The audit of an aarch64 container build runs on the arm64 runner.
         return Serves(_versions(farm), (LINUX_X86_64, LINUX_AARCH64, WIN_AMD64))
@@ -125,6 +128,11 @@ def headers_lock(cell: shapes.Cell) -> str:
     return f"headers-{cell.name}"
 
 
+def runtime_lock(cuda: str) -> str:
+    """The lock of the CUDA runtime wheel torch's builds of CUDA ``cuda`` (``12.6``) pin: ``cudart-cu126``."""
+    return f"cudart-cu{cuda.replace('.', '')}"
+
+
 def generated_inputs() -> dict[str, list[str]]:
     """The ``.in`` files the matrix writes: each PyPI cell's toolkit and library headers, and cuobjdump."""
     inputs: dict[str, list[str]] = {}
@@ -135,6 +143,8 @@ def generated_inputs() -> dict[str, list[str]]:
         if cell.toolkit.library_headers:
             inputs[headers_lock(cell)] = list(cell.toolkit.library_headers)
     inputs["cuobjdump"] = [matrix.CUOBJDUMP_REQUIREMENT]
+    for cuda, requirement in matrix.CUDA_RUNTIMES.items():
+        inputs[runtime_lock(cuda)] = [requirement]
     return inputs
 
 

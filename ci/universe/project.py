@@ -16,6 +16,8 @@ a ``[project] name``. A project you cannot edit is described by a separate file
     cuda = ["13"]                   # toolkit cells (version, name or major); default: see README
     cuda-archs = "8.0;9.0+PTX"      # TORCH_CUDA_ARCH_LIST for every target; default: the target torch's own list
     extra-cuda-archs = "8.9"        # architectures added to the default
+    project-arch-flags = "refuse"   # -gencode/-arch flags of the project's own (setup.py): "refuse" | "replace"
+                                    # (the farm's list in their place) | "keep" (the project's list is built)
     archs = ["x86_64", "aarch64"]   # Linux CPU architectures (aarch64: CUDA 13 cells, torch >= 2.11)
     build-env = { FORCE_CUDA = "1" }    # what tells the build to compile CUDA without a GPU (added to FORCE_CUDA=1)
     cuda-available-in-build = true  # a CUDA build sees torch.cuda.is_available() True (ci/builds/cuda_available.py)
@@ -162,6 +164,11 @@ class ProjectConfig:
     #: uses in the project's torch range and merges them into one wheel (ci/release/majors.py); stable ABI with
     #: ``cuda-libraries`` only.
     pypi_cuda_majors: bool = False
+    #: ``project-arch-flags``: what the wrapper in front of nvcc (ci/nvcc/wrapper.py) does with architecture flags of
+    #: the project's own: ``"refuse"`` (stop at the first compile), ``"replace"`` (the farm's list instead, with the
+    #: architecture-specific targets the project asks for), ``"keep"`` (the project's list; the audit holds the
+    #: wheel to it).
+    arch_flags: str = "refuse"
     #: ``older-majors-sass``: with ``pypi-cuda-majors``, the builds of every CUDA major but the newest carry SASS
     #: for the oldest architecture of each GPU generation in torch's list (``"per-generation"``: 7.0 8.0 9.0 10.0
     #: 12.0 for torch 2.10, whose list adds 7.5 and 8.6), which runs on every GPU that torch runs on, or torch's
@@ -192,7 +199,7 @@ _KEYS = {
     "build-env", "cpu-env", "debug-env", "cuda-libraries", "cpu-libraries", "commands", "toolkit-libraries",
     "archs", "max-wheel-size", "strip-debug", "compress-fatbin", "test-requires", "test-extras",
     "os", "variant-wheels", "pypi-cuda-majors", "older-majors-sass", "cuda-available-in-build",
-    "cxx-standard-check",
+    "cxx-standard-check", "project-arch-flags",
 }
 
 
@@ -364,6 +371,7 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
         variant_wheels=tomlvalues.boolean(table, "variant-wheels", False),
         pypi_cuda_majors=_pypi_cuda_majors(table, abi, cuda_libraries),
         older_majors_sass=tomlvalues.choice(table, "older-majors-sass", ("per-generation", "torch"), "per-generation"),
+        arch_flags=tomlvalues.choice(table, "project-arch-flags", ("refuse", "replace", "keep"), "refuse"),
         test_requires=tomlvalues.requirements(table, "test-requires"),
         test_extras=tomlvalues.extras(table, "test-extras"),
         limited_api_floor=limited_api_floor,

@@ -16,6 +16,12 @@ test reads tests/fixtures/pypi_torch/).
   module's docstrings also show flags), read from the same wheel. torch's headers carry no ``__cplusplus`` check
   from 2.12 on (2.11's ``c10/util/C++17.h`` required C++17), so the flag torch builds extensions with is the one
   source that says which standard the headers are written for: 17 up to 2.11, 20 from 2.12.
+
+PyTorch uploads a release's wheels over hours, platform by platform. A release read in the middle of it would be
+written with no CPython or a partial set, so ``upload_incomplete`` refuses it (``UploadIncomplete``: "upload
+incomplete, try later") when: no CPython has both a manylinux_2_28 x86_64 and a win_amd64 wheel; it has wheels for
+fewer platforms (x86_64, aarch64, win_amd64) than the previous minor's newest patch; or its platforms' CPythons
+differ (every release PyPI has offers each CPython on every platform it has).
 """
 
 from __future__ import annotations
@@ -237,13 +243,47 @@ def cuda_of(metadata: str, machine: str) -> str | None:
     return None
 
 
+class UploadIncomplete(CommandFailed):
+    """PyPI has some of a release's wheels, not all of them yet: an upload in progress (``upload_incomplete``)."""
+
+
+def _platforms(files: Sequence[lockcheck.IndexFile], version: str) -> dict[str, set[str]]:
+    """The CPythons of ``version``'s wheels on each platform it has any for (``x86_64``, ``aarch64``, ``win_amd64``)."""
+    found = {arch: cpythons(files, version, tag) for arch, tag in PLATFORM_TAGS.items()}
+    return {arch: pythons for arch, pythons in found.items() if pythons}
+
+
+def upload_incomplete(source: Source, version: str, previous: str | None) -> UploadIncomplete | None:
+    """Why torch ``version``'s wheels on the index look like an upload in progress (None: they do not), against
+    ``previous`` (the previous minor's newest patch; None for the oldest release read)."""
+    files = [f for f in source.files("torch") if f.filename.startswith((f"torch-{version}-", f"torch-{previous}-"))]
+    have = _platforms(files, version)
+    reasons = []
+    if previous is not None:
+        lacking = [PLATFORM_TAGS[a] for a in _platforms(files, previous) if a not in have]
+        if lacking:
+            reasons.append(f"no {' or '.join(lacking)} wheel yet (torch {previous} has them)")
+    if not have.get("x86_64", set()) & have.get("win_amd64", set()):
+        reasons.append("no CPython with both a manylinux_2_28_x86_64 and a win_amd64 wheel")
+    elif len({frozenset(pythons) for pythons in have.values()}) > 1:
+        listed = "; ".join(f"{PLATFORM_TAGS[a]} {' '.join(sorted(p, key=shapes.version_key))}" for a, p in have.items())
+        reasons.append(f"its platforms' CPythons differ ({listed})")
+    if not reasons:
+        return None
+    return UploadIncomplete(f"upload incomplete, try later: torch {version} is on PyPI with {', '.join(reasons)}",
+                            version, "nothing was written; run `cuda-ext-farm adopt-torch` again when PyTorch's upload "
+                            "has finished (the scheduled run does each day)")
+
+
 def observe(version: str, source: Source) -> shapes.TorchRelease:
-    """torch ``version`` as PyPI has it, as a ``TorchRelease``."""
+    """torch ``version`` as PyPI has it, as a ``TorchRelease`` (read it only once ``upload_incomplete`` says
+    nothing)."""
     files = [f for f in source.files("torch") if f.filename.startswith(f"torch-{version}-")]
     x86 = wheel_for(files, version, "x86_64")
     if x86 is None:
-        raise CommandFailed("PyPI has no manylinux_2_28 x86_64 wheel of this torch", version,
-                            "wait for PyTorch's upload to finish, then run `cuda-ext-farm adopt-torch` again")
+        raise UploadIncomplete("upload incomplete, try later: PyPI has no manylinux_2_28 x86_64 wheel of this torch",
+                               version, "nothing was written; run `cuda-ext-farm adopt-torch` again when PyTorch's "
+                               "upload has finished")
     cuda = cuda_of(source.metadata(x86), "x86_64")
     if cuda is None:
         raise CommandFailed("torch's x86_64 wheel requires no CUDA runtime", x86.filename,

@@ -14,6 +14,7 @@ environment):
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -168,42 +169,80 @@ def test_i_a_download_during_the_build_is_named_with_the_variable_that_stops_it(
 # -- j: hardcoded_gencode ------------------------------------------------------------------------------------
 
 
-def test_j_hard_coded_gencode_flags_stop_the_build_before_its_long_compile(farm_command: list[str],
-                                                                           tmp_path: Path) -> None:
+def build_j(farm_command: list[str], tmp_path: Path, table: str = "",
+            setup_edit: tuple[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     folder = copy_fixture("hardcoded_gencode", tmp_path)
-    result = farm(farm_command, folder, "build", "--arch-list", "9.0", "--torch", "2.11", "--python", "3.11",
-                  "--wheelhouse", str(tmp_path / "wheelhouse"), "--build-dir", str(tmp_path / "build"))
+    if setup_edit:
+        setup = folder / "setup.py"
+        setup.write_text(setup.read_text().replace(*setup_edit))
+    pyproject = folder / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text() + table)
+    return farm(farm_command, folder, "build", "--arch-list", "9.0", "--torch", "2.11", "--python", "3.11",
+                "--wheelhouse", str(tmp_path / "wheelhouse"), "--build-dir", str(tmp_path / "build"))
+
+
+def report_of(tmp_path: Path) -> dict[str, object]:
+    (report,) = (tmp_path / "wheelhouse").glob("*/report.json")
+    data: dict[str, object] = json.loads(report.read_text())
+    return data
+
+
+def test_j_hard_coded_gencode_flags_stop_the_build_at_its_first_nvcc(farm_command: list[str],
+                                                                     tmp_path: Path) -> None:
+    result = build_j(farm_command, tmp_path)
     assert result.returncode == 2, result.stdout[-3000:]
     assert last_line(result) == (
         "error: the project passes its own CUDA architecture flags to nvcc, so torch ignores TORCH_CUDA_ARCH_LIST "
-        "(the farm's architectures) (-gencode=arch=compute_80,code=sm_80 and 1 more): drop the -gencode/-arch flags "
-        "from the extension's extra_compile_args (setup.py) and let torch's TORCH_CUDA_ARCH_LIST apply: cuda-archs "
-        "in [tool.cuda-ext-farm] or --arch-list choose the architectures (9.0 here); the build was stopped before "
-        "its long compile")
+        "(the farm's architectures) (-gencode=arch=compute_80,code=sm_80 and 1 more): set project-arch-flags = "
+        "\"replace\" in [tool.cuda-ext-farm] to build the farm's list (9.0 here: cuda-archs or --arch-list choose it) "
+        "in their place, or project-arch-flags = \"keep\" to build the project's own list; or drop the flags from "
+        "the extension's extra_compile_args (setup.py). The build was stopped at its first nvcc")
     assert not list((tmp_path / "wheelhouse").glob("*/*.whl"))
     assert not list((tmp_path / "build").glob("*/src/build/**/*.o"))  # nvcc was stopped, nothing compiled
 
 
-def test_j_with_its_own_list_in_build_env_the_sass_failure_names_the_flags(farm_command: list[str],
-                                                                           tmp_path: Path) -> None:
-    """A project that sets TORCH_CUDA_ARCH_LIST in build-env is not stopped early (it chose its architectures); its
-    own -gencode for sm_80 then fails the audit's sass check for --arch-list 9.0, and that failure names the flag
-    (read from the build's nvcc lines) and says to drop it. One small compile for one architecture."""
-    folder = copy_fixture("hardcoded_gencode", tmp_path)
-    setup = folder / "setup.py"
-    setup.write_text(setup.read_text().replace(
+def test_j_replace_builds_the_farms_list_with_the_projects_own_nvcc_flags(farm_command: list[str],
+                                                                          tmp_path: Path) -> None:
+    """project-arch-flags = "replace": configuration only; the wheel holds exactly sm_90. The project's own
+    NVCC_APPEND_FLAGS (build-env) reaches nvcc beside the farm's deterministic and compression flags (the wrapper's
+    line for each nvcc compile: no printed command shows what nvcc reads from the environment)."""
+    result = build_j(farm_command, tmp_path, 'project-arch-flags = "replace"\n'
+                     'build-env = { NVCC_APPEND_FLAGS = "-DPROJECT_OWN" }\n')
+    assert result.returncode == 0, result.stdout[-4000:]
+    report = report_of(tmp_path)
+    assert (report["sass"], report["ptx"], report["archs_from"]) == (
+        ["sm_90"], [], "the farm's, in place of the project's own")
+    (compiled,) = [line for line in result.stdout.splitlines() if line.startswith("cuda-ext-farm nvcc: ")]
+    flags, _, appended = compiled.partition("; NVCC_APPEND_FLAGS: ")
+    assert flags.endswith("scale.cu: -gencode=arch=compute_90,code=sm_90")
+    assert appended.startswith("-DPROJECT_OWN -objtemp --threads 0 -frandom-seed=") and \
+        appended.endswith("--compress-mode=size")
+
+
+def test_j_a_flag_that_contains_arch_drops_torchs_list_and_is_refused(farm_command: list[str],
+                                                                      tmp_path: Path) -> None:
+    """-Xcompiler -march=native: torch adds no -gencode flag (it contains "arch"), nvcc would build sm_75 alone."""
+    result = build_j(farm_command, tmp_path, setup_edit=(
         'GENCODE = ["-gencode=arch=compute_80,code=sm_80", "-gencode", "arch=compute_86,code=sm_86"]',
-        'GENCODE = ["-gencode=arch=compute_80,code=sm_80"]'))
-    pyproject = folder / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text() + 'build-env = { TORCH_CUDA_ARCH_LIST = "8.6" }\n')
-    result = farm(farm_command, folder, "build", "--arch-list", "9.0", "--torch", "2.11", "--python", "3.11",
-                  "--wheelhouse", str(tmp_path / "wheelhouse"), "--build-dir", str(tmp_path / "build"))
+        'GENCODE = ["-Xcompiler", "-march=native"]'))
+    assert result.returncode == 2, result.stdout[-3000:]
+    assert last_line(result).startswith("error: an nvcc compile has no architecture flag, so nvcc would build for its "
+                                        "default architecture only")
+    assert "(csrc/scale.cu): " in last_line(result)  # the file as the project has it, not the farm's copy
+    assert not list((tmp_path / "wheelhouse").glob("*/*.whl"))
+
+
+def test_j_with_its_own_list_in_build_env_the_sass_failure_names_it(farm_command: list[str],
+                                                                     tmp_path: Path) -> None:
+    """A project that sets TORCH_CUDA_ARCH_LIST in build-env chose its architectures: its compiles are held to that
+    list, and its wheel then fails the audit's sass check for --arch-list 9.0, naming build-env's list."""
+    result = build_j(farm_command, tmp_path, 'build-env = { TORCH_CUDA_ARCH_LIST = "8.6" }\n', setup_edit=(
+        'GENCODE = ["-gencode=arch=compute_80,code=sm_80", "-gencode", "arch=compute_86,code=sm_86"]',
+        "GENCODE = []"))
     assert result.returncode == 4, result.stdout[-3000:]
-    advice = ("nvcc compiled with architecture flags of the project's own: -gencode=arch=compute_80,code=sm_80: drop "
-              "them from the extension's extra_compile_args (setup.py) and remove TORCH_CUDA_ARCH_LIST from build-env "
-              "of [tool.cuda-ext-farm] and let torch's TORCH_CUDA_ARCH_LIST apply (9.0 here: cuda-archs in "
-              "[tool.cuda-ext-farm] or --arch-list choose it)")
-    assert f"sass: SASS for sm_80; missing sm_90; unexpected sm_80; {advice}" in result.stdout
+    advice = ("nvcc compiled for TORCH_CUDA_ARCH_LIST=8.6, which build-env of [tool.cuda-ext-farm] sets: remove it "
+              "there and let the farm's list apply (9.0 here: cuda-archs in [tool.cuda-ext-farm] or --arch-list "
+              "choose it)")
+    assert f"sass: SASS for sm_86; missing sm_90; unexpected sm_86; {advice}" in result.stdout
     assert last_line(result).startswith("error: the wheel audit failed ")
-    assert last_line(result).endswith(f"{advice} (a build publishes nothing until every check passes)")
     assert not list((tmp_path / "wheelhouse").glob("*/*.whl"))

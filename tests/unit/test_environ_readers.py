@@ -26,13 +26,11 @@ ALLOWED: dict[str, str] = {
     "ci.toolenv": "runs before any entry (noxfile, launcher); composes pip's environment",
     # every child process: os.environ plus the caller's additions, less `unset`; PATH with folders first
     "ci.proc": "composes every child's environment (child_environ, path_with) and logs what differs",
-    # composition of the build's child environments: the caller's own flags with the farm's appended
-    "ci.linux.host": "composes the build's environment (CPPFLAGS, NVCC_APPEND_FLAGS, LIBRARY_PATH, CC/CXX)",
-    "ci.linux.container": "passes the caller's CCACHE_* settings into the build container",
-    "ci.linux.cross": "composes the cross build's LDFLAGS from the caller's",
+    # (the build's own environment is composed from current().environ: ci/builds/environment.py)
+    # runs inside the project's build, in front of nvcc: its own environment is all it has
+    "ci.nvcc.wrapper": "runs inside the build (in front of nvcc), standard library only: reads its own environment",
     "ci.universe.project_commands": "composes the project commands' PYTEST_ADDOPTS from the caller's",
     # Windows: vcvars and the build read the Windows environment (PATH, VS variables) and compose child envs
-    "windows.build": "composes the vcvars64 + toolkit environment of the Windows build",
     "windows.jit": "composes the user's command's environment (the caller's, less the farm's launchers')",
     "windows.vcvars": "runs vcvarsall.bat from the caller's environment and captures what it changes",
 }

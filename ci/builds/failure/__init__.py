@@ -75,9 +75,9 @@ def explain(general: CommandFailed, output: str, *, build: str, source: str = ""
             cpu: bool = False, linkable: Sequence[str] = (), empty_submodules: Sequence[str] = (),
             pins: Sequence[tuple[int, str]] = (), host_folder: Path | None = None) -> FarmError:
     """The error a failed build ends with: ``general`` (the farm's own line) with the cause :func:`classify` reads
-    from ``output`` in its place when there is one (``ci/nvcc/nvcc-arch-guard``'s refusal first); ``build`` names
+    from ``output`` in its place when there is one (``ci/nvcc/wrapper.py``'s refusal first); ``build`` names
     the build (``the wheel build of <target>``)."""
-    refused = arch_flags.guard_refusal(output)
+    refused = arch_flags.refusal(output, [source] if source else [])
     if refused is not None:
         return refused
     cause = classify(output, source=source, build_script=build_script, cpu=cpu, linkable=linkable,

@@ -161,8 +161,10 @@ def test_default_architectures_are_the_target_torchs() -> None:
     # still has Volta, and PTX for Blackwell, new in CUDA 12.8.
     cu128 = by_id["fusedops-stable-cu128-cp310abi3-linux_x86_64"]
     assert (cu128.cell.sass_archs, cu128.cell.ptx_arch) == (("7.0", "8.0", "9.0"), "9.0")
-    assert routes.archs_source(cu128) == ("torch 2.10's less 7.5 8.6: one SASS per GPU generation (older-majors-sass); "
-                                          "less 10.0 12.0: GPUs new in CUDA 12.8, whose drivers JIT, PTX 9.0 for those")
+    assert routes.archs_source(cu128) == ("torch 2.10's less 7.5 8.6: one SASS per GPU generation (older-majors-sass): "
+                                          "7.5 runs the 7.0 build, 8.6 the 8.0 one: its scheduling, and the paths the "
+                                          "toolkit's and torch's headers gate above it; less 10.0 12.0: GPUs new in "
+                                          "CUDA 12.8, whose drivers JIT, PTX 9.0 for those")
     windows = by_id["fusedops-stable-cu128-cp310abi3-win_amd64"].cell
     assert (windows.sass_archs, windows.ptx_arch) == (cu128.cell.sass_archs, cu128.cell.ptx_arch)
     # The stand-in's CUDA 12.4 cannot compile Blackwell: torch's list less 10.0 and 12.0, PTX 9.0 for those GPUs.

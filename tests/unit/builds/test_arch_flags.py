@@ -1,12 +1,10 @@
-"""Architecture flags a project passes nvcc itself (ci/builds/arch_flags.py): read from printed nvcc lines and
-build.ninja (host, Windows), refused by ci/nvcc/nvcc-arch-guard in front of nvcc (container builds; the script
-runs here, in front of a stand-in nvcc that records its arguments), and named by a failed sass/ptx check."""
+"""Architecture flags a project passes nvcc itself (ci/builds/arch_flags.py): read from printed nvcc lines, the
+wrapper's refusals turned into the farm's error, the list the audit holds the wheel to (project-arch-flags), and
+the advice a failed sass/ptx check carries. The wrapper itself: tests/unit/nvcc/test_wrapper.py."""
 
 from __future__ import annotations
 
 import dataclasses
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,7 +18,6 @@ from ci.universe import project, targets
 SRC = "/cache/build/proj-torch2.13-cpu-cp311-linux_x86_64/src"
 ENV = "/cache/envs/build-torch2.13.0-py3.11/lib/python3.11/site-packages"
 ROOT = Path(__file__).resolve().parents[3]
-GUARD = ROOT / "ci" / "nvcc" / arch_flags.ARCH_GUARD_SCRIPT
 
 
 NVCC = "/cache/tk/bin/nvcc"
@@ -55,163 +52,44 @@ def test_lines_that_are_not_an_nvcc_compile_are_ignored() -> None:
     assert arch_flags.own_arch_flags("building 'p._C' extension -gencode=arch=compute_80,code=sm_80", "9.0") == []
 
 
-def test_the_watcher_says_what_to_drop() -> None:
-    watch = arch_flags.stop_on_own_arch_flags("9.0")
+def with_mode(target: targets.Target, mode: str) -> targets.Target:
+    return dataclasses.replace(target, project=dataclasses.replace(target.project, arch_flags=mode))
+
+
+def test_the_watcher_names_the_key_first_and_the_source_edit_last() -> None:
+    """setuptools without ninja prints each nvcc line before running it (no wrapper there): refused as such."""
+    watch = arch_flags.watch_output(stable_target("9.0"))
+    assert watch is not None
     assert watch(ninja_line("-gencode=arch=compute_90,code=sm_90")) is None
     error = watch(ninja_line("-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_86,code=sm_86"))
     assert error is not None
     assert error.line() == (
         "error: the project passes its own CUDA architecture flags to nvcc, so torch ignores TORCH_CUDA_ARCH_LIST "
-        "(the farm's architectures) (-gencode=arch=compute_80,code=sm_80 and 1 more): drop the -gencode/-arch flags "
-        "from the extension's extra_compile_args (setup.py) and let torch's TORCH_CUDA_ARCH_LIST apply: cuda-archs "
-        "in [tool.cuda-ext-farm] or --arch-list choose the architectures (9.0 here); the build was stopped before "
-        "its long compile")
+        "(the farm's architectures) (-gencode=arch=compute_80,code=sm_80 and 1 more): set project-arch-flags = "
+        "\"replace\" in [tool.cuda-ext-farm] to build the farm's list (9.0 here: cuda-archs or --arch-list choose it) "
+        "in their place, or project-arch-flags = \"keep\" to build the project's own list; or drop the flags from "
+        "the extension's extra_compile_args (setup.py). The build was stopped at its first nvcc")
 
 
-BUILD_NINJA = f"""ninja_required_version = 1.3
-cxx = c++
-nvcc = /cache/tk/bin/nvcc
-
-cflags = -pthread -fPIC -I{ENV}/torch/include -I/usr/include/python3.11 -c
-post_cflags = -O2 -DTORCH_API_INCLUDE_EXTENSION_H -DTORCH_EXTENSION_NAME=_C -std=c++17
-cuda_cflags = -I{ENV}/torch/include -I/cache/tk/include -c
-cuda_post_cflags = -D__CUDA_NO_HALF_OPERATORS__ --expt-relaxed-constexpr --compiler-options ''"'"'-fPIC'"'"'' -O2 \
-{{flags}} -DTORCH_API_INCLUDE_EXTENSION_H -DTORCH_EXTENSION_NAME=_C -std=c++17
-cuda_dlink_post_cflags =
-ldflags =
-
-rule cuda_compile
-  depfile = $out.d
-  deps = gcc
-  command = $nvcc --generate-dependencies-with-compile --dependency-output $out.d $cuda_cflags -c $in -o $out \
-$cuda_post_cflags
-
-build {SRC}/build/temp.linux-x86_64-cpython-311/csrc/scale.o: cuda_compile {SRC}/csrc/scale.cu
-"""
+def test_keep_and_replace_let_printed_lines_through_but_not_a_build_without_ninja() -> None:
+    own = ninja_line("-gencode=arch=compute_80,code=sm_80")
+    through = own.replace(NVCC, f"/env/bin/python -I {arch_flags.WRAPPER}")
+    keep = arch_flags.watch_output(with_mode(stable_target("9.0"), "keep"))
+    replace = arch_flags.watch_output(with_mode(stable_target("9.0"), "replace"))
+    assert keep is not None and replace is not None
+    assert keep(own) is None and keep(through) is None and replace(through) is None
+    error = replace(own)  # nvcc run without the wrapper: nothing can replace its flags
+    assert error is not None and "needs torch's ninja build" in error.what
+    assert arch_flags.watch_output(dataclasses.replace(stable_target("9.0"), cpu=True)) is None
 
 
-def test_build_ninja_flags_of_the_projects_own() -> None:
-    own = BUILD_NINJA.replace("{flags}", "-gencode=arch=compute_80,code=sm_80 -gencode arch=compute_86,code=sm_86")
-    assert arch_flags.ninja_arch_flags(own) == ["-gencode=arch=compute_80,code=sm_80",
-                                             "-gencode=arch=compute_86,code=sm_86"]
-    torchs = BUILD_NINJA.replace("{flags}", "-gencode=arch=compute_90,code=sm_90")
-    assert arch_flags.ninja_arch_flags(torchs) == ["-gencode=arch=compute_90,code=sm_90"]
-    assert arch_flags.ninja_arch_flags(own.split("rule ")[0]) is None  # not complete yet: no build edge
-
-
-def test_the_build_ninja_watcher_objects_once_the_file_is_there(tmp_path: Path) -> None:
-    poll = arch_flags.watch_build_ninja(tmp_path, "9.0")
-    assert poll() is None
-    ninja = tmp_path / "build" / "temp.linux-x86_64-cpython-311" / "build.ninja"
-    ninja.parent.mkdir(parents=True)
-    ninja.write_text(BUILD_NINJA.replace("{flags}", "-gencode=arch=compute_90,code=sm_90"))
-    assert poll() is None  # torch's own flags for 9.0
-    ninja.write_text(BUILD_NINJA.replace("{flags}", "-arch=sm_80"))
-    os.utime(ninja, (1, 1))
-    error = poll()
-    assert error is not None and error.value == "-arch=sm_80"
-
-
-
-
-# --- ci/nvcc/nvcc-arch-guard (the script itself, in front of a stand-in nvcc) -------------------------------------
-
-ARCHS = "8.0;9.0+PTX"
-
-
-def stand_in_nvcc(folder: Path) -> Path:
-    """An "nvcc" that writes the arguments it was given, one a line, to ``args`` beside it."""
-    nvcc = folder / "nvcc"
-    nvcc.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > "{folder}/args"\n')
-    nvcc.chmod(0o755)
-    return nvcc
-
-
-def guard(tmp_path: Path, args: list[str], arch_list: str | None = ARCHS,
-          extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    nvcc = stand_in_nvcc(tmp_path)
-    env = {"PATH": os.environ["PATH"], **(extra or {})}
-    env |= arch_flags.arch_guard_env(arch_list, str(GUARD), str(nvcc)) if arch_list else {
-        "FARM_ARCH_GUARD_NVCC": str(nvcc)}
-    return subprocess.run([env.get("PYTORCH_NVCC", str(GUARD)), *args], env=env, text=True, capture_output=True,
-                          cwd=tmp_path)
-
-
-def ran_with(tmp_path: Path) -> list[str] | None:
-    args = tmp_path / "args"
-    return args.read_text().splitlines() if args.exists() else None
-
-
-def compile_args(flags: str) -> list[str]:
-    return ["--generate-dependencies-with-compile", "--dependency-output", "k.o.d", "-I/x y/include", "-c", "k.cu",
-            "-o", "k.o", "--compiler-options", "'-fPIC'", *flags.split(), "-std=c++17"]
-
-
-def test_the_guard_runs_nvcc_with_unchanged_arguments_when_the_flags_are_torchs(tmp_path: Path) -> None:
-    args = compile_args(TORCH_FLAGS)
-    done = guard(tmp_path, args)
-    assert (done.returncode, done.stderr) == (0, "")
-    assert ran_with(tmp_path) == args  # the same words, in order: "-I/x y/include" stays one
-
-
-@pytest.mark.parametrize(("flags", "own"), [
-    ("-gencode=arch=compute_80,code=sm_80 -gencode arch=compute_86,code=sm_86",
-     "-gencode=arch=compute_86,code=sm_86"),
-    ("-arch=sm_80", "-arch=sm_80"),
-    ("-arch sm_90", "-arch=sm_90"),
-    ("--generate-code=arch=compute_86,code=[sm_86,compute_86]", "-gencode=arch=compute_86,code=[sm_86,compute_86]"),
-    ("--generate-code arch=compute_89,code=sm_89", "-gencode=arch=compute_89,code=sm_89"),
-    # a part of the list: torch added none, the project chose these itself
-    ("-gencode=arch=compute_90,code=sm_90", "-gencode=arch=compute_90,code=sm_90"),
-])
-def test_the_guard_refuses_flags_of_the_projects_own_before_nvcc_runs(tmp_path: Path, flags: str, own: str) -> None:
-    (tmp_path / "-gencode=arch=compute_86,code=s").touch()  # what the flag would match as a glob: it stays a word
-    done = guard(tmp_path, compile_args(flags))
-    assert done.returncode == 3 and ran_with(tmp_path) is None
-    assert done.stdout == ""
-    assert done.stderr == (f"cuda-ext-farm nvcc-arch-guard: own architecture flags: {own} "
-                           f"(TORCH_CUDA_ARCH_LIST={ARCHS})\n")
-    error = arch_flags.guard_refusal("FAILED: k.o\n" + done.stderr)
-    assert error is not None and error.value == own.split()[0] and f"({ARCHS} here)" in error.fix
-
-
-@pytest.mark.parametrize("args", [
-    ["--version"],  # not a compile
-    ["-dlink", "k.o", "-o", "dlink.o", "-arch=sm_80"],  # not a compile
-    ["-c", "k.cu", "-o", "k.o"],  # no architecture flag: nvcc's default (torch always passes some)
-])
-def test_the_guard_leaves_other_nvcc_commands_alone(tmp_path: Path, args: list[str]) -> None:
-    done = guard(tmp_path, args)
-    assert done.returncode == 0 and ran_with(tmp_path) == args
-
-
-def test_without_an_arch_list_the_guard_only_runs_nvcc(tmp_path: Path) -> None:
-    args = compile_args("-gencode=arch=compute_80,code=sm_80")
-    done = guard(tmp_path, args, arch_list=None)
-    assert done.returncode == 0 and ran_with(tmp_path) == args
-
-
-def test_the_guard_chains_with_the_module_anchor(tmp_path: Path) -> None:
-    """guard -> nvcc-module-anchor -> nvcc (CUDA 12.4's container builds): the anchor still adds its define."""
-    nvcc = stand_in_nvcc(tmp_path)
-    env = {"PATH": os.environ["PATH"], "FARM_NVCC": str(nvcc),
-           **arch_flags.arch_guard_env("9.0", str(GUARD), str(ROOT / "ci" / "nvcc" / "nvcc-module-anchor"))}
-    args = compile_args("-gencode=arch=compute_90,code=sm_90")
-    done = subprocess.run([env["PYTORCH_NVCC"], *args], env=env, text=True, capture_output=True, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    ran = ran_with(tmp_path)
-    assert ran is not None and ran[:len(args)] == args and ran[len(args)].startswith("-DFARM_MODULE_ANCHOR=")
-    refused = subprocess.run([env["PYTORCH_NVCC"], *compile_args("-arch=sm_80")], env=env, text=True,
-                             capture_output=True, cwd=tmp_path)
-    assert refused.returncode == 3 and "-arch=sm_80" in refused.stderr
-
-
-def test_the_guard_line_is_the_same_error_as_the_host_watchers() -> None:
-    line = ("cuda-ext-farm nvcc-arch-guard: own architecture flags: -gencode=arch=compute_80,code=sm_80 "
-            "-gencode=arch=compute_86,code=sm_86 (TORCH_CUDA_ARCH_LIST=9.0)")
-    host = arch_flags.stop_on_own_arch_flags("9.0")(
-        ninja_line("-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_86,code=sm_86"))
-    container = arch_flags.stop_on_own_arch_flags("9.0")(line)
+def test_the_wrappers_line_is_the_same_error_as_a_printed_compile_line() -> None:
+    line = ("cuda-ext-farm nvcc: own architecture flags: -gencode=arch=compute_80,code=sm_80 "
+            "-gencode=arch=compute_86,code=sm_86 (the farm's list: 9.0)")
+    watch = arch_flags.watch_output(stable_target("9.0"))
+    assert watch is not None
+    host = watch(ninja_line("-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_86,code=sm_86"))
+    container = watch(line)
     assert host is not None and container is not None and container.line() == host.line()
     # From the kept output too (the watcher missed it: a line split by a full pipe, a build that ended first).
     general = CommandFailed("the container build of p failed", "exit 1", "see above")
@@ -243,8 +121,9 @@ def test_the_advice_names_flags_of_the_projects_own() -> None:
                                                   "-gencode=arch=compute_86,code=sm_86"]
     assert arch_flags.arch_flags_advice(output, stable_target("9.0")) == (
         "nvcc compiled with architecture flags of the project's own: -gencode=arch=compute_80,code=sm_80 "
-        "-gencode=arch=compute_86,code=sm_86: drop them from the extension's extra_compile_args (setup.py) and let "
-        "torch's TORCH_CUDA_ARCH_LIST apply (9.0 here: cuda-archs in [tool.cuda-ext-farm] or --arch-list choose it)")
+        "-gencode=arch=compute_86,code=sm_86: set project-arch-flags = \"replace\" in [tool.cuda-ext-farm], or drop "
+        "them from the extension's extra_compile_args (setup.py), and let the farm's list apply (9.0 here: "
+        "cuda-archs in [tool.cuda-ext-farm] or --arch-list choose it)")
 
 
 def test_the_advice_tells_build_envs_list_from_the_projects_flags() -> None:
@@ -255,8 +134,8 @@ def test_the_advice_tells_build_envs_list_from_the_projects_flags() -> None:
     own = arch_flags.arch_flags_advice(output_of("-gencode=arch=compute_80,code=sm_80"),
                                        stable_target("9.0", {"TORCH_CUDA_ARCH_LIST": "8.6"}))
     assert own.startswith("nvcc compiled with architecture flags of the project's own: "
-                          "-gencode=arch=compute_80,code=sm_80: drop them from the extension's extra_compile_args "
-                          "(setup.py) and remove TORCH_CUDA_ARCH_LIST from build-env")
+                          "-gencode=arch=compute_80,code=sm_80: set project-arch-flags = \"replace\" in "
+                          "[tool.cuda-ext-farm] and remove TORCH_CUDA_ARCH_LIST from build-env")
 
 
 @pytest.mark.parametrize("output", [
@@ -285,3 +164,34 @@ def test_a_failed_sass_check_carries_the_advice_and_the_errors_fix(tmp_path: Pat
     assert gpu_code.name_arch_flags(result, "") == (result, None)
     passed = dataclasses.replace(result, checks=checks[:1])
     assert gpu_code.name_arch_flags(passed, advice) == (passed, None)  # nothing failed: nothing added
+
+
+# --- the list the audit holds the wheel to (project-arch-flags) --------------------------------------------------
+
+@pytest.mark.parametrize(("flags", "arch_list"), [
+    (["-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90,code=compute_90"], "8.0;9.0+PTX"),
+    (["-arch=sm_86"], "8.6+PTX"),  # nvcc: SASS and PTX of 8.6
+    (["-gencode=arch=compute_90a,code=sm_90a", "-gencode=arch=compute_100a,code=[sm_100a,compute_100a]"],
+     "9.0a;10.0a+PTX"),
+    (["-arch=compute_80", "-code=sm_80,sm_86"], "8.0;8.6"),
+])
+def test_the_list_nvcc_flags_ask_for(flags: list[str], arch_list: str) -> None:
+    assert arch_flags.arch_list_from_flags(flags) == arch_list
+
+
+def test_keep_audits_the_wheel_against_the_projects_list() -> None:
+    output = output_of("-gencode=arch=compute_80,code=sm_80 -gencode arch=compute_86,code=sm_86")
+    kept = arch_flags.audited_target(with_mode(stable_target("9.0"), "keep"), output)
+    assert (kept.cell.sass_archs, kept.cell.ptx_arch) == (("8.0", "8.6"), "")
+    assert arch_flags.whose_list(kept) == "the project's own (setup.py)"
+    refused = stable_target("9.0")
+    assert arch_flags.audited_target(refused, output) == refused  # refuse: the farm's list, always
+
+
+def test_replace_audits_the_farms_list_with_the_specific_targets_asked_for() -> None:
+    target = with_mode(stable_target("8.0;9.0+PTX"), "replace")
+    output = output_of("-gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_70,code=sm_70")
+    audited = arch_flags.audited_target(target, output)
+    assert (audited.cell.sass_archs, audited.cell.ptx_arch) == (("8.0", "9.0", "9.0a"), "9.0")
+    plain = output_of("-gencode=arch=compute_70,code=sm_70")
+    assert arch_flags.audited_target(target, plain) == target

@@ -1,6 +1,9 @@
-"""The doctor's pick among variant wheels (ci/doctor/variants.py) agrees with variantlib's own ordering
-(``sort_and_filter_supported_variants``, the function an installer calls) on every recorded machine of
-tests/fixtures/doctor/, for an index of variant wheels written by ci/release/variants.py."""
+"""The doctor's pick among variant wheels (ci/doctor/variants.py) against the real parts, on every recorded machine
+of tests/fixtures/doctor/, for an index of variant wheels written by ci/release/variants.py: the NVIDIA provider's
+own answer (``get_supported_configs``, recorded with its version by ``python -m ci.doctor.provider`` in
+tests/fixtures/doctor_provider/) equals the doctor's re-implementation, and variantlib's own ordering
+(``sort_and_filter_supported_variants``, the function an installer calls) of that answer is the doctor's. Both run
+wherever the tests run; where the provider is installed, a further test asks it again."""
 
 from __future__ import annotations
 
@@ -14,12 +17,14 @@ from typing import Any
 
 import pytest
 
-from ci.doctor import diagnose
+from ci.doctor import diagnose, provider
 from ci.doctor import variants as doctor_variants
 from ci.release import variants as release_variants
 
 ROOT = Path(__file__).resolve().parents[3]
 ENVS = ROOT / "tests" / "fixtures" / "doctor"
+#: The NVIDIA provider's own answers on those machines (``python -m ci.doctor.provider`` writes it).
+RECORDED: dict[str, Any] = json.loads(provider.RECORDING.read_text(encoding="utf-8"))
 SM13 = ("75_real", "80_real", "86_real", "89_real", "90_real", "100_real", "120_real", "120_virtual")
 #: label -> (properties, platforms it is built for)
 INDEX: dict[str, tuple[dict[str, tuple[str, ...]], tuple[str, ...]]] = {
@@ -80,23 +85,39 @@ def variant_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return release_variants.write_folder(tmp_path_factory.mktemp("release"), items, "demo_ext").folder
 
 
-def _variantlib_order(index_file: Path, machine: Any) -> list[str]:
-    """variantlib's own filter and order of the index's variants, given the provider's supported properties."""
+def _variantlib_order(index_file: Path, configs: list[list[Any]]) -> list[str]:
+    """variantlib's own filter and order of the index's variants, given the provider's supported configs."""
     from variantlib.models.variant import VariantProperty
     from variantlib.resolver.lib import sort_and_filter_supported_variants
     from variantlib.variants_json import VariantsJson
 
     described = VariantsJson(json.loads(index_file.read_text(encoding="utf-8")))
-    supported = [VariantProperty(release_variants.NAMESPACE, f.name, v)
-                 for f in doctor_variants.provider_features(machine) for v in f.values]
+    supported = [VariantProperty(release_variants.NAMESPACE, name, v) for name, values, _ in configs for v in values]
     ordered = sort_and_filter_supported_variants(list(described.variants.values()), supported,
                                                  namespace_priorities=list(described.namespace_priorities),
                                                  filter_values=True)
     return [v.label for v in ordered]
 
 
+def _ours(machine: Any) -> list[list[Any]]:
+    return [[f.name, list(f.values), f.multi_value] for f in doctor_variants.provider_features(machine)]
+
+
 def test_every_recorded_machine_is_expected() -> None:
     assert {p.stem for p in ENVS.glob("*.json")} == set(EXPECT)
+
+
+def test_the_providers_recording_covers_every_machine() -> None:
+    assert RECORDED["provider"] == {"name": "nvidia-variant-provider", "version": RECORDED["provider"]["version"]}
+    assert RECORDED["provider"]["version"]
+    assert set(RECORDED["machines"]) == set(EXPECT)
+
+
+@pytest.mark.parametrize("env", sorted(EXPECT))
+def test_the_doctor_answers_as_the_real_provider_did(env: str) -> None:
+    """ci/doctor/variants.py re-implements the provider (the doctor runs without it): its answer on each recorded
+    machine is the provider's own, value for value and in the provider's order."""
+    assert _ours(diagnose.load_env(ENVS / f"{env}.json")) == RECORDED["machines"][env]
 
 
 @pytest.mark.parametrize("env", sorted(EXPECT))
@@ -105,7 +126,7 @@ def test_the_doctor_picks_what_variantlib_orders_first(env: str, variant_index: 
     report = diagnose.doctor(variant_index, machine)
     pick, labels = report.variant_picks["demo-ext"]
     index_file = next(variant_index.glob("*-variants.json"))
-    assert labels == _variantlib_order(index_file, machine)
+    assert labels == _variantlib_order(index_file, RECORDED["machines"][env])  # the real provider's answer
     installable = [label for label in labels if any(
         diagnose._installable(v, machine) for v in report.projects["demo-ext"] if v.wheel.variant_label == label)]
     assert (pick.wheel.variant_label if pick else None) == EXPECT[env] == (installable[0] if installable else None)
@@ -131,24 +152,14 @@ def test_provider_features_follow_the_providers_rules() -> None:
     assert doctor_variants.provider_features(diagnose.load_env(ENVS / "cpu_torch.json")) == ()
 
 
-def test_the_features_are_the_real_providers_where_it_is_installed(tmp_path: Path) -> None:
-    """With nvidia-variant-provider importable (its PyPI release is a placeholder; point PYTHONPATH at a checkout),
-    its get_supported_configs under the recorded driver and GPU equals provider_features."""
-    probe = ("import json; from nvidia_variant_provider.plugin import NvidiaVariantPlugin as P; "
-             "print(json.dumps([[c.name, list(c.values)] for c in P.get_supported_configs()]))")
-    found = subprocess.run([sys.executable, "-c", "import nvidia_variant_provider.plugin"], capture_output=True,
-                           check=False)
+def test_the_real_provider_answers_as_recorded() -> None:
+    """Where nvidia-variant-provider is installed (in this interpreter, or the one FARM_TEST_PROVIDER_PYTHON names;
+    its PyPI name holds a placeholder, docs/doctor.md says where it is published): asked again, it gives the
+    recording, so the recording is the provider's and not an old one."""
+    python = os.environ.get("FARM_TEST_PROVIDER_PYTHON") or sys.executable
+    found = subprocess.run([python, "-c", "import nvidia_variant_provider.plugin"], capture_output=True, check=False)
     if found.returncode != 0:
-        pytest.skip("nvidia-variant-provider is not installed")
-    for env in sorted(EXPECT):
-        machine = diagnose.load_env(ENVS / f"{env}.json")
-        caps = sorted((g.capability for g in machine.gpus if g.capability), reverse=True)
-        if not machine.driver_cuda or not caps:
-            continue  # the provider would ask NVML: no override says "no GPU"
-        forced = {"NV_VARIANT_PROVIDER_FORCE_CUDA_DRIVER_VERSION": machine.driver_cuda,
-                  "NV_VARIANT_PROVIDER_FORCE_SM_ARCH": f"{caps[0][0]}.{caps[0][1]}"}
-        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
-                              env={**os.environ, **forced})
-        theirs = [tuple(x) for x in json.loads(done.stdout)]
-        ours = [(f.name, list(f.values)) for f in doctor_variants.provider_features(machine)]
-        assert [(n, list(v)) for n, v in theirs] == ours, env
+        pytest.skip(f"nvidia-variant-provider is not installed in {python}: the recording was compared above")
+    again = provider.derive(python)
+    assert again["provider"] == RECORDED["provider"], "a new provider release: python -m ci.doctor.provider"
+    assert again["machines"] == RECORDED["machines"]

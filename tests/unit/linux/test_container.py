@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ci import errors
-from ci.builds import arch_flags, tail
+from ci.builds import tail
 from ci.linux import container as wheels
 from ci.linux import debian, images, shell
 from ci.universe import matrix, project, targets
@@ -182,7 +182,7 @@ def test_the_container_build_alone_sees_cuda_available(tmp_path: Path) -> None:
 
 def test_nvcc_without_random_seed_runs_through_the_module_anchor(tmp_path: Path) -> None:
     """CUDA 12.4's nvcc has no -frandom-seed: its builds go through ci/nvcc/nvcc-module-anchor, mounted read-only;
-    cells whose nvcc has the flag keep calling the ccache wrapper directly."""
+    cells whose nvcc has the flag keep calling the ccache wrapper directly, behind the farm's nvcc wrapper."""
     config = project.load(ROOT)
     old = select(config, Selection(cuda="12.4"))[0]
     new = targets.default_target(config)
@@ -194,37 +194,31 @@ def test_nvcc_without_random_seed_runs_through_the_module_anchor(tmp_path: Path)
     anchored = envs["12.4"]
     mount = f"{ROOT / 'ci' / 'nvcc'}:{wheels.NVCC_TOOLS_MOUNT}:ro"
     assert anchored["CIBW_CONTAINER_ENGINE"].count(mount) == 1
-    # nvcc-arch-guard -> nvcc-module-anchor -> the ccache wrapper -> nvcc
-    assert f'PYTORCH_NVCC="{wheels.NVCC_TOOLS_MOUNT}/nvcc-arch-guard"' in anchored["CIBW_ENVIRONMENT"]
-    assert f'FARM_ARCH_GUARD_NVCC="{wheels.NVCC_TOOLS_MOUNT}/nvcc-module-anchor"' in anchored["CIBW_ENVIRONMENT"]
+    # the wrapper -> nvcc-module-anchor -> the ccache wrapper -> nvcc
+    assert f'PYTORCH_NVCC="python -I {wheels.NVCC_TOOLS_MOUNT}/wrapper.py"' in anchored["CIBW_ENVIRONMENT"]
+    assert f'FARM_NVCC_NEXT="{wheels.NVCC_TOOLS_MOUNT}/nvcc-module-anchor"' in anchored["CIBW_ENVIRONMENT"]
     assert 'FARM_NVCC="/usr/local/bin/nvcc-ccache"' in anchored["CIBW_ENVIRONMENT"]
     assert "-frandom-seed" not in anchored["CIBW_ENVIRONMENT"]
     seeded = envs[new.cell.cuda]
     assert seeded["CIBW_CONTAINER_ENGINE"].count(mount) == 1 and "FARM_NVCC=" not in seeded["CIBW_ENVIRONMENT"]
-    assert f'PYTORCH_NVCC="{wheels.NVCC_TOOLS_MOUNT}/nvcc-arch-guard"' in seeded["CIBW_ENVIRONMENT"]
-    assert 'FARM_ARCH_GUARD_NVCC="/usr/local/bin/nvcc-ccache"' in seeded["CIBW_ENVIRONMENT"]
-    for script in ("nvcc-module-anchor", "nvcc-arch-guard"):
-        assert (ROOT / "ci" / "nvcc" / script).stat().st_mode & 0o111  # executable in the container
+    assert f'PYTORCH_NVCC="python -I {wheels.NVCC_TOOLS_MOUNT}/wrapper.py"' in seeded["CIBW_ENVIRONMENT"]
+    assert 'FARM_NVCC_NEXT="/usr/local/bin/nvcc-ccache"' in seeded["CIBW_ENVIRONMENT"]
+    assert (ROOT / "ci" / "nvcc" / "nvcc-module-anchor").stat().st_mode & 0o111  # executable in the container
 
 
-def test_the_arch_guard_holds_the_build_to_the_cells_list_unless_build_env_sets_one(tmp_path: Path) -> None:
-    """The guard gets the flags the cell's list implies; a project that sets TORCH_CUDA_ARCH_LIST in build-env is
-    not second-guessed: no guard (and no early stop on the host or Windows either)."""
+def test_the_nvcc_wrapper_holds_the_build_to_the_list_torch_compiles_for(tmp_path: Path) -> None:
+    """The wrapper gets the cell's list and the project's mode; a project that sets TORCH_CUDA_ARCH_LIST in
+    build-env is held to that list instead; a CPU build has no wrapper."""
     target = targets.with_arch_list(targets.default_target(project.load(ROOT)), "8.0;9.0+PTX")
     job = job_for(target, tmp_path)
     python = wheels.build_python(target, job.spec)
     env = wheels.cibuildwheel_env(job, python, wheels.torch_volume(target, python), None)["CIBW_ENVIRONMENT"]
-    assert ('FARM_ARCH_GUARD_FLAGS="-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=compute_90 '
-            '-gencode=arch=compute_90,code=sm_90"') in env
-    assert 'FARM_ARCH_GUARD_LIST="8.0;9.0+PTX"' in env
-    assert arch_flags.early_stop_arch_list(target) == "8.0;9.0+PTX"
+    assert 'FARM_NVCC_ARCH_LIST="8.0;9.0+PTX"' in env and 'FARM_NVCC_ARCH_MODE="refuse"' in env
     own = dataclasses.replace(target, project=dataclasses.replace(
-        target.project, build_env={**target.project.build_env, "TORCH_CUDA_ARCH_LIST": "8.6"}))
-    assert arch_flags.early_stop_arch_list(own) is None
-    assert arch_flags.early_stop_arch_list(dataclasses.replace(target, cpu=True)) is None
+        target.project, build_env={**target.project.build_env, "TORCH_CUDA_ARCH_LIST": "8.6"}, arch_flags="keep"))
     job = job_for(own, tmp_path)
     env = wheels.cibuildwheel_env(job, python, wheels.torch_volume(own, python), None)["CIBW_ENVIRONMENT"]
-    assert "FARM_ARCH_GUARD" not in env and 'PYTORCH_NVCC="/usr/local/bin/nvcc-ccache"' in env
+    assert 'FARM_NVCC_ARCH_LIST="8.6"' in env and 'FARM_NVCC_ARCH_MODE="keep"' in env
     assert 'TORCH_CUDA_ARCH_LIST="8.6"' in env
 
 

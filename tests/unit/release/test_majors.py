@@ -58,20 +58,23 @@ def _record(files: dict[str, bytes]) -> bytes:
     return ("\n".join([*rows, "pkg-1.0.dist-info/RECORD,,"]) + "\n").encode()
 
 
-def build_half(tmp: Path, major: int, glibc: str, *, cudart: int | None = None, py: str = "") -> Path:
+def build_half(tmp: Path, major: int, glibc: str, *, cudart: int | None = None, py: str = "",
+               python_tag: str = "cp310-abi3", runtime: Path | None = None, calls: str = "") -> Path:
     """A wheel of one major: ``pkg/_C.abi3.so`` (no CUDA), ``pkg/_C_cuda.abi3.so`` (an extension module linking
-    ``libcudart.so.<cudart>``), ``pkg/__init__.py``, ``pkg/_build_info.json`` and the dist-info."""
-    work = tmp / f"half{major}-{cudart}-{glibc}{'-py' if py else ''}"
+    ``libcudart.so.<cudart>``: the unversioned stub, or the one in ``runtime`` whose function ``calls`` it calls),
+    ``pkg/__init__.py``, ``pkg/_build_info.json`` and the dist-info, tagged ``<python_tag>-manylinux_<glibc>``."""
+    work = tmp / f"half{major}-{cudart}-{glibc}{'-py' if py else ''}-{python_tag}-{calls}"
     work.mkdir()
-    stub = stub_dir(tmp)
-    (work / "m.c").write_text(MODULE)
+    stub = runtime or stub_dir(tmp)
+    (work / "m.c").write_text(MODULE + (f"int {calls}(void);\nint call_runtime(void) {{ return {calls}(); }}\n"
+                                        if calls else ""))
     (work / "cpu.c").write_text("int cpu(void) { return 1; }\n")
     _gcc(work / "_C_cuda.abi3.so", f"-DMAJOR={major}", f"-I{sysconfig.get_paths()['include']}", str(work / "m.c"),
          f"-L{stub}", "-Wl,--no-as-needed", f"-l:libcudart.so.{cudart or major}")
     _gcc(work / "_C.abi3.so", str(work / "cpu.c"))
     doc = {"abi": "stable", "cuda": f"{major}.0", "format": 1, "ptx": [], "sass": ["8.0", f"{major - 3}.0"],
            "target": f"pkg-stable-cu{major}0-cp310abi3-linux_x86_64", "torch_requirement": "torch>=2.10"}
-    tag = f"cp310-abi3-manylinux_{glibc}_x86_64"
+    tag = f"{python_tag}-manylinux_{glibc}_x86_64"
     files = {
         "pkg/__init__.py": f"# pkg{py}\n".encode(),
         "pkg/_C.abi3.so": (work / "_C.abi3.so").read_bytes(),
@@ -131,13 +134,17 @@ def test_merge_puts_each_majors_library_in_its_folder_and_is_reproducible(tmp_pa
             assert {i.date_time for i in zf.infolist()} == {base.infolist()[0].date_time}
 
 
-def _import(tmp: Path, wheel: Path, cuda: str | None) -> subprocess.CompletedProcess[str]:
-    """``import pkg._C_cuda`` from the unpacked wheel, with a ``torch`` whose ``version.cuda`` is ``cuda``."""
-    site = tmp / f"site-{cuda}"
+def _import(tmp: Path, wheel: Path, cuda: str | None, *, hip: str | None = None, xpu: str | None = None,
+            mps: bool = False) -> subprocess.CompletedProcess[str]:
+    """``import pkg._C_cuda`` from the unpacked wheel, with a ``torch`` whose ``version.cuda`` is ``cuda`` (and
+    ``version.hip``, ``version.xpu``, ``backends.mps.is_built()`` as given: a ROCm, XPU or MPS build)."""
+    site = tmp / f"site-{cuda}-{hip}-{xpu}-{mps}"
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(site)
     (site / "torch").mkdir()
-    (site / "torch" / "__init__.py").write_text(f"__version__ = '2.x'\nclass version:\n    cuda = {cuda!r}\n")
+    (site / "torch" / "__init__.py").write_text(
+        f"__version__ = '2.x'\nclass version:\n    cuda = {cuda!r}\n    hip = {hip!r}\n    xpu = {xpu!r}\n"
+        f"class backends:\n    class mps:\n        is_built = staticmethod(lambda: {mps!r})\n")
     code = "import pkg._C_cuda as m, sys; print(m.MAJOR, m.__file__, sys.modules['pkg._C_cuda'] is m)"
     return subprocess.run([sys.executable, "-c", code], cwd=site, capture_output=True, text=True,
                           env={**os.environ, "LD_LIBRARY_PATH": str(stub_dir(tmp)), "PYTHONPATH": str(site)})
@@ -154,6 +161,14 @@ def test_the_generated_module_loads_the_build_of_torchs_cuda_major(tmp_path: Pat
     assert cpu.returncode != 0
     assert cpu.stderr.strip().splitlines()[-1] == ("ImportError: pkg._C_cuda holds CUDA code (built for CUDA 12, 13) "
                                                    "and torch 2.x is a CPU-only build")
+    rocm = _import(tmp_path, wheel, None, hip="6.4.43484")
+    assert rocm.stderr.strip().splitlines()[-1] == ("ImportError: pkg._C_cuda holds CUDA code (built for CUDA 12, 13) "
+                                                    "and torch 2.x is a ROCm build (HIP 6.4.43484), not a CUDA one")
+    xpu = _import(tmp_path, wheel, None, xpu="20250101")
+    assert xpu.stderr.strip().splitlines()[-1].endswith(
+        "torch 2.x is an Intel XPU build (SYCL 20250101), not a CUDA one")
+    mps = _import(tmp_path, wheel, None, mps=True)
+    assert mps.stderr.strip().splitlines()[-1].endswith("torch 2.x is an Apple MPS build, not a CUDA one")
     other = _import(tmp_path, wheel, "11.8")
     assert other.stderr.strip().splitlines()[-1] == ("ImportError: pkg._C_cuda has builds for CUDA 12, 13; torch 2.x "
                                                      "uses CUDA 11.8: install a torch of one of those CUDA majors")
@@ -214,6 +229,20 @@ def test_the_merge_refuses_halves_that_are_not_one_source(tmp_path: Path, halves
     with pytest.raises(UsageError, match="holds no library matching cuda-libraries"):
         majors.merge(halves, config(tmp_path, **{"cuda-libraries": ["pkg/_other.*"]}), tmp_path / "x")
     assert not (tmp_path / "x").exists() or not any((tmp_path / "x").iterdir())
+
+
+def test_the_merge_refuses_halves_of_other_python_or_abi_tags(tmp_path: Path, halves: dict[int, Path]) -> None:
+    """One tag cannot say two floors: a cp39-abi3 half beside a cp310-abi3 one (or a cp312-cp312 one) is refused in
+    one line naming both, before anything is written."""
+    for other in ("cp39-abi3", "cp312-cp312"):
+        odd = build_half(tmp_path, 12, "2_35", python_tag=other)
+        with pytest.raises(UsageError) as err:
+            majors.merge({12: odd, 13: halves[13]}, config(tmp_path), tmp_path / "x")
+        assert err.value.line() == (
+            f"error: the wheels to merge have different Python or ABI tags ({other} (CUDA 12) / cp310-abi3 (CUDA 13)): "
+            "build every major's wheel for one Python floor (the same requires-python and py_limited_api), as "
+            "`release pypi-wheel` does from one commit")
+    assert not (tmp_path / "x").exists()
 
 
 def test_the_key_needs_a_stable_abi_project_with_cuda_libraries(tmp_path: Path) -> None:

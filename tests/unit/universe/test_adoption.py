@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -153,3 +154,98 @@ def test_a_torch_newer_than_the_table_says_how_to_get_it() -> None:
     assert "run `cuda-ext-farm adopt-torch` in the farm's checkout" in caught.value.line()
     with pytest.raises(MatrixError, match=r"unknown torch release \(1.0\): pick one of 2.8"):
         matrix.get_torch("1.0")
+
+
+# --- a release read while PyTorch uploads it -----------------------------------------------------------------------
+
+IN_PROGRESS = SNAPSHOT / "upload_in_progress"
+
+
+class _Without:
+    """A snapshot less the wheels ``gone`` names (those not uploaded yet)."""
+
+    def __init__(self, source: pypi_torch.Recorded, gone: Callable[[str], bool]) -> None:
+        self.source, self.gone = source, gone
+
+    def files(self, project: str) -> list[lockcheck.IndexFile]:
+        return [f for f in self.source.files(project) if not self.gone(f.filename)]
+
+    def metadata(self, wheel: lockcheck.IndexFile) -> str:
+        return self.source.metadata(wheel)
+
+    def wheel_facts(self, wheel: lockcheck.IndexFile) -> pypi_torch.WheelFacts:
+        return self.source.wheel_facts(wheel)
+
+
+def _adopt_into_copy(tmp_path: Path, source: pypi_torch.Source, check: bool) -> tuple[int, list[str], Path]:
+    """``adopt`` against ``source`` into a copy of matrix.py whose table lacks the newest release."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    copy = tmp_path / "matrix.py"
+    original = adoption.MATRIX_FILE.read_text()
+    copy.write_text(original.replace(adoption.entries(original)[matrix.TORCH_RELEASES[-1].version], "", 1))
+    said: list[str] = []
+    code = adoption.adopt(check, source=source, matrix_file=copy, table=matrix.TORCH_RELEASES[:-1],
+                          regenerate_after=False, say=said.append)
+    return code, said, copy
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_a_partial_upload_writes_nothing_and_is_no_change(tmp_path: Path, check: bool) -> None:
+    """The recorded state of torch 2.15.0 mid-upload (tests/fixtures/pypi_torch/upload_in_progress: its Linux wheels
+    up, Windows only for CPython 3.11): without the refusal it would be written with pythons=("3.11",)."""
+    newest = matrix.TORCH_RELEASES[-1]
+    code, said, copy = _adopt_into_copy(tmp_path, pypi_torch.Recorded(IN_PROGRESS), check)
+    before = copy.read_text()
+    assert code == 0  # no change: the scheduled check answers new=false
+    assert said == [f"upload incomplete, try later: torch {newest.version} is on PyPI with its platforms' CPythons "
+                    "differ (manylinux_2_28_x86_64 3.11 3.12 3.13 3.14 3.15; manylinux_2_28_aarch64 3.11 3.12 3.13 "
+                    f"3.14 3.15; win_amd64 3.11) ({newest.version}): nothing was written; run `cuda-ext-farm "
+                    "adopt-torch` again when PyTorch's upload has finished (the scheduled run does each day)"]
+    assert copy.read_text() == before and newest.version not in copy.read_text().split("TORCH_RELEASES")[1]
+
+
+@pytest.mark.parametrize(("gone", "reason"), [
+    ("win_amd64", "no win_amd64 wheel yet (torch {before} has them), no CPython with both a manylinux_2_28_x86_64 and "
+                  "a win_amd64 wheel"),
+    ("manylinux_2_28_aarch64", "no manylinux_2_28_aarch64 wheel yet (torch {before} has them)"),
+    ("x86_64", "no manylinux_2_28_x86_64 wheel yet (torch {before} has them), no CPython with both a "
+               "manylinux_2_28_x86_64 and a win_amd64 wheel"),
+])
+def test_fewer_platforms_than_the_previous_minor_is_an_upload_in_progress(tmp_path: Path, gone: str,
+                                                                        reason: str) -> None:
+    newest, before = matrix.TORCH_RELEASES[-1], matrix.TORCH_RELEASES[-2]
+    partial = _Without(pypi_torch.Recorded(SNAPSHOT),
+                       lambda name: name.startswith(f"torch-{newest.version}-") and gone in name)
+    code, said, copy = _adopt_into_copy(tmp_path, partial, False)
+    assert code == 0 and len(said) == 1
+    assert said[0].startswith(f"upload incomplete, try later: torch {newest.version} is on PyPI with "
+                              + reason.format(before=before.version))
+    assert newest.version not in copy.read_text().split("TORCH_RELEASES")[1]
+    assert pypi_torch.upload_incomplete(pypi_torch.Recorded(SNAPSHOT), newest.version, before.version) is None
+
+
+def test_the_scheduled_check_reads_an_incomplete_upload_as_no_change(tmp_path: Path) -> None:
+    """adopt-torch.yml's check step (adopt_jobs.CHECK_SCRIPT) with the command's own line and exit code: new=false,
+    a notice, the step passes; a new release: new=true."""
+    import shutil
+    import subprocess
+
+    from ci.gha import adopt_jobs
+
+    bash = shutil.which("bash")
+    assert bash is not None, "bash runs the workflow's step"
+    code, said, _ = _adopt_into_copy(tmp_path / "partial", pypi_torch.Recorded(IN_PROGRESS), True)
+    new_code, new_said, _ = _adopt_into_copy(tmp_path / "complete", pypi_torch.Recorded(SNAPSHOT), True)
+    for answer, lines, expected in ((code, said, "new=false"), (new_code, new_said, "new=true")):
+        output = tmp_path / f"output-{answer}"
+        fake = tmp_path / f"bin-{answer}"
+        fake.mkdir()
+        (fake / "python").write_text("#!/bin/sh\ncat \"$SAID\"\nexit \"$CODE\"\n")
+        (fake / "python").chmod(0o755)
+        (tmp_path / f"said-{answer}").write_text("\n".join(lines) + "\n")
+        done = subprocess.run([bash, "-c", adopt_jobs.CHECK_SCRIPT], cwd=tmp_path, capture_output=True, text=True,
+                              env={"PATH": f"{fake}:/usr/bin:/bin", "GITHUB_OUTPUT": str(output), "CODE": str(answer),
+                                   "SAID": str(tmp_path / f"said-{answer}")}, check=False)
+        assert done.returncode == 0, done.stderr
+        assert output.read_text() == f"{expected}\n"
+        assert ("::notice title=adopt-torch::upload incomplete, try later" in done.stdout) == (expected == "new=false")

@@ -9,7 +9,7 @@ from pathlib import Path, PureWindowsPath
 import pytest
 from cibuildwheel.environment import parse_environment
 
-from ci.builds import cuda_available, project_source
+from ci.builds import arch_flags, cuda_available, project_source
 from ci.errors import UsageError
 from ci.universe import matrix
 from ci.universe.targets import Target
@@ -123,13 +123,18 @@ def test_build_python_and_identifier(fusedops_targets: tuple[Target, ...],
 
 def test_cibuildwheel_environment(fusedops_targets: tuple[Target, ...]) -> None:
     target = fusedops_targets[0]
-    variables = cibw.build_variables(target, HOME, "13.0.88", None, 4)
+    variables = cibw.build_variables(target, HOME, "13.0.88", None, 4, {})
     assert variables == {
         "CUDA_HOME": str(HOME), "CUDA_PATH": str(HOME), "DISTUTILS_USE_SDK": "1",
         "TORCH_CUDA_ARCH_LIST": "7.5;8.0;8.6;9.0;10.0;12.0", "MAX_JOBS": "4",
         "FORCE_CUDA": "1", "FUSEDOPS_CUDA": "1", "FUSEDOPS_NVCC_VERSION": "13.0.88",
         "FUSEDOPS_GIT_COMMIT": project_source.git_commit(target.project.root) or "unknown",
         "PYTHONPATH": str(cuda_available.SITE),
+        # the farm's deterministic and compression flags, as on Linux (ci/builds/environment.py)
+        "NVCC_APPEND_FLAGS": f"-objtemp --threads 0 -frandom-seed={target.id} --compress-mode=size",
+        # the wrapper in front of the toolkit's nvcc.exe (ci/nvcc/wrapper.py)
+        "PYTORCH_NVCC": f"python -I {arch_flags.WRAPPER}", "FARM_NVCC_NEXT": str(HOME / "bin" / "nvcc.exe"),
+        "FARM_NVCC_ARCH_LIST": "7.5;8.0;8.6;9.0;10.0;12.0", "FARM_NVCC_ARCH_MODE": "refuse",
     }
     env = cibw.cibuildwheel_env(target, "3.10", SITE, variables)
     assert env["CIBW_PLATFORM"] == "windows" and env["CIBW_ARCHS"] == "AMD64"
@@ -149,14 +154,15 @@ def test_the_build_sees_cuda_available_unless_the_project_says_no(fusedops_targe
     """ci/buildsite first on the build's PYTHONPATH (Windows' separator), then the project's own or the one the
     farm process had; nothing with cuda-available-in-build = false (cibuildwheel's repair and test are off)."""
     target = fusedops_targets[0]
-    inherited = cibw.build_variables(target, HOME, "13.0.88", None, 4, r"C:\farm\code")
+    caller = {"PYTHONPATH": r"C:\farm\code"}
+    inherited = cibw.build_variables(target, HOME, "13.0.88", None, 4, caller)
     assert inherited["PYTHONPATH"] == f"{cuda_available.SITE};C:\\farm\\code"
     own = dataclasses.replace(target, project=dataclasses.replace(
         target.project, build_env={**target.project.build_env, "PYTHONPATH": r"C:\tools"}))
-    assert cibw.build_variables(own, HOME, "13.0.88", None, 4, r"C:\farm\code")["PYTHONPATH"] == \
-        f"{cuda_available.SITE};C:\\tools"
+    assert cibw.build_variables(own, HOME, "13.0.88", None, 4, caller)["PYTHONPATH"] == \
+        f"{cuda_available.SITE};C:\\tools;C:\\farm\\code"
     off = dataclasses.replace(target, project=dataclasses.replace(target.project, cuda_available_in_build=False))
-    assert "PYTHONPATH" not in cibw.build_variables(off, HOME, "13.0.88", None, 4, r"C:\farm\code")
+    assert "PYTHONPATH" not in cibw.build_variables(off, HOME, "13.0.88", None, 4, {})
 
 
 def test_before_build_is_a_valid_cmd_line(fusedops_targets: tuple[Target, ...]) -> None:

@@ -254,14 +254,14 @@ def test_repair_and_audit_through_the_shared_publish_tail(tmp_path: Path, pe_fil
     torch = audit.TorchDlls.scan(torch_site)
     with tail.staging(outputs, target) as stage:
         rep = tail.publish(target, wheel, stage, outputs, repair=repair.delvewheel_repair(),
-                              audit=lambda w: audit.audit_wheel(w, target, torch=torch), mode="windows",
+                              audit=lambda w, t: audit.audit_wheel(w, t, torch=torch), mode="windows",
                               nvcc="13.0.88", started=0.0)
     assert rep.mode == "windows" and rep.wheel == "fusedops-0.1.0-cp310-abi3-win_amd64.whl"
     assert (outputs.target_dir(target) / rep.wheel).is_file()
     bad = _fusedops_wheel(tmp_path / "bad", pe_files, cuda_module="no_c10_cuda")
     with tail.staging(outputs, target) as stage, pytest.raises(AuditFailed):
         tail.publish(target, bad, stage, outputs, repair=repair.delvewheel_repair(),
-                        audit=lambda w: audit.audit_wheel(w, target, torch=torch), mode="windows", nvcc=None,
+                        audit=lambda w, t: audit.audit_wheel(w, t, torch=torch), mode="windows", nvcc=None,
                         started=0.0)
 
 

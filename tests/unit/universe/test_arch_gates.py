@@ -1,0 +1,125 @@
+"""The project's architecture gates (ci/universe/arch_gates.py) and what ``older-majors-sass`` keeps for them
+(ci/universe/archs.py ``per_generation``): every GPU of the range a thinned half serves runs code that takes the
+same side of each gate as code built for it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ci.linux import routes
+from ci.universe import arch_gates, archs, matrix, project, shapes, targets
+from ci.universe.arch_gates import Gate
+
+ROOT = Path(__file__).resolve().parents[3]
+FIXTURE = ROOT / "tests" / "fixtures" / "arch_gated"
+TORCH_210 = matrix.get_torch("2.10").sass
+
+
+def _gates(text: str) -> tuple[Gate, ...]:
+    return tuple(sorted(arch_gates.gates_in(text, "k.cu")))
+
+
+def test_every_spelling_of_a_comparison_is_read() -> None:
+    text = ("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890\n"
+            "#elif 800 <= __CUDA_ARCH__\n"
+            "#define MY_ARCH __CUDA_ARCH__\n"
+            "#if MY_ARCH == 750U\n"
+            "#if CUDA_ARCH < 700 // __CUDA_ARCH__ >= 1200 in a comment is not a gate\n"
+            "/* #if __CUDA_ARCH__ >= 1000 */\n"
+            "#if __CUDA_ARCH_SPECIFIC__ == 900\n"
+            "#if OTHER >= 800 && x >> 3\n")
+    found = _gates(text)
+    assert [g.text() for g in found] == ["__CUDA_ARCH__ < 700", "__CUDA_ARCH__ == 750", "__CUDA_ARCH__ >= 800",
+                                         "__CUDA_ARCH__ >= 890", "__CUDA_ARCH_SPECIFIC__ == 900"]
+    assert {g.text(): g.where for g in found}["__CUDA_ARCH__ >= 800"] == "k.cu:2"
+    specific = found[-1]
+    assert specific.holds("9.0a") and not specific.holds("9.0")  # defined only in an arch-specific build
+    assert found[3].holds("8.9") and found[3].holds("10.0") and not found[3].holds("8.6")
+    assert _gates("int main() { return 0; }") == ()
+
+
+def test_only_the_projects_own_sources_are_read(tmp_path: Path) -> None:
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "k.cu").write_text("#if __CUDA_ARCH__ >= 890\n#endif\n")
+    for skipped, name in (("build/temp", "k.cu"), (".git/x", "k.h"), ("vendored", "k.cuh"), ("venv/lib", "k.h")):
+        (tmp_path / skipped).mkdir(parents=True)
+        (tmp_path / skipped / name).write_text("#if __CUDA_ARCH__ == 610\n#endif\n")
+    (tmp_path / "vendored" / "pyproject.toml").write_text("")  # a project of its own
+    (tmp_path / "venv" / "pyvenv.cfg").write_text("")
+    (tmp_path / "notes.txt").write_text("__CUDA_ARCH__ == 520")
+    assert [g.text() for g in arch_gates.project_gates(tmp_path)] == ["__CUDA_ARCH__ >= 890"]
+    (tmp_path / "csrc" / "k.cu").write_text("#if __CUDA_ARCH__ >= 800\n#endif\n")  # a changed file is read again
+    assert [g.text() for g in arch_gates.project_gates(tmp_path)] == ["__CUDA_ARCH__ >= 800"]
+
+
+def _half(cuda: str, gates: tuple[Gate, ...]) -> shapes.Cell:
+    return archs.per_generation(archs.with_torch_archs(matrix.get_cell(cuda), TORCH_210), gates)
+
+
+def test_without_gates_the_half_is_one_sass_per_generation() -> None:
+    half = _half("cu128", ())
+    assert (half.sass_archs, half.ptx_arch) == (("7.0", "8.0", "9.0"), "9.0")
+
+
+@pytest.mark.parametrize(("source", "cu128", "cu124"), [
+    ("#if __CUDA_ARCH__ >= 890", ("7.0", "8.0", "8.9", "9.0"), ("7.0", "8.0", "8.9", "9.0")),
+    ("#if __CUDA_ARCH__ == 750", ("7.0", "7.5", "8.0", "9.0"), ("7.0", "7.5", "8.0", "9.0")),
+    ("#if __CUDA_ARCH__ < 800", ("7.0", "8.0", "9.0"), ("7.0", "8.0", "9.0")),  # a generation floor already
+    ("#if __CUDA_ARCH__ > 860", ("7.0", "8.0", "8.7", "9.0"), ("7.0", "8.0", "8.7", "9.0")),
+    # Blackwell runs the PTX of 9.0 otherwise: CUDA 12.8 keeps its SASS, CUDA 12.4 cannot build it.
+    ("#if __CUDA_ARCH__ >= 1000", ("7.0", "8.0", "9.0", "10.0", "12.0"), ("7.0", "8.0", "9.0")),
+    ("#if __CUDA_ARCH_SPECIFIC__ == 900", ("7.0", "8.0", "9.0"), ("7.0", "8.0", "9.0")),
+])
+def test_each_gate_keeps_the_architecture_whose_side_differs(source: str, cu128: tuple[str, ...],
+                                                              cu124: tuple[str, ...]) -> None:
+    gates = _gates(source)
+    for cuda, expected in (("cu128", cu128), ("cu124", cu124)):
+        half = _half(cuda, gates)
+        assert half.sass_archs == expected and half.ptx_arch == "9.0", cuda
+        # Every GPU the half builds for runs code that takes its own side of every gate.
+        buildable = [a for a in archs.toolkit_archs(half.cuda) or () if archs.buildable(half.cuda, a)
+                     and archs._arch_key("7.0") <= archs._arch_key(a) <= archs._arch_key(TORCH_210[-1])]
+        for gpu in buildable:
+            ran = archs.runner(gpu, half.sass_archs, half.ptx_arch)
+            assert ran is not None and arch_gates.behaviour(ran, gates) == arch_gates.behaviour(gpu, gates), \
+                (cuda, gpu, ran)
+    lost = archs.lost_paths(_half("cu124", gates), TORCH_210, gates)
+    assert all(not found for gpu, found in lost.items() if gpu not in ("10.0", "12.0"))
+
+
+def test_what_a_thinned_gpu_loses_is_said() -> None:
+    gates = _gates("#if __CUDA_ARCH__ >= 890\n#if __CUDA_ARCH__ >= 1000\n")
+    text = archs.thinned_text(_half("cu124", gates), TORCH_210, gates)
+    assert text == ("7.5 runs the 7.0 build, 8.6 the 8.0 one: its scheduling, and the paths the toolkit's and torch's "
+                    "headers gate above it; beyond CUDA 12.4 the sources' __CUDA_ARCH__ >= 1000 take their other side; "
+                    "kept 8.9 for the sources' __CUDA_ARCH__ >= 890 (k.cu:1), __CUDA_ARCH__ >= 1000 (k.cu:2)")
+    assert archs.thinned_text(_half("cu128", ()), TORCH_210, ()) == (
+        "7.5 runs the 7.0 build, 8.6 the 8.0 one: its scheduling, and the paths the toolkit's and torch's headers gate "
+        "above it")
+
+
+def test_the_fixtures_cuda_12_half_keeps_8_9_and_matrix_says_why() -> None:
+    config = project.load(FIXTURE)
+    by_id = {t.id: t for t in targets.platform_targets(config, "linux")}
+    half = by_id["arch_gated-stable-cu128-cp310abi3-linux_x86_64"]
+    assert (half.cell.sass_archs, half.cell.ptx_arch) == (("7.0", "8.0", "8.9", "9.0"), "9.0")
+    stand_in = targets.stand_in(half)
+    assert stand_in is not None and stand_in.cell.sass_archs == ("7.0", "8.0", "8.9", "9.0")
+    said = routes.archs_source(half)
+    assert "one SASS per GPU generation (older-majors-sass): 7.5 runs the 7.0 build, 8.6 the 8.0 one" in said
+    assert "kept 8.9 for the sources' __CUDA_ARCH__ >= 800 (arch_gated/csrc/gated.cu:" in said
+    # The newest major keeps torch's own list, and the gated 8.9 beside it: an Ada GPU would run sm_86's side else.
+    newest = by_id["arch_gated-stable-cu130-cp310abi3-linux_x86_64"].cell.sass_archs
+    assert newest == tuple(sorted({*matrix.get_torch("2.11").sass, "8.9"}, key=lambda a: tuple(map(int, a.split(".")))))
+
+
+def test_fusedops_sources_have_no_gate_so_its_half_is_unchanged() -> None:
+    assert arch_gates.project_gates(ROOT) == ()
+    fusedops = project.load(ROOT)
+    half = next(t for t in targets.platform_targets(fusedops, "linux") if t.id.startswith("fusedops-stable-cu128-")
+                and t.arch == "x86_64")
+    assert (half.cell.sass_archs, half.cell.ptx_arch) == (("7.0", "8.0", "9.0"), "9.0")
+    newest = targets.default_target(fusedops)
+    assert newest.cell.sass_archs == matrix.get_torch(newest.torch).sass  # no gate: torch's own list
