@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from test_fixture_projects import copy_fixture
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 
 
 def test_the_download_advice_of_the_gencode_family_works_when_followed(farm_command: list[str],

@@ -92,12 +92,11 @@ if found["devices"]:
         cuda.get_device_capability(cuda.device_count())
     except AssertionError as exc:
         found["out_of_range"] = str(exc)
-print(json.dumps(found))
 """
 
-#: A setup.py that writes TORCH_CUDA_ARCH_LIST from the GPUs it sees (so does torch itself for an empty list).
+#: Then a setup.py that writes TORCH_CUDA_ARCH_LIST from the GPUs it sees (so does torch itself for an empty list),
+#: in the same Python (one import of torch per case).
 FROM_DEVICES = """
-import json, os, torch
 from torch.utils import cpp_extension
 archs = []
 if torch.cuda.is_available():
@@ -114,11 +113,13 @@ def flags(value):
         return f"IndexError: {exc}"
 
 
-print(json.dumps({"written": flags(";".join(archs)), "fallback": flags("")}))
+if torch.version.cuda is not None:  # torch's fallback reads the architectures a CUDA torch was built for
+    found |= {"written": flags(";".join(archs)), "fallback": flags("")}
+print(json.dumps(found))
 """
 
 
-def run(code: str, pythonpath: str | None, cwd: Path, archs: str = "8.0;9.0+PTX",
+def run(code: str, pythonpath: str | None, cwd: Path, archs: str = "8.0 9.0+PTX",
         python: str = sys.executable) -> dict[str, object]:
     import json
 
@@ -145,33 +146,26 @@ def other(tmp_path: Path) -> Path:
 
 def test_a_python_with_the_folder_on_its_path_sees_the_architecture_list_as_its_gpus(tmp_path: Path,
                                                                                       other: Path) -> None:
-    """is_available() True, one device per architecture of the list the build started with (8.0;9.0+PTX: two, the
+    """is_available() True, one device per architecture of the list the build started with (8.0 9.0+PTX: two, the
     9.0 of "+PTX" a capability like any), their capabilities and properties; torch's own answers at __wrapped__;
-    the sitecustomize it hides still runs, once."""
-    pytest.importorskip("torch")
-    plain = run(PROBE, str(other), tmp_path)
+    the sitecustomize it hides still runs, once. A setup.py that then writes TORCH_CUDA_ARCH_LIST from those GPUs
+    writes the farm's architectures, and torch's own fallback for an empty list finds them too; without the folder
+    that fallback dies with the IndexError the farm's failure reader names (failure/causes.py empty_arch_list)."""
+    torch = pytest.importorskip("torch")
+    plain = run(PROBE + FROM_DEVICES, str(other), tmp_path)
     assert plain["other"] == 1 and plain["hook"] != ["CudaAvailableFinder"] and plain["devices"] == 0
-    patched = run(PROBE, os.pathsep.join([str(cuda_available.SITE), str(other)]), tmp_path)
+    patched = run(PROBE + FROM_DEVICES, os.pathsep.join([str(cuda_available.SITE), str(other)]), tmp_path)
     assert patched["available"] is True and patched["hook"] == ["CudaAvailableFinder"]
     assert patched["real"] == plain["available"] and patched["real_devices"] == plain["devices"]
     assert patched["devices"] == 2 and patched["capabilities"] == [[8, 0], [9, 0]] and patched["default"] == [8, 0]
     assert patched["properties"] == [9, 0, "no GPU: the build's architecture 9.0"]
     assert "Invalid device id 2" in str(patched["out_of_range"])
     assert patched["other"] == 1
-
-
-def test_a_setup_py_that_writes_the_list_from_its_gpus_gets_the_farms(tmp_path: Path) -> None:
-    """The list a setup.py computes from device_count()/get_device_capability() is the farm's architectures, and
-    torch's own fallback for an empty list finds them too; without the folder that fallback dies with the
-    IndexError the farm's failure reader names (ci/builds/failure/causes.py empty_arch_list)."""
-    torch = pytest.importorskip("torch")
     if torch.version.cuda is None:
         pytest.skip("torch's fallback reads the architectures a CUDA build of torch was compiled for")
-    patched = run(FROM_DEVICES, str(cuda_available.SITE), tmp_path, archs="8.0 9.0+PTX")
     assert patched["written"] == ["-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90,code=sm_90"]
     assert patched["fallback"] == ["-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90,code=compute_90",
                                    "-gencode=arch=compute_90,code=sm_90"]
-    plain = run(FROM_DEVICES, None, tmp_path)
     assert plain["written"] == plain["fallback"] == "IndexError: list index out of range"
 
 
@@ -183,7 +177,8 @@ def test_two_copies_of_the_folder_on_the_path_run_once_each_and_chain_on(tmp_pat
 
     copy = tmp_path / "copy"
     shutil.copytree(cuda_available.SITE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    found = run(PROBE, os.pathsep.join([str(cuda_available.SITE), str(copy), str(other)]), tmp_path)
+    path = os.pathsep.join([str(cuda_available.SITE), str(copy), str(other)])
+    found = run(PROBE + "print(json.dumps(found))\n", path, tmp_path)
     assert found["other"] == 1 and found["devices"] == 2 and found["hook"] == ["CudaAvailableFinder"]
     assert [Path(str(p)).parent.name for p in found["ran"]] == ["buildsite", "copy", "other"]  # type: ignore[union-attr]
 
