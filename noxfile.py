@@ -195,10 +195,15 @@ def tests(session: nox.Session) -> None:
     """The farm's test suite but the extended part: builds the release wheel if needed, installs it, runs pytest;
     then compat under a CPU-only torch."""
     wheel = _test_venv(session)
-    # Container builds (a bootstrapped base, builder images) and the long runs of paths the suite already covers
-    # briefly (reproducibility from two clones, the dev loop, signals and locks) would take CI past 30 minutes.
-    session.run("pytest", *(session.posargs or ["-m", "not docker and not extended"]),
-                env={"FARM_TEST_WHEEL": str(wheel)})
+    env = {"FARM_TEST_WHEEL": str(wheel)}
+    if session.posargs:
+        session.run("pytest", *session.posargs, env=env)
+    else:
+        # Container builds (a bootstrapped base, builder images) and the long runs of paths the suite already covers
+        # briefly (reproducibility from two clones, the dev loop, signals and locks) would take CI past 30 minutes.
+        # The fast tests first: a broken unit test shows in minutes, not after the integration tests' builds.
+        for folders in (("tests/unit", "package/tests"), ("tests/integration",)):
+            session.run("pytest", *folders, "-m", "not docker and not extended", "--durations=25", env=env)
     session.notify("compat(torch='2.13.0+cpu')")
 
 
@@ -267,14 +272,14 @@ def lock(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none")
 def lint(session: nox.Session) -> None:
-    """ruff and mypy (strict) over the farm's code; the workflow drift check and linters."""
+    """ruff, mypy (strict) and the floor plan over the farm's code (ci/toolenv.py LINT_COMMANDS, what CI's lint job
+    runs too); the workflow drift check and linters."""
     if session.posargs:
         _fail(errors.UsageError("nox -s lint takes no arguments", " ".join(session.posargs),
                                 "run `nox -s lint` alone (ruff, mypy and the workflow linters over the farm)"))
     python = farm_python("lint")
-    session.run(python, "-m", "ruff", "check", "ci", "windows", "noxfile.py", "tests", "setup.py", "package", "farm",
-                external=True)
-    session.run(python, "-m", "mypy", "ci", "windows", external=True)
+    for _name, args in toolenv.LINT_COMMANDS:
+        session.run(python, *args, external=True)
     _run_farm(session, python, "workflows", "check", "--project", str(ROOT))
     _run_farm(session, python, "workflows", "lint", "--project", str(ROOT))
 

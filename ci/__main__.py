@@ -47,6 +47,7 @@ def _main(argv: list[str]) -> int:
     try:
         opts = cli.parse(argv)
         settings.install(opts.settings)  # for the modules below that read a setting through settings.current()
+        log.command_name = opts.command
         if "--show-settings" in leading or errors.debug_enabled(os.environ):
             for line in opts.settings.lines():
                 log.info(line)

@@ -54,8 +54,10 @@ class Logger:
         # Not a terminal (a pipe, CI's log): wide lines, no wrapping in the middle of a path.
         self.results = Console(highlight=False, soft_wrap=True, emoji=False) if sys.stdout.isatty() else Console(
             width=200, highlight=False, soft_wrap=True, emoji=False)
-        self._targets: list[tuple[str, float]] = []
+        self._targets: list[tuple[str, float, str]] = []
         self._step: tuple[str, float] | None = None
+        #: The command the entry runs (``build``), for :meth:`activity`.
+        self.command_name = ""
 
     # --- progress (stderr) -----------------------------------------------------------------
 
@@ -97,11 +99,22 @@ class Logger:
     def target_start(self, target_id: str, what: str = "build") -> None:
         """A target's work begins: a rule on the terminal, a fold group on GitHub Actions. A target started
         inside another (a wheel built from the sdist during a release check) is a rule only: groups do not nest."""
-        self._targets.append((target_id, time.monotonic()))
+        self._targets.append((target_id, time.monotonic(), what))
         if _on_github() and len(self._targets) == 1:
             sys.stderr.flush()
             print(f"::group::{what} {target_id}", file=sys.stdout, flush=True)
         self.progress.rule(f"[bold]{escape(what)}[/] {escape(target_id)}")
+
+    def activity(self) -> str:
+        """What the farm is doing now, in words for an interruption's line: ``the build of <target> (the wheel
+        build)``, ``the test command``."""
+        step = self._step[0] if self._step else ""
+        if self._targets:
+            target_id, _, what = self._targets[-1]
+            return f"the {what} of {target_id}" + (f" ({step})" if step else "")
+        if step:
+            return step
+        return f"the {self.command_name} command" if self.command_name else "the farm"
 
     def step(self, text: str) -> None:
         self._step = (text, time.monotonic())
@@ -130,7 +143,7 @@ class Logger:
     def target_end(self, ok: bool, summary: str = "") -> None:
         if not self._targets:
             return
-        target_id, started = self._targets.pop()
+        target_id, started, _ = self._targets.pop()
         seconds = time.monotonic() - started
         mark = "[green]ok[/]" if ok else "[red]FAILED[/]"
         self.progress.print(f"{mark} {escape(target_id)} in {seconds:.1f} s" + (f": {escape(summary)}"

@@ -71,7 +71,7 @@ def _on_signal(signum: int, _frame: object) -> None:
     if _stopping is not None:
         return  # already stopping; a second Ctrl-C must not abort the clean-up
     _stopping = signum
-    logger.alert(f"{signal.Signals(signum).name}: stopping the build and its child processes")
+    logger.alert(f"{signal.Signals(signum).name}: stopping {logger.activity()} and its child processes")
     stop_everything()
     raise Interrupted(signum)
 

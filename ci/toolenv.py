@@ -22,6 +22,13 @@ from pathlib import Path
 
 REQUIREMENTS = Path(__file__).resolve().parent / "requirements"
 COMPLETE_MARKER = ".farm-complete"
+#: What ``nox -s lint`` and the CI workflow's lint job run with the lint lock's interpreter, by name: one list, so
+#: CI lints what nox lints (ruff over every Python folder, mypy --strict over the farm, the floor plan).
+LINT_COMMANDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("ruff", ("-m", "ruff", "check", "ci", "windows", "noxfile.py", "tests", "setup.py", "package", "farm")),
+    ("mypy (strict)", ("-m", "mypy", "ci", "windows")),
+    ("the floor plan (floors, cycles, re-exports, sizes)", ("tests/structure.py", "--check")),
+)
 
 
 def cache_root(env: Mapping[str, str] | None = None) -> Path:

@@ -26,7 +26,7 @@ import shutil
 import sys
 from collections.abc import Mapping, Sequence
 
-from ci import proc
+from ci import proc, settings
 from ci.errors import MissingRequirement, UsageError
 from ci.log import log
 from ci.universe import matrix, project, shapes
@@ -69,7 +69,8 @@ def linux_env(cell: shapes.Cell) -> dict[str, str]:
     except MissingRequirement as exc:
         raise MissingRequirement(
             exc.what, exc.value,
-            f"run the command in the cell's container instead: nox -s shell -- --cuda {cell.cuda} -- COMMAND, or use "
+            "run the command in the cell's container instead: "
+            f"{settings.entry('shell', f'--cuda {cell.cuda} -- COMMAND')}, or use "
             "a cell with a PyPI toolkit (--cuda 13)",
         ) from None
 

@@ -180,7 +180,8 @@ def check_torch_range(requires: Sequence[str], floor: TorchFloor, pinned: str | 
                      f"torch it was built against ({pinned})" + ("" if ok else "; expected that pin"))
     if floor.unknown:
         return Check("torch-range", False, f"the binary uses shims torch-abi-audit does not know "
-                     f"({', '.join(floor.unknown[:3])}): its floor is unknown; update torch-abi-audit (nox -s lock)")
+                     f"({', '.join(floor.unknown[:3])}): its floor is unknown; upgrade the farm (its torch-abi-audit "
+                     "knows newer shims)")
     if floor.version is None:
         return Check("torch-range", True, f"Requires-Dist torch{spec or ' (none)'}; the binary uses no stable-ABI "
                      "shim (no floor from it)")

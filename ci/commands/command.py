@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from ci import settings
 from ci.options import Options
 
 DEFAULT_CUDA_HELP = "CUDA toolkit: version (13.0), cell name (cu130) or major (13 = its release cell)"
@@ -97,7 +98,7 @@ def project_args(parser: argparse.ArgumentParser) -> None:
 def selection_args(parser: argparse.ArgumentParser) -> None:
     project_args(parser)
     parser.add_argument("--target", action="append", default=[],
-                        help="a target id (nox -s matrix lists them); repeatable")
+                        help=f"a target id ({settings.entry('matrix')} lists them); repeatable")
     parser.add_argument("--cuda", help=DEFAULT_CUDA_HELP)
     parser.add_argument("--torch", help="torch release (2.11 or 2.11.0): a classic project's target, or the torch a "
                         "stable-ABI build compiles against")

@@ -11,10 +11,11 @@ from ci.options import Options
 
 @dataclasses.dataclass(frozen=True)
 class Args:
-    index: str
+    index: str | None = None
     env: str | None = None
     python: str | None = None
     json: bool = False
+    record: bool = False
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -27,7 +28,7 @@ def run(opts: Options[Args]) -> int:
     from ci.doctor import diagnose
 
     a = opts.args
-    return diagnose.run(a.index, a.env, a.python, a.json)
+    return diagnose.run(a.index, a.env, a.python, a.json, record=a.record)
 
 
 COMMAND = Command("doctor", "which wheel of an index fits this machine (torch, CUDA, driver, GPUs, glibc, Python), "

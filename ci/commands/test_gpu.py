@@ -7,6 +7,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from ci import settings
 from ci.commands.command import Command, Traits, no_built_wheel, selection_args
 from ci.options import Options
 
@@ -26,7 +27,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     selection_args(parser)
     src = parser.add_mutually_exclusive_group()
     src.add_argument("--wheel", help="wheel to test (default: the target's wheel in the wheelhouse)")
-    src.add_argument("--inplace", action="store_true", help="test the in-place build (nox -s develop)")
+    src.add_argument("--inplace", action="store_true", help=f"test the in-place build ({settings.entry('develop')})")
     parser.add_argument("--wheelhouse")
     parser.add_argument("--ptx-wheel", help="a wheel with PTX only for an older architecture (ptx-jit lane)")
     parser.add_argument("--lanes", default="default,sanitizer,ptx-jit,multi-gpu,bench")

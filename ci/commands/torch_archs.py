@@ -15,4 +15,4 @@ def run(opts: Options[NoArguments]) -> int:
 
 
 COMMAND = Command("torch-archs", "read the CUDA architectures of every torch release's own wheels from PyPI and "
-                  "compare them with ci/universe/matrix.py", no_arguments, NoArguments, run)
+                  "compare them with the farm's table of torch releases (the matrix)", no_arguments, NoArguments, run)

@@ -50,9 +50,12 @@ PROBE = Path(__file__).resolve().with_name("probe.py")
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument("index", help="a wheelhouse (<target-id>/<wheel>), a PEP 503 site (<variant>/<project>/"
+    sp.add_argument("index", nargs="?", help="a wheelhouse (<target-id>/<wheel>), a PEP 503 site (<variant>/<project>/"
                     "index.html) or a folder of wheels")
-    sp.add_argument("--env", help="a recorded environment (the JSON ci/doctor/probe.py prints) instead of this machine")
+    sp.add_argument("--env", help="a recorded environment (the JSON `doctor --record` prints on that machine) instead "
+                    "of this machine")
+    sp.add_argument("--record", action="store_true", help="print this machine's environment as JSON (for --env "
+                    "elsewhere) and stop: no index is read")
     sp.add_argument("--python", help="the interpreter whose torch is judged (default: the python first on PATH)")
     sp.add_argument("--json", action="store_true")
 
@@ -81,7 +84,7 @@ class Report:
             out.append("")
             if fit:
                 best = fit[0]
-                out.append(f"{project}: fits: {_name(best)}: {_why(best)}")
+                out.append(f"{project}: {_fits(best, self.machine)}: {_name(best)}: {_why(best)}")
                 out.append(f"  install: pip install {best.wheel.path or best.wheel.url}")
             else:
                 out.append(f"{project}: no wheel fits this machine")
@@ -111,6 +114,14 @@ class Report:
                 projects[p]["variant"] = {"chosen": pick.wheel.file if pick else None, "labels": labels}
         return {"machine": self.machine.raw, "index": str(self.folder), "shape": self.shape, "fits": self.fits,
                 "projects": projects}
+
+
+def _fits(v: Verdict, machine: Machine) -> str:
+    """``fits``, and where the wheel only imports here (no GPU, a CPU-only torch) how far it fits."""
+    if v.kernels_run:
+        return "fits"
+    why = "no GPU" if not machine.gpus else "a CPU-only torch"
+    return f"fits (CPU import only here: {why})"
 
 
 def _name(v: Verdict) -> str:
@@ -168,7 +179,7 @@ def _installable(v: Verdict, machine: Machine) -> bool:
 
 
 def load_env(path: Path) -> Machine:
-    fix = "pass a JSON file that ci/doctor/probe.py printed (tests/fixtures/doctor/ has examples)"
+    fix = "pass a JSON file that `doctor --record` printed on the machine to judge"
     if not path.is_file():
         raise UsageError("the recorded environment does not exist", path, fix)
     try:
@@ -243,10 +254,16 @@ def _run_logged(cmd: list[str], env: dict[str, str]) -> subprocess.CompletedProc
     return proc.run(cmd, env=env or None, capture=True, check=False)
 
 
-def run(index: str, env: str | None = None, python: str | None = None, as_json: bool = False,
-        emit: Callable[[str], None] = print) -> int:
+def run(index: str | None, env: str | None = None, python: str | None = None, as_json: bool = False,
+        emit: Callable[[str], None] = print, record: bool = False) -> int:
     """The doctor command: the report, exit 0; with no fitting wheel, a FarmError of exit status 1 (``--json``:
-    the JSON, then exit 1)."""
+    the JSON, then exit 1). ``record``: this machine's environment as JSON (for ``--env`` elsewhere), nothing read."""
+    if record:
+        emit(json.dumps(probe(interpreter(python)).raw, indent=2))
+        return 0
+    if not index:
+        raise UsageError("doctor needs an index to judge", "no INDEX", f"{settings.entry('doctor', 'INDEX')} (a "
+                         "wheelhouse, a PEP 503 site or a folder of wheels), or --record to print this machine")
     folder = Path(index).expanduser().resolve()
     listed = doctor_wheels.list_index(folder)  # a bad folder is refused before anything runs
     machine = load_env(Path(env).expanduser().resolve()) if env else probe(interpreter(python))
@@ -258,10 +275,20 @@ def run(index: str, env: str | None = None, python: str | None = None, as_json: 
         emit(line)
     if not report.fits:
         missing = [p for p, vs in report.projects.items() if not (vs and vs[0].fits)]
+        judged = interpreter_hint(report, missing) if python is None and env is None else ""
         raise FarmError(f"no wheel of {', '.join(missing)} fits this machine", folder,
-                        "each wheel's reasons are above: install the torch, Python or driver a wheel needs, or build "
-                        f"one for this machine ({settings.entry('build')})", exit_code=1)
+                        f"each wheel's reasons are above: {judged}install the torch, Python or driver a wheel needs, "
+                        f"or build one for this machine ({settings.entry('build')})", exit_code=1)
     return 0
+
+
+def interpreter_hint(report: Report, missing: list[str]) -> str:
+    """When the interpreter (its Python, its torch) is why no wheel of ``missing`` fits, the words that name it and
+    ``--python``: the ``python`` first on PATH, judged by default, is often not the environment the user meant."""
+    if not all(v.by_interpreter for p in missing for v in report.projects[p]):
+        return ""
+    return (f"the doctor judged {report.machine.source.removeprefix('probed ')} (the python first on PATH): pass "
+            "--python PATH (an interpreter or a venv folder) to judge another; or ")
 
 
 def main(argv: Iterable[str] | None = None) -> int:
@@ -272,7 +299,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     add_arguments(parser)
     try:
         args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-        return run(args.index, args.env, args.python, args.json)
+        return run(args.index, args.env, args.python, args.json, record=args.record)
     except FarmError as exc:
         if exc.details:
             print(exc.details, file=sys.stderr)

@@ -158,6 +158,10 @@ class Verdict:
     notes: list[str] = dataclasses.field(default_factory=list)
     tier: int = 0
     how: str = ""
+    #: Whether a reason is the interpreter's (its Python, its torch): another interpreter of the machine may fit.
+    by_interpreter: bool = False
+    #: Whether the wheel's CUDA kernels run here (False: it loads, but there is no GPU, or torch is CPU-only).
+    kernels_run: bool = True
 
     @property
     def fits(self) -> bool:
@@ -251,19 +255,25 @@ def judge(w: WheelFacts, m: Machine) -> Verdict:
     if w.unreadable:
         v.reasons.append(f"cannot be read: {w.unreadable}")
         return v
-    for reason in (platform_reason(w, m), python_reason(w, m)):
-        if reason:
-            v.reasons.append(reason)
+    platform = platform_reason(w, m)
+    if platform:
+        v.reasons.append(platform)
+    before = len(v.reasons)
+    python = python_reason(w, m)
+    if python:
+        v.reasons.append(python)
     if not v.reasons and w.requires_python is not None and not w.requires_python.contains(
             m.python_text, prereleases=True):
         v.reasons.append(f"requires Python {w.requires_python}, this is {m.python_text}")
     _torch_rule(v, w, m)
+    v.by_interpreter = len(v.reasons) > before
     if w.majors is not None and m.torch_cuda:  # a wheel across CUDA majors: its build for this torch's major
         major = _major(m.torch_cuda) or 0
         chosen = w.for_major(major)
         if chosen is None:
             v.reasons.append(f"built for CUDA {', '.join(str(k) for k in sorted(w.majors))}, this torch is built for "
                              f"CUDA {m.torch_cuda} (torch.version.cuda): no build of that major in the wheel")
+            v.by_interpreter = True
             return v
         v.notes.append(f"carries builds for CUDA {', '.join(str(k) for k in sorted(w.majors))}: its CUDA {major} "
                        f"build ({chosen.cuda}) loads with this torch")
@@ -302,11 +312,13 @@ def _cuda_rules(v: Verdict, w: WheelFacts, m: Machine) -> None:
         if m.torch_hip or w.abi == "classic":
             v.reasons.append(f"built for CUDA {cuda}, this torch is {kind}: a {w.abi} CUDA build needs torch's "
                              "CUDA libraries")
-        v.tier, v.how = 2, "loads with a CPU-only torch, but its CUDA kernels won't run"
+        v.tier, v.how, v.kernels_run = 2, "loads with a CPU-only torch, but its CUDA kernels won't run", False
+        v.by_interpreter = v.by_interpreter or bool(m.torch_hip or w.abi == "classic")
         return
     if m.torch_cuda and _major(m.torch_cuda) != major:
         v.reasons.append(f"built for CUDA {cuda}, this torch is built for CUDA {m.torch_cuda} (torch.version.cuda): "
                          "the CUDA majors must match")
+        v.by_interpreter = True
     need = MIN_DRIVER.get(major)
     if need and m.driver and _version_tuple(m.driver)[:1] < (need,):
         v.reasons.append(f"CUDA {major}.x needs an NVIDIA driver >= {need} (minor-version compatibility), this "
@@ -315,7 +327,8 @@ def _cuda_rules(v: Verdict, w: WheelFacts, m: Machine) -> None:
         v.reasons.append(f"CUDA {major}.x needs an NVIDIA driver >= {need}, this driver runs CUDA {m.driver_cuda} "
                          "at most")
     if not m.gpus:
-        v.tier, v.how = (0 if m.torch_cuda else 2), "no NVIDIA GPU found: its CUDA kernels won't run here"
+        v.tier, v.how, v.kernels_run = (0 if m.torch_cuda else 2), "no NVIDIA GPU found: its CUDA kernels won't " \
+            "run here", False
         return
     if w.sass is None and w.ptx is None:
         v.tier, v.how = 2, f"GPU code unknown (no {doctor_wheels.FARM_FILE} in the wheel): SASS and PTX not checked"

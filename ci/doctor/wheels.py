@@ -165,7 +165,8 @@ def _site(site: Path) -> Iterator[Listed]:
             links = index.read_project_page(page)
         except (KeyError, OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"a PEP 503 project page cannot be read ({type(exc).__name__}: {exc})", page,
-                             "write the index again (nox -s release), or name a folder of wheels") from None
+                             f"write the index again ({settings.entry('release')}), or name a folder of "
+                             "wheels") from None
         for link in links:
             parsed = urlparse(link.url)
             if parsed.scheme in ("http", "https"):

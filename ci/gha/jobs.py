@@ -32,9 +32,11 @@ Standard library only (``packaging`` through ``ci.universe.targets``).
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ci import toolenv
 from ci.gha import actions, adopt_jobs
 from ci.gha.dispatch_jobs import TARGETS_INPUT, dispatch_workflow, index_site_job, local_workflow, only_selected
 from ci.gha.steps import (
@@ -84,10 +86,8 @@ def ci_workflow(ctx: Context) -> dict[str, Any]:
     release = ctx.release_target
     lint_steps: list[Step] = [*prologue(ctx, lock="lint")]
     if not ctx.external:
-        lint_steps += [
-            {"name": "ruff", "run": "ruff check ci noxfile.py tests setup.py package"},
-            {"name": "mypy (strict)", "run": "mypy ci"},
-        ]
+        # The farm's own lint is nox -s lint's, command for command (ci/toolenv.py).
+        lint_steps += [{"name": name, "run": shlex.join(["python", *args])} for name, args in toolenv.LINT_COMMANDS]
     lint_steps += [
         {"name": "Workflows follow the matrix", "run": "python -m ci workflows check"},
         {"name": "zizmor and the GitHub workflow schema", "run": "python -m ci workflows lint"},
@@ -107,7 +107,7 @@ def ci_workflow(ctx: Context) -> dict[str, Any]:
             # The container tests need a bootstrapped base image; the container jobs below cover containers.
             {"name": "Unit and CPU tests, then the wheel under a CPU-only torch (nox -s tests)",
              "env": {"PIP_EXTRA_INDEX_URL": f"{matrix.PYTORCH_INDEX}/cpu"},
-             "run": 'nox -s tests -- -m "not docker"'},
+             "run": "nox -s tests"},
         ]
     jobs: dict[str, Job] = {
         "lint": {"name": "lint (ruff, mypy, zizmor, schema, drift)", "runs-on": LINUX_RUNNER,

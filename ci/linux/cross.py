@@ -113,7 +113,7 @@ def ensure_target_runtime(cell: shapes.Cell, libraries: tuple[str, ...] = ()) ->
     project's ``toolkit-libraries``, whose aarch64 ``lib<name>.so`` links are added."""
     if not cell.aarch64:
         raise MissingRequirement(f"cell {cell.name} has no aarch64 toolkit", cell.cuda,
-                                 "build aarch64 wheels in a CUDA 13 cell (nox -s matrix lists them)")
+                                 f"build aarch64 wheels in a CUDA 13 cell ({settings.entry('matrix')} lists them)")
 
     def finish(root: Path) -> None:
         home = root / cell.toolkit.home_subdir

@@ -322,7 +322,7 @@ def ensure_base(base: str) -> None:
     if result.returncode != 0:
         raise ImageError(
             "the base image is not present and cannot be pulled", base,
-            f"without registry access run `nox -s base-image` and export FARM_BASE_IMAGE={BASE_REPO}",
+            f"without registry access run `{settings.entry('base-image')}` and export FARM_BASE_IMAGE={BASE_REPO}",
         )
 
 

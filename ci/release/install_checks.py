@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import platform
-import re
 import sys
 import tempfile
 from collections.abc import Iterable
@@ -150,7 +149,7 @@ def _fits(version: str, needed: str, *, stable: bool) -> str | None:
 def choose_cpu_torch(needed: str, *, stable: bool, cpu_torch: str | None, offered: Iterable[str],
                      index_url: str | None = None) -> CpuImportTorch:
     """The torch of a wheel's CPU-only import test, from the versions ``offered`` by the indexes pip installs from
-    (``index_url``, else pip's own: :func:`offered_torch`), in this order:
+    (``index_url``, else pip's own: ``envs.offered_torch``), in this order:
 
     1. the CPU build the user named (``--cpu-torch``), when it fits the wheel (a stable-ABI wheel: at or above its
        floor ``needed``; a classic wheel: ``needed``'s minor, the release it is bound to) and the index has it;
@@ -194,36 +193,14 @@ def choose_cpu_torch(needed: str, *, stable: bool, cpu_torch: str | None, offere
                      f"{PYTORCH_INDEX}/cpu")
 
 
-def parse_index_versions(text: str) -> tuple[str, ...]:
-    """The versions of ``pip index versions``'s ``Available versions: 2.11.0, 2.10.0+cpu, ...`` line."""
-    found = re.search(r"^Available versions:(.*)$", text, re.M)
-    return tuple(v.strip() for v in found.group(1).split(",") if v.strip()) if found else ()
-
-
-def offered_torch(python: str, index_url: str | None) -> tuple[str, ...]:
-    """The torch versions pip can install for CPython ``python`` on this machine, from ``index_url`` or from pip's own
-    configuration (what ``envs.ensure_env``'s pip sees: the same environment variables, ``envs.pip_env()``).
-    ``pip index versions`` reads the index pages only: nothing is downloaded."""
-    from ci import proc
-    from ci.toolchain import envs
-
-    cmd = [sys.executable, "-m", "pip", "index", "versions", "torch", "--python-version", python,
-           "--only-binary=:all:", *(["--index-url", index_url] if index_url else [])]
-    result = proc.run(cmd, env=envs.pip_env(), capture=True, check=False)
-    versions = parse_index_versions(result.stdout)
-    if versions or "No matching distribution" in result.stdout + result.stderr:
-        return versions
-    log.details((result.stdout + result.stderr).rstrip()[-3000:])
-    raise CommandFailed("pip could not list the torch versions of its indexes", index_url or "pip's indexes",
-                        "its output is above; check the network or the index")
-
-
 def cpu_import_torch(target: Target, python: str, *, index_url: str | None,
                      cpu_torch: str | None) -> CpuImportTorch:
     """The torch of ``target``'s CPU-only import test on CPython ``python`` (:func:`choose_cpu_torch` over what pip
     sees from ``index_url``, else from its own indexes)."""
+    from ci.toolchain import envs
+
     return choose_cpu_torch(target.torch, stable=target.project.abi == "stable", cpu_torch=cpu_torch,
-                            offered=offered_torch(python, index_url), index_url=index_url)
+                            offered=envs.offered_torch(python, index_url), index_url=index_url)
 
 
 def torch_env(target: Target, kind: str, python: str, *, index_url: str | None,
@@ -233,16 +210,12 @@ def torch_env(target: Target, kind: str, python: str, *, index_url: str | None,
     from ci.toolchain import envs
 
     if kind == "cuda":
-        if index_url is None:
-            # The farm's own build environment of the target: the CUDA torch of its cell, from pip's index.
-            return envs.build_env(python, target.torch_requirement, target.project.build_requires)
-        return envs.ensure_env("import-cuda", python, ["--index-url", index_url, target.torch_requirement])
+        # The farm's own environment of the target's CUDA torch (from pip's index, or ``index_url``'s build of it).
+        return envs.build_env(python, envs.TorchBuild(target.torch, index_url=index_url),
+                              target.project.build_requires)
     choice = choice or cpu_import_torch(target, python, index_url=index_url, cpu_torch=cpu_torch)
-    if choice.hide_gpu and index_url is None:
-        # PyPI's CUDA build of the target's torch: the environment of the CUDA import test (one download, not two).
-        return envs.build_env(python, choice.requirement, target.project.build_requires)
-    return envs.ensure_env("import-cpu", python, [*(["--index-url", index_url] if index_url else []),
-                                                  choice.requirement])
+    # PyPI's CUDA build of the target's torch is the CUDA import test's environment (one download, not two).
+    return envs.build_env(python, envs.TorchBuild.of(choice.requirement, index_url), target.project.build_requires)
 
 
 def import_test(target: Target, kind: str, *, wheel: Path, python: str, index_url: str | None,

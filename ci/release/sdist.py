@@ -137,12 +137,10 @@ def cpu_torch_env(config: ProjectConfig, python: str, version: str, torch_index:
     project's own build requirements (layered, as in ``envs.build_env``)."""
     from ci.errors import CommandFailed
     from ci.toolchain import envs
-    from ci.universe import pins
 
     try:
-        base = envs.ensure_env(f"sdist-torch{version}-cpu", python,
-                               [*(["--extra-index-url", torch_index] if torch_index else []), f"torch=={version}+cpu"],
-                               locks=(envs.BUILD_TOOLS_LOCK,))
+        return envs.build_env(python, envs.TorchBuild(version, "cpu", torch_index, extra_index=True),
+                              config.build_requires)
     except CommandFailed as exc:
         # PyPI has no CPU-only torch: say where one comes from instead of pip's "check the network".
         raise CommandFailed(f"setup.py imports torch to write the sdist, and no torch=={version}+cpu was found",
@@ -150,9 +148,6 @@ def cpu_torch_env(config: ProjectConfig, python: str, version: str, torch_index:
                             "pass --torch-index https://download.pytorch.org/whl/cpu, or --cpu-torch VERSION of a "
                             "CPU torch pip can reach (a stable-ABI project: any release at or above its floor)") \
             from exc
-    locked = set(pins.pinned_in(pins.lock_path(envs.BUILD_TOOLS_LOCK)))
-    own = [r for r in dict.fromkeys(config.build_requires) if envs.requirement_name(r) not in locked]
-    return envs.layered_env(base, f"sdist-torch{version}-cpu", python, own) if own else base
 
 
 def copy_project(root: Path, dest: Path) -> int:

@@ -100,7 +100,7 @@ def environment_report(subject: Subject) -> dict[str, object]:
     out = proc.run([subject.python, "-c", code], env=subject.env(), capture=True, check=False, log=False)
     if out.returncode != 0:
         raise MissingRequirement("torch does not import in the test interpreter", subject.python,
-                                 "install a CUDA build of torch into it (nox -s test-gpu does)")
+                                 f"install a CUDA build of torch into it ({settings.entry('test-gpu')} does)")
     info: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
     smi = proc.which("nvidia-smi")
     if smi:

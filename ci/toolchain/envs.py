@@ -1,11 +1,16 @@
-"""Python environments the farm owns: one per (Python, torch, build requirements), kept between builds.
+"""Python environments the farm owns: one per (Python, torch build), with the project's own build requirements
+layered over it, kept between builds.
 
 A classic target needs its own Python and its own torch; building them into
 nox's session venvs would reinstall gigabytes whenever the target changes. The
-farm keeps one *build environment* per target kind under the cache folder
-(``FARM_CACHE_DIR``, default ``~/.cache/cuda-ext-farm/envs``), creates it under a
-lock, marks it complete last (an interrupted install is removed and redone,
-never reused) and reuses it afterwards.
+farm keeps one *torch environment* per (torch release, flavour: PyPI's CUDA build
+or a CPU-only ``+cpu`` build, the index it comes from, Python) under the cache folder
+(``FARM_CACHE_DIR``, default ``~/.cache/cuda-ext-farm/envs``): :class:`TorchBuild`
+names it, so every caller that wants the same torch (a build, an import test, a
+release check, an sdist) gets the same folder, however it would spell the
+requirement. It is created under a lock, marked complete last (an interrupted
+install is removed and redone, never reused) and reused afterwards; a project's
+own build requirements go into a small venv layered over it (:func:`layered_env`).
 
 The import test runs in a *test environment*: a new, empty venv that sees only
 the build environment's installed packages (through a ``.pth`` file, so torch
@@ -16,6 +21,7 @@ source tree, no build folder, no in-place library) is on its path.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -26,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from ci import fsutil, proc, settings, toolenv
-from ci.errors import MissingRequirement, UsageError
+from ci.errors import CommandFailed, MissingRequirement, UsageError
 from ci.log import log
 from ci.universe import pins, shapes
 from ci.universe.targets import Target
@@ -105,6 +111,67 @@ def find_interpreter(version: str, env: Mapping[str, str] | None = None) -> Path
     )
 
 
+#: A torch build's flavour: ``cuda`` (the build PyPI serves of that release, a CUDA one on Linux x86_64 and
+#: Windows: its major is the matrix's) or ``cpu`` (a ``+cpu`` build: PyTorch's CPU index, a local folder).
+FLAVORS = ("cuda", "cpu")
+
+
+@dataclasses.dataclass(frozen=True)
+class TorchBuild:
+    """The torch an environment holds: its release, flavour, and the index it comes from (None: pip's own)."""
+
+    version: str
+    flavor: str = "cuda"
+    index_url: str | None = None
+    #: ``index_url`` as an extra index beside pip's own (``--extra-index-url``), not instead of it.
+    extra_index: bool = False
+
+    @property
+    def requirement(self) -> str:
+        # The local CPU wheel torch==X+cpu also satisfies torch==X: the CUDA flavour excludes it explicitly.
+        return f"torch=={self.version}+cpu" if self.flavor == "cpu" else shapes.torch_requirement(self.version)
+
+    def pip_args(self) -> list[str]:
+        option = "--extra-index-url" if self.extra_index else "--index-url"
+        return [*([option, self.index_url] if self.index_url else []), self.requirement]
+
+    @property
+    def name(self) -> str:
+        where = f"-{hashlib.sha256(self.index_url.encode()).hexdigest()[:6]}" if self.index_url else ""
+        return f"torch{self.version}-{self.flavor}{where}"
+
+    @classmethod
+    def of(cls, requirement: str, index_url: str | None = None) -> TorchBuild:
+        """The build a requirement the farm writes names: ``torch==2.13.0+cpu`` (cpu), ``torch==2.11.0,!=2.11.0+cpu``
+        (cuda)."""
+        match = re.fullmatch(r"torch==([0-9][0-9a-z.]*?)(\+cpu)?(?:,!=\1\+cpu)?", requirement.replace(" ", ""))
+        if match is None:
+            raise UsageError("not a torch requirement the farm writes", requirement,
+                             "pass torch==X (the CUDA build) or torch==X+cpu")
+        return cls(match.group(1), "cpu" if match.group(2) else "cuda", index_url)
+
+
+def parse_index_versions(text: str) -> tuple[str, ...]:
+    """The versions of ``pip index versions``'s ``Available versions: 2.11.0, 2.10.0+cpu, ...`` line."""
+    found = re.search(r"^Available versions:(.*)$", text, re.M)
+    return tuple(v.strip() for v in found.group(1).split(",") if v.strip()) if found else ()
+
+
+def offered_torch(python: str, index_url: str | None) -> tuple[str, ...]:
+    """The torch versions pip can install for CPython ``python`` on this machine, from ``index_url`` or from pip's own
+    configuration (its indexes and find-links folders, what :func:`ensure_env`'s pip sees). ``pip index versions``
+    reads the index pages only: nothing is downloaded."""
+    cmd = [sys.executable, "-m", "pip", "index", "versions", "torch", "--python-version", python,
+           "--only-binary=:all:", *(["--index-url", index_url] if index_url else [])]
+    result = proc.run(cmd, env=pip_env(), capture=True, check=False)
+    versions = parse_index_versions(result.stdout)
+    if versions or "No matching distribution" in result.stdout + result.stderr:
+        return versions
+    log.details((result.stdout + result.stderr).rstrip()[-3000:])
+    raise CommandFailed("pip could not list the torch versions of its indexes", index_url or "pip's indexes",
+                        "its output is above; check the network or the index")
+
+
 def env_key(python: str, requirements: Sequence[str]) -> str:
     text = json.dumps({"python": python, "requirements": sorted(requirements)}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
@@ -167,15 +234,21 @@ def build_python(target_python: str, abi3: bool) -> str:
     return target_python
 
 
-def build_env(python: str, torch_requirement: str | None, extra: Sequence[str] = ()) -> PythonEnv:
-    """The build environment of a target: its torch, the hash-pinned build tools and the project's own build
-    requirements (those the farm's lock already holds are not installed twice)."""
+def torch_env(python: str, torch: TorchBuild | None) -> PythonEnv:
+    """The environment of ``torch`` (None: none) for CPython ``python`` with the hash-pinned build tools: one folder
+    per (torch release, flavour, index, Python), whoever asks."""
+    if torch is None:
+        return ensure_env("notorch", python, [], locks=(BUILD_TOOLS_LOCK,))
+    return ensure_env(torch.name, python, torch.pip_args(), locks=(BUILD_TOOLS_LOCK,))
+
+
+def build_env(python: str, torch: TorchBuild | None, extra: Sequence[str] = ()) -> PythonEnv:
+    """The build environment of a target: its torch's environment (:func:`torch_env`) with the project's own build
+    requirements layered over it (those the farm's lock already holds are not installed twice)."""
     locked = set(pins.pinned_in(pins.lock_path(BUILD_TOOLS_LOCK)))
-    own = [r for r in extra if requirement_name(r) not in locked]
-    name = "build-" + (torch_requirement.split(",")[0].replace("==", "") if torch_requirement else "notorch")
-    base = ensure_env(name, python, [torch_requirement] if torch_requirement else [], locks=(BUILD_TOOLS_LOCK,))
-    own = [r for r in dict.fromkeys(own) if requirement_name(r) != "torch"]
-    return layered_env(base, name, python, own) if own else base
+    base = torch_env(python, torch)
+    own = [r for r in dict.fromkeys(extra) if requirement_name(r) not in locked and requirement_name(r) != "torch"]
+    return layered_env(base, base.root.name.rsplit("-py", 1)[0] + "-project", python, own) if own else base
 
 
 def layered_env(base: PythonEnv, name: str, python: str, requirements: Sequence[str]) -> PythonEnv:
@@ -223,10 +296,28 @@ def torch_metadata(env: PythonEnv) -> dict[str, str | None]:
     return {"version": version, "cuda": cuda}
 
 
+def cpu_build_torch(version: str, python: str) -> TorchBuild:
+    """The torch a CPU-only build of ``version`` uses: its ``+cpu`` build where pip can get one (a local folder,
+    PyTorch's CPU index in pip's configuration; the environment is a fifth of the CUDA one's size), else PyPI's
+    (CUDA) build, the environment the CUDA builds of that release share."""
+    cpu = TorchBuild(version, "cpu")
+    made = toolenv.cache_root() / "envs"
+    if any(made.glob(f"{cpu.name}-py{python}-*/.farm-complete")) or f"{version}+cpu" in _offered(python):
+        return cpu
+    return TorchBuild(version)
+
+
+@functools.cache
+def _offered(python: str) -> tuple[str, ...]:
+    return offered_torch(python, None)
+
+
 def target_env(target: Target) -> PythonEnv:
-    """The build environment of ``target`` (a CPU-only build takes whichever torch build pip prefers)."""
-    requirement = f"torch=={target.torch}" if target.cpu else target.torch_requirement
-    return build_env(build_python(target.python, target.abi3), requirement, target.project.build_requires)
+    """The build environment of ``target``: the CUDA build of its torch, or for a CPU-only build
+    :func:`cpu_build_torch`'s."""
+    python = build_python(target.python, target.abi3)
+    torch = cpu_build_torch(target.torch, python) if target.cpu else TorchBuild(target.torch)
+    return build_env(python, torch, target.project.build_requires)
 
 
 def test_env(base: PythonEnv, folder: Path) -> PythonEnv:

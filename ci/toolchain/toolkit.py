@@ -130,7 +130,7 @@ def install_once(
             proc.run(pip_install_target(lock, tmp, pip_extra), env={"PIP_CONSTRAINT": os.devnull},
                      what=f"installing the pinned {name} wheels failed",
                      hint="check the network or an index mirror; a hash mismatch means a file changed on the "
-                     "index (or the pins in ci/universe/matrix.py changed without `nox -s lock`)")
+                     "index (or the farm's own pins and locks disagree: upgrade or reinstall the farm)")
             if finish is not None:
                 finish(tmp)
             (tmp / ".complete").write_text(lock + "\n")

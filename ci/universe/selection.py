@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from ci import settings
 from ci.universe import archs, matrix, shapes
 from ci.universe.project import ProjectConfig
 from ci.universe.targets import (
@@ -62,7 +63,7 @@ def select(config: ProjectConfig, selection: Selection, os: str = "linux") -> tu
         unknown = [i for i in selection.target_ids if i not in by_id]
         if unknown:
             raise TargetError(f"{config.name} has no such target", unknown[0],
-                              f"its targets are {', '.join(by_id)} (nox -s matrix lists them)")
+                              f"its targets are {', '.join(by_id)} ({settings.entry('matrix')} lists them)")
         chosen = [by_id[i] for i in selection.target_ids]
     if selection.cuda:
         cell = matrix.get_cell(selection.cuda)
@@ -77,7 +78,8 @@ def select(config: ProjectConfig, selection: Selection, os: str = "linux") -> tu
             arch = selection.arch or "x86_64"
             if arch != "x86_64" and not cell.aarch64:
                 raise TargetError(f"cell {cell.name} has no {arch} toolkit", selection.cuda,
-                                  "aarch64 wheels are built in the CUDA 13 cells (nox -s matrix lists them)")
+                                  "aarch64 wheels are built in the CUDA 13 cells "
+                                  f"({settings.entry('matrix')} lists them)")
             matching = [Target(config, target_cell(config, cell, cell.torch, arch), cell.torch, python, os,
                                abi3_floor=chosen[0].abi3_floor if chosen else abi3_floor(config, python), arch=arch)]
         if not matching:

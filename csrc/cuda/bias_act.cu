@@ -46,18 +46,18 @@ __device__ __forceinline__ void pack_bias(const scalar_t* __restrict__ b, const 
 }
 
 template <int64_t ACT, int ORDER, typename scalar_t>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kTileThreads)
     bias_act_fast(const scalar_t* __restrict__ x, const scalar_t* __restrict__ dy, const scalar_t* __restrict__ b,
                   scalar_t* __restrict__ out, uint32_t n, BiasIndex bi, Coeffs<opmath_t<scalar_t>> k) {
   using acc_t = opmath_t<scalar_t>;
   constexpr int VEC = 16 / sizeof(scalar_t);
   using P = cuda::Pack<scalar_t, VEC>;
   const uint32_t packs = n / VEC;
-  const uint32_t base = blockIdx.x * (kThreads * kUnroll) + threadIdx.x;
+  const uint32_t base = blockIdx.x * (kTileThreads * kUnroll) + threadIdx.x;
   P xv[kUnroll], gv[kUnroll];
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
-    const uint32_t p = base + u * kThreads;
+    const uint32_t p = base + u * kTileThreads;
     if (p < packs) {
       xv[u] = cuda::load_once(reinterpret_cast<const P*>(x), p);
       if constexpr (ORDER != 0) gv[u] = cuda::load_once(reinterpret_cast<const P*>(dy), p);
@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
-    const uint32_t p = base + u * kThreads;
+    const uint32_t p = base + u * kTileThreads;
     if (p < packs) {
       acc_t bv[VEC];
       pack_bias<VEC>(b, bi, p * VEC, bv);
@@ -136,9 +136,9 @@ void launch_fast(const Call<scalar_t>& c) {
               : (c.map.stride == 1 && c.map.size % kVec == 0) ? kRowChannels
                                                               : kElementChannel;
   }
-  const int64_t tiles = (c.n / kVec + kThreads * kUnroll - 1) / (kThreads * kUnroll);
+  const int64_t tiles = (c.n / kVec + kTileThreads * kUnroll - 1) / (kTileThreads * kUnroll);
   const auto grid = static_cast<unsigned int>(std::max<int64_t>(1, tiles));
-  cuda::launch<&bias_act_fast<ACT, ORDER, scalar_t>>(grid, kThreads, c.stream, c.device, c.x, c.dy, c.b, c.out,
+  cuda::launch<&bias_act_fast<ACT, ORDER, scalar_t>>(grid, kTileThreads, c.stream, c.device, c.x, c.dy, c.b, c.out,
                                                      static_cast<uint32_t>(c.n), bi, c.k);
 }
 

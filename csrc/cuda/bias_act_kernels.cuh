@@ -16,6 +16,7 @@ namespace bias_act_cuda {
 using bias_act::ChannelMap;
 using bias_act::Coeffs;
 using cuda::kThreads;
+using cuda::kTileThreads;
 using cuda::kUnroll;
 
 // Float math through the fast intrinsics (the original's --use_fast_math

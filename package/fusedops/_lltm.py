@@ -14,8 +14,12 @@ In eager mode the whole step (concatenation, matrix product, cell) is one
 ``autograd.Function`` whose backward is the fused kernel plus the three matrix
 reductions, like the tutorial's C++ extension: one autograd node instead of
 three, which is what the step costs at small batches, where the host, not the
-GPU, is the limit. Under ``torch.compile`` and functorch transforms the
-registered op with its registered autograd is used instead.
+GPU, is the limit. On CUDA that node's forward and backward are one op call
+each (``fusedops::_lltm_step``, ``_lltm_step_backward``: the matrix products
+through torch's own CUDA addmm/mm called from C++), and a call seen before,
+same tensors, shapes and cuBLAS settings, replays a CUDA graph of its launches
+(csrc/cuda/lltm.cu says when). Under ``torch.compile`` and functorch transforms
+the registered op with its registered autograd is used instead.
 """
 
 from __future__ import annotations
@@ -145,6 +149,100 @@ class _LLTMFunction(torch.autograd.Function):
 _step_apply = super(torch.autograd.Function, _LLTMFunction).apply
 
 
+def _cuda_step_ops() -> tuple[Any, Any] | None:
+    """The CUDA step's two ops (csrc/cuda/lltm.cu) as the C++ callables below their OpOverloads, or None."""
+    ops = torch.ops.fusedops
+    if not (hasattr(ops, "_lltm_step") and hasattr(ops, "_lltm_step_backward")):
+        return None
+    # OpOverload.__call__ is a Python frame that only calls ._op; the step calls it directly.
+    return tuple(getattr(o, "_op", o) for o in (ops._lltm_step.default, ops._lltm_step_backward.default))  # type: ignore[return-value]
+
+
+def _blas_state_reader() -> Any:
+    """A function returning an int that changes when a setting torch's cuBLAS calls read changes, or None.
+
+    The CUDA step replays recorded CUDA graphs of its launches (csrc/cuda/lltm.cu); a recorded GEMM keeps the
+    settings it was recorded with, so they are part of the graph's key: TF32, the float32 matmul precision, the
+    reduced-precision reductions, the preferred BLAS library, deterministic algorithms. Where this torch lacks one
+    of the getters, None: no graphs (every call eager).
+    """
+    names = ("_get_cublas_allow_tf32", "_get_float32_matmul_precision",
+             "_get_cublas_allow_fp16_reduced_precision_reduction",
+             "_get_cublas_allow_bf16_reduced_precision_reduction", "_get_blas_preferred_backend",
+             "_get_deterministic_algorithms")
+    getters = tuple(getattr(torch._C, name, None) for name in names)
+    if any(g is None for g in getters):
+        return None
+    states: dict[Any, int] = {}
+
+    def blas_state() -> int:
+        state = tuple(g() for g in getters)
+        found = states.get(state)
+        if found is None:  # small non-negative ints, one per combination seen (hashes of strings vary by process)
+            found = states.setdefault(state, len(states))
+        return found
+
+    return blas_state
+
+
+class _LLTMCudaStep(torch.autograd.Function):
+    """Eager fast path on CUDA: the step as one autograd node whose forward and backward are one op call each.
+
+    ``fusedops::_lltm_step`` does the concatenation, the matrix product (torch's
+    own CUDA addmm, called from C++) and the fused cell; ``_lltm_step_backward``
+    the fused cell backward with the bias gradient (a fixed-order reduction of
+    its own), and both matrix products of the backward (side by side on two
+    streams at large sizes). The same kernels and cuBLAS calls as
+    :class:`_LLTMFunction` in two host calls instead of seven, replayed as CUDA
+    graphs when a call repeats one seen before: at the tutorial's size the step
+    is bound by the host, and each cuBLAS call costs the host more than its kernel
+    takes. Results are those of :class:`_LLTMFunction` bit for bit, except the
+    bias gradient, which sums the rows in another order (equal up to rounding).
+    """
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any,
+        input: torch.Tensor,
+        weights: torch.Tensor,
+        bias: torch.Tensor,
+        old_h: torch.Tensor,
+        old_cell: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        with _below_autograd():
+            new_h, new_cell, X, gates = _cuda_step(input, weights, bias, old_h, old_cell, _blas_state())
+        ctx.save_for_backward(X, weights, gates, new_cell)
+        ctx.bias_2d = bias.dim() == 2
+        ctx.set_materialize_grads(False)
+        return new_h, new_cell
+
+    @staticmethod
+    @once_differentiable  # first-order, like the tutorial's extension: double backward raises
+    def backward(ctx: Any, grad_h: torch.Tensor | None, grad_cell: torch.Tensor | None) -> tuple[Any, ...]:
+        if grad_h is None and grad_cell is None:
+            return None, None, None, None, None
+        X, weights, gates, new_cell = ctx.saved_tensors
+        need_input, need_weights, need_bias, need_h, need_cell = ctx.needs_input_grad
+        need_x = need_input or need_h
+        with _below_autograd():
+            d_X, d_weights, d_bias, d_old_cell = _cuda_step_backward(
+                grad_h, grad_cell, X, weights, gates, new_cell, need_x, need_weights, need_bias, ctx.bias_2d,
+                _blas_state(),
+            )
+        d_input = d_old_h = None
+        if need_x:
+            state = new_cell.shape[1]
+            d_old_h, d_input = d_X[:, :state], d_X[:, state:]
+        return (d_input, d_weights if need_weights else None, d_bias if need_bias else None, d_old_h,
+                d_old_cell if need_cell else None)
+
+
+_cuda_ops = _cuda_step_ops()
+_cuda_step, _cuda_step_backward = _cuda_ops if _cuda_ops is not None else (None, None)
+_cuda_step_apply = super(torch.autograd.Function, _LLTMCudaStep).apply
+_blas_state = _blas_state_reader() or (lambda: -1)
+
+
 # --- public API ----------------------------------------------------------------------
 
 
@@ -252,11 +350,19 @@ def lltm(
         gates = torch.addmm(bias, torch.cat((old_h, input), 1), weights.t())
         new_h, new_cell = _cell(gates, old_cell)
         return new_h, new_cell
+    cuda_step = _cuda_step is not None and input.is_cuda
     if torch.is_grad_enabled() and (
         input.requires_grad or weights.requires_grad or bias.requires_grad or old_h.requires_grad
         or old_cell.requires_grad
     ):
-        new_h, new_cell = _step_apply(input, weights, bias, old_h, old_cell)
+        if cuda_step:
+            new_h, new_cell = _cuda_step_apply(input, weights, bias, old_h, old_cell)
+        else:
+            new_h, new_cell = _step_apply(input, weights, bias, old_h, old_cell)
+        return new_h, new_cell
+    if cuda_step:
+        with _below_autograd():
+            new_h, new_cell, _, _ = _cuda_step(input, weights, bias, old_h, old_cell, _blas_state())
         return new_h, new_cell
     with _below_autograd():
         gates = torch.addmm(bias.reshape(-1), torch.cat((old_h, input), 1), weights.t())

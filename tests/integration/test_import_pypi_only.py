@@ -30,8 +30,9 @@ from pathlib import Path
 import pytest
 from packaging.utils import parse_wheel_filename
 
-from ci.release import install_checks, rehearsal
 from ci.release import manifest as release_manifest
+from ci.release import rehearsal
+from ci.toolchain import envs
 from ci.universe import lockcheck, matrix, project, targets
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,7 +91,7 @@ def _wheel(target: targets.Target, request: pytest.FixtureRequest) -> tuple[Path
 def test_pip_sees_pypi_alone(pypi_only: Path) -> None:
     """The machine's own CPU torch (a find-links folder) and indexes are out of sight: no torch X+cpu at all."""
     for python in sorted({_target(cell.name).python for cell in matrix.CELLS}):
-        offered = install_checks.offered_torch(python, None)
+        offered = envs.offered_torch(python, None)
         assert not [v for v in offered if "+" in v], offered
         assert {cell.torch for cell in matrix.CELLS} <= set(offered), offered
 

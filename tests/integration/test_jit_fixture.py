@@ -35,8 +35,8 @@ from windows import jit
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "jit_only"
 PYTHON = "3.11"
-#: torch 2.11's CUDA 13.0 build, the requirement of tests/integration/test_fixture_projects.py's build environment.
-TORCH_REQUIREMENT = "torch==2.11.0,!=2.11.0+cpu"
+#: torch 2.11's CUDA 13.0 build, the torch of tests/integration/test_fixture_projects.py's build environment.
+TORCH_VERSION = "2.11.0"
 CUDA = "13"
 
 
@@ -85,7 +85,7 @@ def user_env(tmp_path_factory: pytest.TempPathFactory) -> envs.PythonEnv:
     from PATH, so it is installed into this venv's bin even though the base has the package)."""
     import pytest as own_pytest
 
-    base = envs.build_env(PYTHON, TORCH_REQUIREMENT)
+    base = envs.build_env(PYTHON, envs.TorchBuild(TORCH_VERSION))
     assert envs.torch_metadata(base)["cuda"], "the build environment's torch is a CPU build"
     user = envs.test_env(base, tmp_path_factory.mktemp("user") / "venv")
     pip = [str(user.python), "-m", "pip", "install", "--quiet"]

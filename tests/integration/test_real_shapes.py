@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -217,6 +218,18 @@ def test_j_replace_builds_the_farms_list_with_the_projects_own_nvcc_flags(farm_c
     assert flags.endswith("scale.cu: -gencode=arch=compute_90,code=sm_90")
     assert appended.startswith("-DPROJECT_OWN -objtemp --threads 0 -frandom-seed=") and \
         appended.endswith("--compress-mode=size")
+    assert not developers_words(result.stdout)
+
+
+#: What a user of the installed command cannot act on: a nox session of the farm's checkout, a file of the farm.
+DEVELOPERS_WORDS = re.compile(r"nox -s|\bci/[\w/]+\.py\b|noxfile")
+
+
+def developers_words(log: str) -> list[str]:
+    """The lines of a build's log in the farm's own voice (not a command line it replays, `$ ...`, nor one ninja
+    ran, `[1/3] ...`, whose programs sit where they sit) that name a nox session or a farm source file."""
+    return [line for line in log.splitlines()
+            if not line.startswith(("$ ", "[")) and DEVELOPERS_WORDS.search(line)]
 
 
 def test_j_a_flag_that_contains_arch_drops_torchs_list_and_is_refused(farm_command: list[str],

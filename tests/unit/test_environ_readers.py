@@ -1,7 +1,7 @@
 """Issue 31: ``os.environ`` is read by the settings resolver and where a child process's environment is composed,
 nowhere else. Every other module reads a setting through ``ci.settings`` (``value``, ``current().environ``).
 
-The scan is the one ``floors.py`` does: any ``os.environ`` attribute in a module of ci/ or windows/.
+The scan: any ``os.environ`` attribute in a module of ci/ or windows/ (the modules tests/structure.py measures).
 """
 
 from __future__ import annotations

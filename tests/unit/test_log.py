@@ -143,3 +143,15 @@ def test_a_table_keeps_its_styles_and_its_escaped_brackets(log: Logger, capsys: 
     out = plain(capsys.readouterr().out)
     assert "passed" in out and "[green]" not in out
     assert "not configured: [tool.cuda-ext-farm.commands] bench" in out
+
+
+def test_an_interruption_names_what_it_interrupted(log: Logger) -> None:
+    """SIGTERM during `test` used to say "stopping the build": the line names the command, target and step."""
+    assert log.activity() == "the farm"
+    log.command_name = "test"
+    assert log.activity() == "the test command"
+    with log.stage("installing the wheel"):
+        assert log.activity() == "installing the wheel"
+    with log.target("tiny-torch2.13-cpu", "test-gpu lane"), log.stage("the smoke command"):
+        assert log.activity() == "the test-gpu lane of tiny-torch2.13-cpu (the smoke command)"
+    assert log.activity() == "the test command"

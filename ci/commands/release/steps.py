@@ -19,7 +19,8 @@ def cmd_import_test(opts: Options[Args]) -> int:
     from ci.release.install_checks import import_test
 
     if not opts.selection.target_ids:
-        raise UsageError("release import-test needs the wheel's target", "--target", "pass --target ID (nox -s matrix)")
+        raise UsageError("release import-test needs the wheel's target", "--target",
+                         f"pass --target ID ({settings.entry('matrix')} lists them)")
     (target,) = options.resolve(opts, os_name=host_os())[:1]
     path = verb_arg(args.import_test)
     wheels = sorted(path.glob("*.whl")) if path.is_dir() else [path]

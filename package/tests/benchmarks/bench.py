@@ -460,6 +460,13 @@ def main(argv: list[str] | None = None) -> int:
     if unknown := set(impls) - set(IMPLS):
         p.error(f"--impls: unknown {sorted(unknown)}; choose from {', '.join(IMPLS)}")
     cases = [dataclasses.replace(c, fns={k: v for k, v in c.fns.items() if k in impls}) for c in cases]
+    # Every case runs (and torch.compile compiles) once before any is timed: compiling starts Inductor's pool of
+    # compile workers, whose start-up took the host from the first cases timed after it (round_ste at 2^20 measured
+    # 11 us in four rounds of five and 7.9 in the fifth, on the H200 machine).
+    for case in cases:
+        for fn in case.fns.values():
+            fn()
+    _sync(device)
     results = []
     for case in cases:
         console.print(f"[dim]measuring {case.op} {case.name}[/]")

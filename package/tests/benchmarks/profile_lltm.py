@@ -64,6 +64,11 @@ def profile_steps(fn: Callable[[], Any], device: torch.device, steps: int) -> di
     events = prof.events()
     kernels = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
     gpu_us = sum(e.device_time for e in kernels) / steps if kernels else 0.0
+    per_kernel: dict[str, list[float]] = {}
+    for e in kernels:
+        entry = per_kernel.setdefault(e.name, [0.0, 0.0])
+        entry[0] += 1 / steps
+        entry[1] += e.device_time / steps
     autograd_nodes = [e for e in events if e.name.startswith(("autograd::engine::evaluate_function",))]
     table = prof.key_averages().table(sort_by="cpu_time_total", row_limit=18, max_name_column_width=60)
     top = sorted(prof.key_averages(), key=lambda a: a.cpu_time_total, reverse=True)[:12]
@@ -71,6 +76,8 @@ def profile_steps(fn: Callable[[], Any], device: torch.device, steps: int) -> di
         "gpu_busy_us_per_step": gpu_us,
         "kernel_launches_per_step": len(kernels) / steps,
         "kernels": sorted({e.name for e in kernels}),
+        # name -> [launches per step, GPU µs per step], most expensive first
+        "kernel_breakdown": dict(sorted(per_kernel.items(), key=lambda kv: -kv[1][1])),
         "autograd_nodes_per_step": len(autograd_nodes) / steps,
         "top_ops": [
             {"name": a.key, "cpu_total_us_per_step": a.cpu_time_total / steps, "calls_per_step": a.count / steps}
@@ -139,7 +146,9 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"{name:9} {r['wall_us_per_step']:9.1f} {busy:12.1f} {busy / r['wall_us_per_step']:9.2f} "
                      f"{r['kernel_launches_per_step']:9.1f} {r['autograd_nodes_per_step']:15.1f}")
     for name, r in results.items():
-        lines += ["", f"--- {name}: kernels: {', '.join(r['kernels'][:20])}", r["table"]]
+        lines += ["", f"--- {name}: GPU time per step by kernel (launches, µs)"]
+        lines += [f"  {n:4.1f} x {us:9.1f} µs  {k[:100]}" for k, (n, us) in r["kernel_breakdown"].items()]
+        lines += [r["table"]]
     text = "\n".join(lines)
     print(text)
     out = Path(args.out)

@@ -138,9 +138,27 @@ def main(argv: list[str] | None = None) -> int:
         "empty_like": lambda: torch.empty_like(small),
     }
     launchers = fusedops._state.launchers
-    if launchers is not None:  # the fast path's launch alone (csrc/cuda/fast_launch.h), into a preallocated tensor
-        ptrs = (small.data_ptr(), out.data_ptr(), small.numel(), 0, small.get_device())
-        layers["fast-path launcher alone"] = lambda: launchers.round_ste(*ptrs)
+    if launchers is not None:  # the fast path's C call alone (csrc/cuda/fast_launch.cpp): reads, empty_like, launch
+        layers["_C_cuda.round_ste"] = lambda: launchers.round_ste(small)
+        layers["_C_cuda.bias_act lrelu [N,256]"] = lambda: launchers.bias_act(
+            small_rows, bias, 1, "lrelu", None, None, None, "cuda")
+    # What the fast path's C call does besides the launch, each piece alone.
+    from fusedops import _fast
+
+    checks = _fast.NOT_PLAIN
+    layers.update({
+        "torch.empty((1024,), dtype, device)": lambda: torch.empty((1024,), dtype=torch.float32, device=device),
+        "x.new_empty(shape)": lambda: small.new_empty((1024,)),
+        "x.is_cuda": lambda: small.is_cuda,
+        "x.is_contiguous()": lambda: small.is_contiguous(),
+        "x.dtype": lambda: small.dtype,
+        "x.get_device()": lambda: small.get_device(),
+        "x.requires_grad": lambda: small.requires_grad,
+        "x.shape": lambda: small.shape,
+        "x.data_ptr()": lambda: small.data_ptr(),
+        "the not-plain checks": lambda: [f() for f in checks],
+        "an empty lambda": lambda: None,
+    })
     print("\nhost layers, 2^10 elements (µs per call, not synchronised per call):")
     report["layers_us"] = {}
     for name, fn in layers.items():

@@ -263,6 +263,171 @@ def test_lltm_cell_more_than_2_31_elements() -> None:
         torch.testing.assert_close(d_c[r], r_c[0], rtol=0, atol=0)
 
 
+# --- the CUDA step (two op calls a step, CUDA graphs) against the step of one op per stage ----------
+
+
+def _step_grads(step, args, grad_h, grad_cell, needs=(True,) * 5):  # type: ignore[no-untyped-def]
+    leaves = [a.detach().clone().requires_grad_(n) for a, n in zip(args, needs, strict=True)]
+    new_h, new_cell = step(*leaves)
+    outs = [(o, g) for o, g in ((new_h, grad_h), (new_cell, grad_cell)) if g is not None]
+    torch.autograd.backward([o for o, _ in outs], [g for _, g in outs])
+    return new_h.detach(), new_cell.detach(), [a.grad for a in leaves]
+
+
+# The step's bias gradient sums the rows in its own fixed order (torch's sum(0) in the per-op step): equal up to
+# rounding; every other output is the same bit for bit.
+BIAS_TOL = {torch.float64: (1e-12, 1e-12), torch.float32: (1e-5, 1e-5), torch.float16: (4e-3, 4e-3),
+            torch.bfloat16: (3e-2, 3e-2)}
+
+
+def _assert_step_equal(got, ref, dtype, needs=(True,) * 5):  # type: ignore[no-untyped-def]
+    (h, c, grads), (rh, rc, rgrads) = got, ref
+    torch.testing.assert_close(h, rh, rtol=0, atol=0)
+    torch.testing.assert_close(c, rc, rtol=0, atol=0)
+    for i, (g, rg) in enumerate(zip(grads, rgrads, strict=True)):
+        assert (g is None) == (rg is None) and (g is None) != needs[i]
+        if g is None:
+            continue
+        assert g.shape == rg.shape
+        rtol, atol = BIAS_TOL[dtype] if i == 2 else (0, 0)
+        scale = max(1.0, rg.abs().max().item()) if rg.numel() else 1.0
+        torch.testing.assert_close(g, rg, rtol=rtol, atol=atol * scale)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("shape", [(16, 32, 128), (5, 0, 9), (512, 256, 1024)])
+def test_cuda_step_is_the_per_op_step(dtype: torch.dtype, shape: tuple[int, int, int]) -> None:
+    # fusedops::_lltm_step / _lltm_step_backward (concatenation, torch's addmm/mm called from C++, the cell
+    # kernels; at 512x1280x3072 the two backward GEMMs run side by side on two streams) against cat, addmm, the
+    # cell op, mm and sum called one by one: the same kernels and cuBLAS calls.
+    from fusedops import _lltm
+
+    batch, features, state = shape
+    args = make_args(batch, features, state, dtype, "cuda")
+    grad_h = torch.randn(batch, state, dtype=dtype, device="cuda")
+    grad_cell = torch.randn(batch, state, dtype=dtype, device="cuda")
+    for bias_2d in (False, True):
+        step_args = list(args)
+        if bias_2d:
+            step_args[2] = args[2][None]
+        got = _step_grads(_lltm._LLTMCudaStep.apply, step_args, grad_h, grad_cell)
+        ref = _step_grads(_lltm._LLTMFunction.apply, step_args, grad_h, grad_cell)
+        _assert_step_equal(got, ref, dtype)
+        assert got[2][2].shape == step_args[2].shape
+
+
+@pytest.mark.cuda
+def test_cuda_step_strided_inputs_partial_grads_and_no_grad() -> None:
+    from fusedops import _lltm
+
+    batch, features, state = 6, 5, 7
+    input, weights, bias, old_h, old_cell = make_args(batch, features, state, torch.float64, "cuda")
+    strided = [
+        torch.randn(features * 2, batch, dtype=torch.float64, device="cuda")[::2].t().copy_(input),
+        weights.t().contiguous().t(),
+        torch.randn(3 * state * 2, dtype=torch.float64, device="cuda")[::2].copy_(bias),
+        old_h.t().contiguous().t(),
+        old_cell.t().contiguous().t(),
+    ]
+    gh = torch.randn(batch, state, dtype=torch.float64, device="cuda")
+    for needs in ((True,) * 5, (False, True, False, False, False), (True, False, True, True, False),
+                  (False, False, False, False, True)):
+        got = _step_grads(_lltm._LLTMCudaStep.apply, strided, gh, None, needs)
+        ref = _step_grads(_lltm._LLTMFunction.apply, strided, gh, None, needs)
+        _assert_step_equal(got, ref, torch.float64, needs)
+    with torch.no_grad():
+        h, c = lltm(*strided)
+    torch.testing.assert_close(h, ref[0], rtol=0, atol=0)
+    torch.testing.assert_close(c, ref[1], rtol=0, atol=0)
+
+
+def _graph_counts() -> list[int]:
+    return [torch.ops.fusedops._lltm_graph_stats(torch.cuda.current_device(), k) for k in range(4)]
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("shape", [(16, 32, 128), (512, 256, 1024)])
+def test_cuda_step_graph_replays_are_exact(shape: tuple[int, int, int]) -> None:
+    # A training loop: the same tensors every step, the outputs freed before the next one, so torch's allocator
+    # hands the step the same memory and the step's CUDA graphs replay. Every replayed step gives what the first
+    # (eager) step gave, and the per-op step, bit for bit (the bias gradient: up to rounding, see BIAS_TOL); a
+    # changed cuBLAS setting (TF32) is a new key, never a stale graph.
+    from fusedops import _lltm
+
+    batch, features, state = shape
+    args = [a.requires_grad_() for a in make_args(batch, features, state, torch.float32, "cuda")]
+    gh = torch.randn(batch, state, device="cuda")
+    gc = torch.randn(batch, state, device="cuda")
+    saved = [torch.empty_like(t) for t in (gh, gc, *args)]
+
+    def step() -> None:
+        h, c = lltm(*args)
+        grads = torch.autograd.grad((h, c), args, (gh, gc))
+        for out, value in zip(saved, (h, c, *grads), strict=True):
+            out.copy_(value)
+
+    before = _graph_counts()
+    step()
+    first = [t.clone() for t in saved]
+    for _ in range(8):
+        step()
+        for got, want in zip(saved, first, strict=True):
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+    after = _graph_counts()
+    assert after[0] > before[0] and after[1] > before[1], (before, after)
+    assert after[2] - before[2] >= 3 and after[3] - before[3] >= 3, (before, after)
+    ref = _step_grads(_lltm._LLTMFunction.apply, args, gh, gc)
+    _assert_step_equal((first[0], first[1], first[2:]), ref, torch.float32)
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        step()
+        ref = _step_grads(_lltm._LLTMFunction.apply, args, gh, gc)
+        _assert_step_equal((saved[0], saved[1], saved[2:]), ref, torch.float32)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+
+
+@pytest.mark.cuda
+def test_cuda_step_inside_a_users_cuda_graph() -> None:
+    # Under the caller's own stream capture the step launches eagerly into that capture.
+    args = make_args(16, 32, 128, torch.float32, "cuda")
+    with torch.no_grad():
+        want = lltm(*args)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            lltm(*args)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            got = lltm(*args)
+        for t in got:
+            t.fill_(float("nan"))
+        graph.replay()
+    torch.testing.assert_close(got[0], want[0], rtol=0, atol=0)
+    torch.testing.assert_close(got[1], want[1], rtol=0, atol=0)
+
+
+@pytest.mark.cuda
+def test_cuda_step_ops_reject_bad_input() -> None:
+    args = make_args(4, 3, 5, torch.float32, "cuda")
+    step = torch.ops.fusedops._lltm_step
+    with pytest.raises(RuntimeError, match=r"_lltm_step: the shapes of input"):
+        step(args[0][:, 1:], *args[1:], -1)
+    with pytest.raises(RuntimeError, match=r"_lltm_step: weights must have the dtype of"):
+        step(args[0], args[1].double(), *args[2:], -1)
+    with pytest.raises(RuntimeError, match=r"_lltm_step: bias must have shape"):
+        step(args[0], args[1], args[2][:-1], *args[3:], -1)
+    with pytest.raises(RuntimeError, match=r"Could not run 'fusedops::_lltm_step' with arguments from the 'CPU'"):
+        step(*[a.cpu() for a in args], -1)  # a CUDA-only op: the dispatcher says so
+    new_h, new_cell, X, gates = step(*args, -1)
+    with pytest.raises(RuntimeError, match=r"_lltm_step_backward: X \(B, S\+F\) and weights"):
+        torch.ops.fusedops._lltm_step_backward(new_h, None, X[:, 1:], args[1], gates, new_cell, True, True, True,
+                                               False, -1)
+
+
 # --- registration --------------------------------------------------------------------
 
 

@@ -343,3 +343,22 @@ def test_the_launcher_passes_the_callers_path(tmp_path: Path) -> None:
                           env={**os.environ, "PYTHONPATH": str(ROOT), "PATH": f"/user/bin{os.pathsep}/bin"})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"/user/bin{os.pathsep}/bin"
+
+
+def test_a_wheel_that_only_imports_here_says_so(release: Path, tmp_path: Path) -> None:
+    """A stable CUDA wheel next to a CPU-only torch loads, but its kernels cannot run: not a plain "fits"."""
+    only = make_wheel(tmp_path / "wheels", STABLE13, "torch>=2.10", WHEELS[STABLE13][2])
+    lines = diagnose.doctor(only.parent, diagnose.load_env(ENVS / "cpu_torch.json")).lines()
+    assert f"demo-ext: fits (CPU import only here: no GPU): {STABLE13}: loads with a CPU-only torch" \
+        in "\n".join(lines)
+    full = "\n".join(report(release, "h100_cu130").lines())
+    assert f"demo-ext: fits: {PT211}" in full
+
+
+def test_when_the_interpreter_is_why_nothing_fits_the_line_names_python(release: Path) -> None:
+    """Python 3.9 fits no wheel (abi3 floor cp310, cp311 builds): another interpreter of the machine may; a V100
+    (no SASS for 7.0) fits none whatever the interpreter: no --python hint then."""
+    old = report(release, "python39_old")
+    hint = diagnose.interpreter_hint(old, ["demo-ext"])
+    assert hint.startswith("the doctor judged ") and "--python PATH" in hint
+    assert diagnose.interpreter_hint(report(release, "v100_older_than_sass"), ["demo-ext"]) == ""

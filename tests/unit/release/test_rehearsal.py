@@ -12,6 +12,7 @@ import pytest
 from ci.errors import CommandFailed, UsageError
 from ci.release import import_steps, install_checks, rehearsal
 from ci.release import manifest as release_manifest
+from ci.toolchain import envs
 from ci.universe import project, targets
 from ci.universe.selection import Selection, select
 
@@ -122,8 +123,8 @@ def test_no_torch_at_all_is_one_line_not_pips_no_matching_distribution() -> None
 def test_pip_index_versions_output_is_read() -> None:
     text = ("torch (2.15.0)\nAvailable versions: 2.15.0, 2.13.0+cpu, 2.10.0\n  INSTALLED: 2.13.0+cpu\n"
             "  LATEST:    2.15.0\n")
-    assert install_checks.parse_index_versions(text) == ("2.15.0", "2.13.0+cpu", "2.10.0")
-    assert install_checks.parse_index_versions("ERROR: No matching distribution found for torch\n") == ()
+    assert envs.parse_index_versions(text) == ("2.15.0", "2.13.0+cpu", "2.10.0")
+    assert envs.parse_index_versions("ERROR: No matching distribution found for torch\n") == ()
 
 
 def _cu124_wheel(out: Path) -> tuple[targets.Target, release_manifest.Manifest]:
@@ -149,7 +150,7 @@ def test_the_dry_run_records_the_torch_of_its_cpu_import(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cpu_torch: str | None, cpu_python: str | None,
         expected: str, test_python: str) -> None:
     target, manifest = _cu124_wheel(tmp_path)
-    monkeypatch.setattr(install_checks, "offered_torch",
+    monkeypatch.setattr(envs, "offered_torch",
                         lambda python, index_url: HERE if python == "3.11" else PYPI)
     from ci import proc
 
@@ -187,7 +188,7 @@ def test_the_cpu_import_of_a_cuda_build_sees_no_gpu(tmp_path: Path, monkeypatch:
         made.append((python, requirement))
         return envs.PythonEnv(tmp_path / "base")
 
-    monkeypatch.setattr(install_checks, "offered_torch", lambda python, index_url: PYPI)
+    monkeypatch.setattr(envs, "offered_torch", lambda python, index_url: PYPI)
     monkeypatch.setattr(envs, "build_env", build_env)
     monkeypatch.setattr(envs, "ensure_env", lambda *a, **kw: pytest.fail("a +cpu environment was made"))
     monkeypatch.setattr(envs, "test_env", lambda base, folder: envs.PythonEnv(folder))
@@ -197,7 +198,7 @@ def test_the_cpu_import_of_a_cuda_build_sees_no_gpu(tmp_path: Path, monkeypatch:
     result = install_checks.import_test(target, "cpu", wheel=wheel, python="3.10", index_url=None, cpu_torch=None)
     assert result == "ok: smoke under torch 2.10.0+cu128 (PyPI's CUDA 12.8 build, no GPU)"
     # The CUDA import test's own environment: PyPI's CUDA build of the cell's torch, one download for both tests.
-    assert made == [("3.10", target.torch_requirement)]
+    assert made == [("3.10", envs.TorchBuild(target.torch))]
     pip = [env for cmd, env in ran.calls if "pip" in cmd]
     imports = [env for cmd, env in ran.calls if "pip" not in cmd and "index" not in cmd]
     assert pip and imports and all(env.get("CUDA_VISIBLE_DEVICES") == "" for env in imports)
