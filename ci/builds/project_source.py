@@ -175,7 +175,13 @@ def sync_source(root: Path, dest: Path, exclude: tuple[Path, ...] = ()) -> int:
             shutil.rmtree(dst)  # a folder in an earlier copy is a link now
         dst.unlink(missing_ok=True)
         dst.parent.mkdir(parents=True, exist_ok=True)
-        os.symlink(written, dst)
+        try:
+            os.symlink(written, dst, target_is_directory=(root / name).is_dir())
+        except OSError:  # Windows without the symlink privilege (no Developer Mode): the copy holds what it points to
+            if (root / name).is_dir():
+                shutil.copytree(root / name, dst)
+            elif (root / name).is_file():
+                shutil.copy2(root / name, dst)
         copied += 1
     names = [*tree.files, *tree.links]
     replaced = tuple(f"{name}/" for name in tree.links)  # went with the folder a link took the place of

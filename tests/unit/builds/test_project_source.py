@@ -241,3 +241,17 @@ def test_git_commit_clean_dirty_and_outside_git(tmp_path: Path) -> None:
     assert project_source.git_commit(repo) == sha
     (repo / "setup.py").write_text("pass  # changed\n")
     assert project_source.git_commit(repo) == f"{sha}-dirty"
+
+
+def test_where_links_cannot_be_made_the_copy_holds_what_they_point_to(linked: Path, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Windows without the symlink privilege: os.symlink raises (stood in for here), the copy gets the content."""
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise OSError(1314, "A required privilege is not held by the client")
+
+    monkeypatch.setattr(os, "symlink", refuse)
+    dest = tmp_path / "copy"
+    project_source.sync_source(linked, dest)
+    assert not (dest / "csrc" / "include").is_symlink()
+    assert (dest / "csrc" / "include" / "x" / "x.h").read_text() == "#pragma once\n"
+    assert (dest / "csrc" / "version.h").read_text() == "#define V 1\n"
