@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ci import fsutil, proc, settings
 from ci.audit.checks import AuditResult, Check
-from ci.builds import arch_flags, failure, project_source, report, standard
+from ci.builds import arch_flags, failure, preflight, project_source, report
 from ci.builds import tail as publish
 from ci.errors import CommandFailed
 from ci.log import log
@@ -77,7 +77,7 @@ def build_target(target: Target, outputs: publish.Outputs, found: Discovery,
                  options: Options) -> report.BuildReport:  # pragma: no cover - a Windows host with Visual Studio
     started = time.monotonic()
     cell = target.cell
-    standard.check(target)  # a project pinning an older C++ standard than torch's headers need: one line, now
+    preflight.preflight(target)  # what the source alone refuses (links, submodules, C++ standard): now
     choice = msvc.choose(cell, found.toolsets, options.toolset, skipped=found.skipped)
     log.note(f"{target.id}:", f"MSVC {choice.toolset} of {choice.instance.label}", style="bold")
     if choice.note:

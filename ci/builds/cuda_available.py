@@ -1,11 +1,15 @@
-"""torch.cuda.is_available() is True in every CUDA build the farm runs (project key ``cuda-available-in-build``).
+"""torch.cuda.is_available() is True in every CUDA build the farm runs, and torch.cuda's device questions answer from
+the build's architecture list (project key ``cuda-available-in-build``).
 
 The farm's builders have no GPU. A ``setup.py`` that decides on CUDA with ``torch.cuda.is_available()`` (common:
 pytorch/extension-cpp's template does) would build a CPU-only library there, which the audit refuses in a CUDA
-wheel. So the build command, and only it, gets ``ci/buildsite/`` (:data:`SITE`) first on ``PYTHONPATH``: the
-``sitecustomize.py`` there makes ``torch.cuda.is_available`` return True once ``torch.cuda`` is imported, then runs
-the ``sitecustomize`` it hides (that file says how). Where each build applies it, beside the project's
-``build-env``:
+wheel; one that then writes TORCH_CUDA_ARCH_LIST from the visible GPUs would write ``""`` over the farm's list. So
+the build command, and only it, gets ``ci/buildsite/`` (:data:`SITE`) first on ``PYTHONPATH``: the
+``sitecustomize.py`` there makes ``torch.cuda.is_available()`` True and ``device_count()``,
+``get_device_capability(i)``, ``get_device_properties(i)`` answer one device per architecture of the list the
+build started with, once ``torch.cuda`` is imported, then runs the ``sitecustomize`` it hides (that file says how
+and why: a capability, not a fake GPU, so anything that needs the device still fails as torch does without one).
+Where each build applies it, beside the project's ``build-env``:
 
 * host builds (``ci/linux/host.py`` ``compiler_env``: x86_64, the aarch64 cross build, ``develop``): the folder,
   then the ``PYTHONPATH`` the build had (the project's ``build-env`` one, else the farm process's);
@@ -32,10 +36,11 @@ from ci.universe.targets import Target
 SITE = FARM_ROOT / "ci" / "buildsite"
 #: The project key that turns it off.
 KEY = "cuda-available-in-build"
-#: The line a build that applies it logs.
-NOTE = ("torch.cuda.is_available() is True in this build: the builder has no GPU, and a setup.py that asks it "
-        "would leave the CUDA code out; the farm compiles for its architecture list instead (ci/buildsite/"
-        f"sitecustomize.py on the build's PYTHONPATH). {KEY} = false in [tool.cuda-ext-farm] turns it off")
+#: The line a build that applies it logs (``{archs}``: its architecture list), in a user's words: no file of the farm.
+NOTE = ("torch.cuda.is_available() is True in this build, and torch.cuda.device_count() and get_device_capability() "
+        "answer one device per architecture it compiles for ({archs}): the builder has no GPU, and a setup.py that "
+        "asks would leave the CUDA code out or find no architecture. {key} = false in [tool.cuda-ext-farm] gives "
+        "torch's own answers")
 
 
 def applies(target: Target) -> bool:
@@ -53,5 +58,5 @@ def pythonpath(target: Target, folder: str, build_env: Mapping[str, str], inheri
     if not applies(target):
         return {}
     had = build_env.get("PYTHONPATH", inherited)
-    log.info(NOTE)
+    log.info(NOTE.format(archs=target.cell.arch_list, key=KEY))
     return {"PYTHONPATH": sep.join([folder, *([had] if had else [])])}

@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ci import proc
-from ci.builds import report, standard, tail
+from ci.builds import preflight, report, tail
 from ci.errors import CommandFailed
 from ci.log import log
 from ci.universe.targets import Target
@@ -93,8 +93,8 @@ def local_equivalents(chosen: tuple[Target, ...]) -> tuple[Target, ...]:
 def build_all(chosen: tuple[Target, ...], outputs: tail.Outputs, *, jobs: int, base_image: str | None,
               max_jobs: int | None) -> int:
     """Build ``chosen``."""
-    for target in chosen:  # before any image or compile: a project pinning an older C++ standard than a torch needs
-        standard.check(target)
+    for target in chosen:  # before any image or compile: what the source alone refuses
+        preflight.preflight(target)
     outputs.check_writable()
     logs = outputs.build_root / "logs"
     results: dict[str, tuple[int, float]] = {}

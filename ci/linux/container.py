@@ -35,7 +35,7 @@ from pathlib import Path
 from ci import fsutil, proc, settings, toolenv
 from ci.audit import checks as audit_records
 from ci.audit import symbols, wheel_audit
-from ci.builds import arch_flags, cuda_available, environment, failure, project_source, report, standard
+from ci.builds import arch_flags, cuda_available, environment, failure, preflight, project_source, report
 from ci.builds import tail as publish
 from ci.errors import CommandFailed, FarmError, UsageError
 from ci.linux import image_contents, images, sysroot
@@ -324,7 +324,7 @@ def resolve_in_container(job: ContainerBuild, torch_volume_name: str, wheel: Pat
 def build_in_container(job: ContainerBuild) -> report.BuildReport:
     """Build, repair (in the image), audit and publish ``job``'s target; a failed first build leaves no empty
     wheelhouse."""
-    standard.check(job.target)  # a project pinning an older C++ standard than torch's headers need: one line, now
+    preflight.preflight(job.target)  # what the source alone refuses (links, submodules, C++ standard): now
     with publish.no_empty_wheelhouse(job.outputs):
         return _build_in_container(job)
 

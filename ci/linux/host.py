@@ -25,7 +25,7 @@ from pathlib import Path
 from ci import fsutil, proc, settings, toolenv
 from ci.audit import checks as audit_records
 from ci.audit import symbols, wheel_audit
-from ci.builds import arch_flags, cuda_available, environment, failure, project_source, report, standard, tail
+from ci.builds import arch_flags, cuda_available, environment, failure, preflight, project_source, report, tail
 from ci.errors import CommandFailed, UsageError
 from ci.linux import cross, qemu, sysroot
 from ci.log import log
@@ -172,7 +172,7 @@ def symbol_search(target: Target, env: envs.PythonEnv, tk: toolkit.InstalledTool
 def build(target: Target, outputs: tail.Outputs, *, max_jobs: int | None = None) -> report.BuildReport:
     """Build, repair, audit and publish ``target`` (``target.cpu``: a CPU-only wheel, no toolkit)."""
     started = time.monotonic()
-    standard.check(target)  # a project pinning an older C++ standard than torch's headers need: one line, now
+    preflight.preflight(target)  # what the source alone refuses (links, submodules, C++ standard): now
     with tail.no_empty_wheelhouse(outputs):
         outputs.check_writable()
         return _build(target, outputs, started, max_jobs=max_jobs)

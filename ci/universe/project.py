@@ -21,6 +21,7 @@ a ``[project] name``. A project you cannot edit is described by a separate file
     archs = ["x86_64", "aarch64"]   # Linux CPU architectures (aarch64: CUDA 13 cells, torch >= 2.11)
     build-env = { FORCE_CUDA = "1" }    # what tells the build to compile CUDA without a GPU (added to FORCE_CUDA=1)
     cuda-available-in-build = true  # a CUDA build sees torch.cuda.is_available() True (ci/builds/cuda_available.py)
+    cxx-standard-check = true       # refuse a -std=c++17 (or older) pin torch's headers cannot take (README)
     cpu-env = {}                    # what a CPU-only build (--cpu) sets instead
     debug-env = {}                  # what a debug build (develop --debug) adds
     cuda-libraries = ["*"]          # libraries in the wheel that must hold CUDA code (globs)
@@ -151,6 +152,9 @@ class ProjectConfig:
     #: ``cuda-available-in-build``: a CUDA build's Python sees ``torch.cuda.is_available()`` True (the builders have
     #: no GPU; a setup.py that asks it would leave CUDA out): ci/builds/cuda_available.py; false: torch's answer.
     cuda_available_in_build: bool = True
+    #: ``cxx-standard-check``: a pin of an older C++ standard than the target torch's, on every path of the build
+    #: files the backend reads, stops the build before anything is installed (ci/builds/standard.py); false: off.
+    cxx_standard_check: bool = True
     #: ``compress-fatbin``: CUDA 13 cells' builds append ``--compress-mode=size`` to nvcc's flags
     #: (ci/linux/host.py: fatbin_compression_flags); false: nvcc's default, or the project's own mode.
     compress_fatbin: bool = True
@@ -195,7 +199,7 @@ _KEYS = {
     "build-env", "cpu-env", "debug-env", "cuda-libraries", "cpu-libraries", "commands", "toolkit-libraries",
     "archs", "max-wheel-size", "strip-debug", "compress-fatbin", "test-requires", "test-extras",
     "os", "variant-wheels", "pypi-cuda-majors", "older-majors-sass", "cuda-available-in-build",
-    "project-arch-flags",
+    "cxx-standard-check", "project-arch-flags",
 }
 
 
@@ -363,6 +367,7 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
         strip_debug=tomlvalues.boolean(table, "strip-debug", True),
         compress_fatbin=tomlvalues.boolean(table, "compress-fatbin", True),
         cuda_available_in_build=tomlvalues.boolean(table, "cuda-available-in-build", True),
+        cxx_standard_check=tomlvalues.boolean(table, "cxx-standard-check", True),
         variant_wheels=tomlvalues.boolean(table, "variant-wheels", False),
         pypi_cuda_majors=_pypi_cuda_majors(table, abi, cuda_libraries),
         older_majors_sass=tomlvalues.choice(table, "older-majors-sass", ("per-generation", "torch"), "per-generation"),

@@ -4,7 +4,7 @@ environment):
 
 * h ``submodule_headers``: a header from a header-only library that is a git submodule of the project, built from
   a real checkout with the submodule initialised; a clone without ``--recursive`` is refused in one line before
-  anything compiles.
+  anything is installed (setup.py names the submodule's folder: the build uses it).
 * i ``prebuilt_download``: setup.py first downloads a prebuilt wheel (from an address nothing listens on) unless a
   variable says to build; the failed build's last line names the network access and the variable's route.
 * j ``hardcoded_gencode``: setup.py passes its own ``-gencode`` flags (a CUDA build, torch 2.11 and the pinned CUDA
@@ -96,8 +96,9 @@ def test_h_a_clone_without_its_submodule_is_refused_before_compiling(farm_comman
     built = cpu_build(farm_command, clone, tmp_path)
     assert built.result.returncode == 2, built.result.stdout[-3000:]
     assert last_line(built.result) == (
-        "error: a git submodule of the project is not checked out (its folder is empty) (third_party/ringmath): run "
-        "`git submodule update --init --recursive` in the project's folder, then build again")
+        "error: a git submodule the build uses is not checked out (its folder is empty) (third_party/ringmath, named "
+        "in setup.py line 10): run `git submodule update --init --recursive` in the project's folder, then build "
+        "again")
     assert "building 'submodule_headers._C'" not in built.result.stdout
     assert not (tmp_path / "wheelhouse").exists()  # nothing half-written, not even an empty folder
 
@@ -151,9 +152,9 @@ def test_i_a_download_during_the_build_is_named_with_the_variable_that_stops_it(
         "error: the wheel build of prebuilt_download-torch2.13-cpu-cp311-linux_x86_64 failed: the build tried to "
         "reach the network (a download during the build) (http://127.0.0.1:9/wheels/prebuilt_download-0.1.0-cp311-"
         "linux_x86_64.whl: urllib.error.URLError: <urlopen error [Errno 111] Connection refused>): the build script "
-        "reads PREBUILT_DOWNLOAD_FORCE_BUILD: set it in cpu-env of [tool.cuda-ext-farm], e.g. cpu-env = { "
-        'PREBUILT_DOWNLOAD_FORCE_BUILD = "1" }, so the farm compiles the project instead; nothing was written to the '
-        "wheelhouse")
+        'forces a local build with PREBUILT_DOWNLOAD_FORCE_BUILD (it compares it with "1"): set cpu-env = { '
+        'PREBUILT_DOWNLOAD_FORCE_BUILD = "1" } in [tool.cuda-ext-farm], so the farm compiles the project instead; '
+        "nothing was written to the wheelhouse")
     assert "--env-dir" not in failed.stdout  # pypa/build's tip names options the farm does not take
     assert not list((tmp_path / "wheelhouse").glob("*/*.whl"))
 

@@ -1,5 +1,6 @@
-"""torch.cuda.is_available() True in CUDA builds (ci/builds/cuda_available.py, ci/buildsite/sitecustomize.py):
-which builds get ci/buildsite first on PYTHONPATH, and what a real Python with it on its path sees.
+"""torch.cuda.is_available() True in CUDA builds, and the device questions answered from the build's architecture list
+(ci/builds/cuda_available.py, ci/buildsite/sitecustomize.py): which builds get ci/buildsite first on PYTHONPATH, and
+what a real Python with it on its path sees (the test environment's torch, in subprocesses).
 
 The container and Windows environments are tested beside their own (tests/unit/linux/test_container.py,
 tests/unit/windows/test_win_build_commands.py); the fixture cuda_if_available builds a wheel with it
@@ -48,7 +49,10 @@ def test_the_folder_holds_sitecustomize_alone() -> None:
 def test_pythonpath_puts_the_folder_first_in_cuda_builds_alone(capsys: pytest.CaptureFixture[str]) -> None:
     target = classic()
     assert cuda_available.pythonpath(target, "/site", {}) == {"PYTHONPATH": "/site"}
-    assert "torch.cuda.is_available() is True in this build" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert "torch.cuda.is_available() is True in this build" in said
+    assert f"({target.cell.arch_list})" in " ".join(said.split())  # the list the devices answer from
+    assert "ci/" not in said and "sitecustomize" not in said and "PYTHONPATH" not in said  # a user's words
     assert cuda_available.pythonpath(target, "/site", {}, "/a:/b") == {"PYTHONPATH": "/site:/a:/b"}
     # The project's own PYTHONPATH (build-env) replaces the inherited one, after the farm's folder.
     assert cuda_available.pythonpath(target, "/site", {"PYTHONPATH": "/own"}, "/a") == {"PYTHONPATH": "/site:/own"}
@@ -72,39 +76,123 @@ def test_host_builds_get_it_before_the_callers_pythonpath(tmp_path: Path, monkey
 # --- the sitecustomize itself, in a real Python with the test environment's torch -------------------------------
 
 PROBE = """
-import json, sys, torch
-print(json.dumps({"available": torch.cuda.is_available(),
-                  "real": getattr(torch.cuda.is_available, "__wrapped__", torch.cuda.is_available)(),
-                  "devices": torch.cuda.device_count(),
-                  "other": getattr(sys, "_other_sitecustomize_ran", False),
-                  "hook": [type(f).__name__ for f in sys.meta_path][:1]}))
+import json, os, sys, torch
+cuda = torch.cuda
+found = {"available": cuda.is_available(), "devices": cuda.device_count(),
+         "real": getattr(cuda.is_available, "__wrapped__", cuda.is_available)(),
+         "real_devices": getattr(cuda.device_count, "__wrapped__", cuda.device_count)(),
+         "other": getattr(sys, "_other_sitecustomize_runs", 0), "ran": getattr(sys, "_cuda_ext_farm_sitecustomize", []),
+         "hook": [type(f).__name__ for f in sys.meta_path][:1]}
+if found["devices"]:
+    found["capabilities"] = [list(cuda.get_device_capability(i)) for i in range(cuda.device_count())]
+    found["default"] = list(cuda.get_device_capability())
+    props = cuda.get_device_properties("cuda:1")
+    found["properties"] = [props.major, props.minor, cuda.get_device_name(1)]
+    try:
+        cuda.get_device_capability(cuda.device_count())
+    except AssertionError as exc:
+        found["out_of_range"] = str(exc)
+"""
+
+#: Then a setup.py that writes TORCH_CUDA_ARCH_LIST from the GPUs it sees (so does torch itself for an empty list),
+#: in the same Python (one import of torch per case).
+FROM_DEVICES = """
+from torch.utils import cpp_extension
+archs = []
+if torch.cuda.is_available():
+    for i in range(torch.cuda.device_count()):
+        major, minor = torch.cuda.get_device_capability(i)
+        archs.append(f"{major}.{minor}")
+
+
+def flags(value):
+    os.environ["TORCH_CUDA_ARCH_LIST"] = value
+    try:
+        return cpp_extension._get_cuda_arch_flags()
+    except IndexError as exc:
+        return f"IndexError: {exc}"
+
+
+if torch.version.cuda is not None:  # torch's fallback reads the architectures a CUDA torch was built for
+    found |= {"written": flags(";".join(archs)), "fallback": flags("")}
+print(json.dumps(found))
 """
 
 
-def probe(pythonpath: str | None, cwd: Path) -> dict[str, object]:
+def run(code: str, pythonpath: str | None, cwd: Path, archs: str = "8.0 9.0+PTX",
+        python: str = sys.executable) -> dict[str, object]:
     import json
 
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TORCH_CUDA_ARCH_LIST")}
+    env["TORCH_CUDA_ARCH_LIST"] = archs
     if pythonpath is not None:
         env["PYTHONPATH"] = pythonpath
-    result = subprocess.run([sys.executable, "-c", PROBE], env=env, cwd=cwd, capture_output=True, text=True,
-                            check=False)
+    result = subprocess.run([python, "-c", code], env=env, cwd=cwd, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     found: dict[str, object] = json.loads(result.stdout.strip().splitlines()[-1])
     return found
 
 
-def test_a_python_with_the_folder_on_its_path_sees_cuda_available(tmp_path: Path) -> None:
-    """The hook replaces torch.cuda.is_available once `import torch` imported torch.cuda; the sitecustomize it
-    hides (another folder's, later on the path: Debian's Python has one) still runs."""
-    pytest.importorskip("torch")
-    other = tmp_path / "other"
-    other.mkdir()
-    (other / "sitecustomize.py").write_text("import sys\nsys._other_sitecustomize_ran = True\n")
-    plain = probe(str(other), tmp_path)
-    assert plain["other"] is True and plain["hook"] != ["CudaAvailableFinder"]
-    patched = probe(os.pathsep.join([str(cuda_available.SITE), str(other)]), tmp_path)
+@pytest.fixture
+def other(tmp_path: Path) -> Path:
+    """Another folder's sitecustomize, later on the path (the one the farm's hides), counting its runs."""
+    folder = tmp_path / "other"
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text("import sys\n"
+                                             "sys._other_sitecustomize_runs = getattr(sys, '_other_sitecustomize_runs',"
+                                             " 0) + 1\n")
+    return folder
+
+
+def test_a_python_with_the_folder_on_its_path_sees_the_architecture_list_as_its_gpus(tmp_path: Path,
+                                                                                      other: Path) -> None:
+    """is_available() True, one device per architecture of the list the build started with (8.0 9.0+PTX: two, the
+    9.0 of "+PTX" a capability like any), their capabilities and properties; torch's own answers at __wrapped__;
+    the sitecustomize it hides still runs, once. A setup.py that then writes TORCH_CUDA_ARCH_LIST from those GPUs
+    writes the farm's architectures, and torch's own fallback for an empty list finds them too; without the folder
+    that fallback dies with the IndexError the farm's failure reader names (failure/causes.py empty_arch_list)."""
+    torch = pytest.importorskip("torch")
+    plain = run(PROBE + FROM_DEVICES, str(other), tmp_path)
+    assert plain["other"] == 1 and plain["hook"] != ["CudaAvailableFinder"] and plain["devices"] == 0
+    patched = run(PROBE + FROM_DEVICES, os.pathsep.join([str(cuda_available.SITE), str(other)]), tmp_path)
     assert patched["available"] is True and patched["hook"] == ["CudaAvailableFinder"]
-    assert patched["real"] == plain["available"]  # torch's own answer, kept at __wrapped__ (False on a builder)
-    assert patched["devices"] == plain["devices"]  # nothing else of torch changes
-    assert patched["other"] is True
+    assert patched["real"] == plain["available"] and patched["real_devices"] == plain["devices"]
+    assert patched["devices"] == 2 and patched["capabilities"] == [[8, 0], [9, 0]] and patched["default"] == [8, 0]
+    assert patched["properties"] == [9, 0, "no GPU: the build's architecture 9.0"]
+    assert "Invalid device id 2" in str(patched["out_of_range"])
+    assert patched["other"] == 1
+    if torch.version.cuda is None:
+        pytest.skip("torch's fallback reads the architectures a CUDA build of torch was compiled for")
+    assert patched["written"] == ["-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90,code=sm_90"]
+    assert patched["fallback"] == ["-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90,code=compute_90",
+                                   "-gencode=arch=compute_90,code=sm_90"]
+    assert plain["written"] == plain["fallback"] == "IndexError: list index out of range"
+
+
+def test_two_copies_of_the_folder_on_the_path_run_once_each_and_chain_on(tmp_path: Path, other: Path) -> None:
+    """A container's mount and the host's folder both on PYTHONPATH: the second copy is passed over (no
+    RecursionError), the hook is installed once, the other sitecustomize runs once."""
+    pytest.importorskip("torch")
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(cuda_available.SITE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    path = os.pathsep.join([str(cuda_available.SITE), str(copy), str(other)])
+    found = run(PROBE + "print(json.dumps(found))\n", path, tmp_path)
+    assert found["other"] == 1 and found["devices"] == 2 and found["hook"] == ["CudaAvailableFinder"]
+    assert [Path(str(p)).parent.name for p in found["ran"]] == ["buildsite", "copy", "other"]  # type: ignore[union-attr]
+
+
+def test_the_distributions_own_sitecustomize_still_runs(tmp_path: Path) -> None:
+    """Debian's Python has /usr/lib/python3.X/sitecustomize.py: it runs after the farm's."""
+    system = Path("/usr/bin/python3")
+    if not system.is_file():
+        pytest.skip("no system Python")
+    probe = subprocess.run([str(system), "-c", "import sysconfig; print(sysconfig.get_paths()['stdlib'])"],
+                           capture_output=True, text=True, check=True)
+    own = Path(probe.stdout.strip()) / "sitecustomize.py"
+    if not own.exists():
+        pytest.skip(f"{system} has no sitecustomize of its own")
+    found = run("import json, sys; print(json.dumps({'ran': sys._cuda_ext_farm_sitecustomize}))",
+                str(cuda_available.SITE), tmp_path, python=str(system))
+    assert found["ran"] == [str(cuda_available.SITE / "sitecustomize.py"), str(own)]

@@ -1,4 +1,4 @@
-"""The cause class of a failed build, read from its output (ci/builds/failure.py), over output of the shapes the
+"""The cause class of a failed build, read from its output (ci/builds/failure/), over output of the shapes the
 farm's builds print: pypa/build around setuptools, torch's ninja compile, gcc, nvcc, the linker. The samples are
 trimmed from builds run here (paths shortened to SRC, the build's copy of the project)."""
 
@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 
 from ci.builds import failure
+from ci.builds.failure import download
+from ci.builds.failure.causes import Cause
 from ci.errors import CommandFailed
 
 SRC = "/cache/build/proj-torch2.13-cpu-cp311-linux_x86_64/src"
@@ -139,7 +141,7 @@ def test_a_missing_header_names_the_file_line_and_header() -> None:
 
 def test_a_missing_header_under_an_empty_submodule_says_so() -> None:
     cause = classify(MISSING_HEADER, empty_submodules=["third_party/glm"])
-    assert cause == failure.Cause(
+    assert cause == Cause(
         "a header is missing: it lies in a git submodule that is not checked out",
         "csrc/ops.cpp:2: glm/glm.hpp (submodule third_party/glm)",
         "run `git submodule update --init --recursive` in the project's folder, then build again")
@@ -147,7 +149,7 @@ def test_a_missing_header_under_an_empty_submodule_says_so() -> None:
 
 def test_a_compiler_error_names_the_first_error_not_a_warning_or_note() -> None:
     cause = classify(COMPILER_ERROR)
-    assert cause == failure.Cause("the compiler failed", "csrc/ops.cpp:14: 'scale_factor' was not declared in "
+    assert cause == Cause("the compiler failed", "csrc/ops.cpp:14: 'scale_factor' was not declared in "
                                   "this scope", "fix that line (the compiler's full message is above)")
 
 
@@ -186,11 +188,12 @@ def test_a_network_access_names_the_address(output: str, value: str) -> None:
 
 def test_the_network_advice_names_the_variable_the_build_script_reads_and_cpu_env_for_cpu_builds() -> None:
     script = 'import os\nif os.environ.get("PROJ_FORCE_BUILD", "0") != "1" and not os.getenv("HOME"):\n  pass\n'
-    assert failure.switches(script) == ["PROJ_FORCE_BUILD"]
+    assert download.switches(script) == [download.Switch("PROJ_FORCE_BUILD", "1")]
     cause = classify(NETWORK, build_script=script, cpu=True)
     assert cause is not None
-    assert cause.fix == ('the build script reads PROJ_FORCE_BUILD: set it in cpu-env of [tool.cuda-ext-farm], e.g. '
-                         'cpu-env = { PROJ_FORCE_BUILD = "1" }, so the farm compiles the project instead')
+    assert cause.fix == ('the build script forces a local build with PROJ_FORCE_BUILD (it compares it with "1"): set '
+                         'cpu-env = { PROJ_FORCE_BUILD = "1" } in [tool.cuda-ext-farm], so the farm compiles the '
+                         "project instead")
 
 
 @pytest.mark.parametrize(("output", "value"), [(UNKNOWN_ARCH, "9.9+PTX"), (NVCC_ARCH, "compute_99")])
@@ -203,7 +206,7 @@ def test_an_unknown_architecture(output: str, value: str) -> None:
 
 def test_a_missing_cuda_library_gives_the_toolkit_libraries_hint() -> None:
     cause = classify(MISSING_LIBRARY, linkable=["cublas", "cusparse"])
-    assert cause == failure.Cause("the linker cannot find a CUDA library", "-lcublas",
+    assert cause == Cause("the linker cannot find a CUDA library", "-lcublas",
                                   'add toolkit-libraries = ["cublas"] to [tool.cuda-ext-farm]: the farm then puts '
                                   "its pinned wheel on the linker's path")
     other = classify(MISSING_LIBRARY.replace("cublas", "png"), linkable=["cublas"])

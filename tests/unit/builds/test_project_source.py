@@ -1,6 +1,8 @@
 """The files a build copies (ci/builds/project_source.py) from real git repositories: an initialised submodule's files
-(nested ones too, and their untracked files) replace its gitlink entry; a submodule whose folder is empty stops the
-listing with one line naming the folder."""
+(nested ones too, and their untracked files) replace its gitlink entry; a submodule whose folder is empty is listed
+as such (whether it stops the build is ci/builds/preflight.py's decision: tests/unit/builds/test_preflight.py);
+symbolic links, tracked or not, to files and folders, are made again in the copy, and one out of the project is
+refused in one line naming it."""
 
 from __future__ import annotations
 
@@ -68,35 +70,114 @@ def test_sync_source_copies_the_submodule_headers(nested: Path, tmp_path: Path) 
     assert (dest / "third_party/lib/vendor/inner/inner.h").is_file()
 
 
-def test_a_clone_without_recursive_is_refused_naming_the_folder(nested: Path, tmp_path: Path) -> None:
+def test_a_clone_without_recursive_lists_the_empty_submodule_and_copies_the_rest(nested: Path, tmp_path: Path) -> None:
     clone = tmp_path / "clone"
     git(tmp_path, "clone", "-q", str(nested), str(clone))
     assert (clone / "third_party" / "lib").is_dir() and not any((clone / "third_party" / "lib").iterdir())
-    with pytest.raises(UsageError) as err:
-        project_source.project_files(clone)
-    assert err.value.line() == (
-        "error: a git submodule of the project is not checked out (its folder is empty) (third_party/lib): run "
-        "`git submodule update --init --recursive` in the project's folder, then build again")
+    tree = project_source.read_tree(clone)
+    assert tree.empty_submodules == ("third_party/lib",)
+    assert tree.files == (".gitignore", ".gitmodules", "csrc/a.cpp", "setup.py") and tree.links == {}
+    dest = tmp_path / "copy"
+    assert project_source.sync_source(clone, dest) == 4
+    assert not (dest / "third_party").exists()
 
 
 def test_a_nested_submodule_not_initialised_is_named_with_its_full_path(nested: Path, tmp_path: Path) -> None:
     clone = tmp_path / "clone"
     git(tmp_path, "clone", "-q", str(nested), str(clone))
     git(clone, "submodule", "update", "--init", "-q")  # not --recursive
-    with pytest.raises(UsageError) as err:
-        project_source.project_files(clone)
-    assert err.value.value == "third_party/lib/vendor/inner"
+    tree = project_source.read_tree(clone)
+    assert tree.empty_submodules == ("third_party/lib/vendor/inner",)
+    assert "third_party/lib/include/lib/lib.h" in tree.files
 
 
-def test_outside_git_an_empty_gitmodules_folder_is_refused_too(tmp_path: Path) -> None:
+def test_outside_git_an_empty_gitmodules_folder_is_listed_too(tmp_path: Path) -> None:
     project = tmp_path / "p"
     (project / "third_party" / "glm").mkdir(parents=True)
     (project / "setup.py").write_text("")
     (project / ".gitmodules").write_text('[submodule "glm"]\n\tpath = third_party/glm\n\turl = https://x/glm\n')
-    with pytest.raises(UsageError, match="third_party/glm"):
-        project_source.project_files(project)
+    assert project_source.read_tree(project).empty_submodules == ("third_party/glm",)
     (project / "third_party" / "glm" / "glm.hpp").write_text("")
+    assert project_source.read_tree(project).empty_submodules == ()
     assert project_source.project_files(project) == [".gitmodules", "setup.py", "third_party/glm/glm.hpp"]
+
+
+# --- symbolic links -----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def linked(tmp_path: Path) -> Path:
+    """csrc/include -> ../third_party/x/include (a folder, tracked), csrc/version.h -> ../VERSION.h (a file, tracked),
+    csrc/extra -> ../third_party/x/extra (a folder, untracked)."""
+    project = repo(tmp_path / "linked", {"setup.py": "", "VERSION.h": "#define V 1\n",
+                                          "third_party/x/include/x/x.h": "#pragma once\n",
+                                          "third_party/x/extra/e.h": "#pragma once\n", "csrc/a.cpp": ""})
+    os.symlink("../third_party/x/include", project / "csrc" / "include")
+    os.symlink("../VERSION.h", project / "csrc" / "version.h")
+    git(project, "add", "csrc/include", "csrc/version.h")
+    git(project, "commit", "-qm", "links")
+    os.symlink("../third_party/x/extra", project / "csrc" / "extra")  # untracked, not ignored
+    return project
+
+
+def test_links_to_folders_and_files_are_listed_and_made_again_in_the_copy(linked: Path, tmp_path: Path) -> None:
+    tree = project_source.read_tree(linked)
+    assert tree.links == {"csrc/extra": "../third_party/x/extra", "csrc/include": "../third_party/x/include",
+                          "csrc/version.h": "../VERSION.h"}
+    dest = tmp_path / "copy"
+    project_source.sync_source(linked, dest)
+    assert os.readlink(dest / "csrc" / "include") == "../third_party/x/include"
+    assert (dest / "csrc" / "include" / "x" / "x.h").read_text() == "#pragma once\n"  # through the copy's own link
+    assert (dest / "csrc" / "include").resolve() == (dest / "third_party" / "x" / "include").resolve()
+    assert (dest / "csrc" / "extra" / "e.h").is_file() and (dest / "csrc" / "version.h").is_symlink()
+    # A file link counts as its file for the other readers (the sdist check, develop's state); a folder link not.
+    assert "csrc/version.h" in project_source.project_files(linked)
+    assert "csrc/include" not in project_source.project_files(linked)
+
+
+def test_a_link_outside_git_is_made_again_too(tmp_path: Path) -> None:
+    project = tmp_path / "plain"
+    (project / "include").mkdir(parents=True)
+    (project / "include" / "a.h").write_text("")
+    (project / "setup.py").write_text("")
+    (project / "csrc").mkdir()
+    os.symlink("../include", project / "csrc" / "include")
+    tree = project_source.read_tree(project)
+    assert tree.links == {"csrc/include": "../include"} and "include/a.h" in tree.files
+    project_source.sync_source(project, tmp_path / "copy")
+    assert (tmp_path / "copy" / "csrc" / "include" / "a.h").is_file()
+
+
+def test_a_folder_that_becomes_a_link_and_back_never_writes_through_the_link(linked: Path, tmp_path: Path) -> None:
+    dest = tmp_path / "copy"
+    (linked / "csrc" / "include").unlink()
+    (linked / "csrc" / "include").mkdir()
+    (linked / "csrc" / "include" / "own.h").write_text("own\n")
+    project_source.sync_source(linked, dest)
+    assert not (dest / "csrc" / "include").is_symlink() and (dest / "csrc" / "include" / "own.h").is_file()
+    (linked / "csrc" / "include" / "own.h").unlink()
+    (linked / "csrc" / "include").rmdir()
+    os.symlink("../third_party/x/include", linked / "csrc" / "include")
+    project_source.sync_source(linked, dest)  # the folder goes, the link comes; the link's target is untouched
+    assert (dest / "csrc" / "include").is_symlink() and (dest / "third_party/x/include/x/x.h").is_file()
+    (linked / "csrc" / "include").unlink()
+    (linked / "csrc" / "include").mkdir()
+    (linked / "csrc" / "include" / "x.h").write_text("mine\n")
+    project_source.sync_source(linked, dest)  # the link goes before a file is written where it pointed
+    assert (dest / "csrc" / "include" / "x.h").read_text() == "mine\n"
+    assert (dest / "third_party/x/include/x/x.h").read_text() == "#pragma once\n"
+
+
+@pytest.mark.parametrize(("target", "what"), [
+    ("/usr/include", "a symbolic link of the project points to an absolute path"),
+    ("../../outside", "a symbolic link of the project points out of the project"),
+])
+def test_a_link_out_of_the_project_is_refused_naming_it(linked: Path, target: str, what: str) -> None:
+    os.symlink(target, linked / "csrc" / "vendor")
+    with pytest.raises(UsageError) as err:
+        project_source.read_tree(linked)
+    line = err.value.line()
+    assert line.startswith(f"error: {what}") and f"(csrc/vendor -> {target})" in line and "\n" not in line
 
 
 def test_the_sdist_check_asks_for_a_submodule_header_the_sources_include(nested: Path) -> None:
@@ -160,3 +241,17 @@ def test_git_commit_clean_dirty_and_outside_git(tmp_path: Path) -> None:
     assert project_source.git_commit(repo) == sha
     (repo / "setup.py").write_text("pass  # changed\n")
     assert project_source.git_commit(repo) == f"{sha}-dirty"
+
+
+def test_where_links_cannot_be_made_the_copy_holds_what_they_point_to(linked: Path, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Windows without the symlink privilege: os.symlink raises (stood in for here), the copy gets the content."""
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise OSError(1314, "A required privilege is not held by the client")
+
+    monkeypatch.setattr(os, "symlink", refuse)
+    dest = tmp_path / "copy"
+    project_source.sync_source(linked, dest)
+    assert not (dest / "csrc" / "include").is_symlink()
+    assert (dest / "csrc" / "include" / "x" / "x.h").read_text() == "#pragma once\n"
+    assert (dest / "csrc" / "version.h").read_text() == "#define V 1\n"

@@ -1,0 +1,137 @@
+"""Every refusal that needs only the project's source, made before any download, toolkit, build environment,
+image or compile: :func:`preflight`, the first call of every build (host, container, ``build-all``, Windows).
+
+* **Links** (``project_source.read_tree``): a symbolic link to an absolute path or out of the project stops the
+  build in one line naming it; in-tree links are made again in the build's copy. One whose target git ignores (so
+  the copy does not hold it) is a warning.
+* **Submodules**, decided once: a submodule whose folder is empty (a clone without ``--recursive``) stops the build
+  when the build uses it, that is when a file the build backend reads names its folder (``include_dirs``,
+  ``add_subdirectory``) or a source file of the project includes a header under it (``#include <glm/glm.hpp>`` for
+  ``third_party/glm``); any other (a documentation theme, a benchmark's data) is a warning and the build goes on
+  without it. Should a compile still miss a header under it, the failure names the submodule
+  (``failure`` ``header``).
+* **The C++ standard** (``standard.check``): an older pin than the target torch's on every path of the build.
+* The project's keys were validated when the project was read (``ci/universe/project.py``), before any target.
+
+Nothing here installs, downloads or writes: a refusal costs the time to list the project's files (seconds on a cold
+cache; ``tests/integration/test_preflight.py`` prints it).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from ci.builds import backend_files, project_source, standard
+from ci.errors import UsageError
+from ci.log import log
+from ci.universe.targets import Target
+
+#: Files whose ``#include`` lines say which headers the project's own code needs.
+SOURCE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".h", ".hh", ".hpp", ".hxx", ".inl")
+_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.MULTILINE)
+#: Warnings already given in this process (build-all and ``--all`` run the preflight once per target).
+_WARNED: set[tuple[str, str]] = set()
+
+
+def preflight(target: Target) -> None:
+    """Refuse, in one line and before anything is installed, a target whose source alone says it cannot build."""
+    root = target.project.root
+    tree = project_source.read_tree(root)
+    for link, written in tree.links.items():
+        if not _holds(tree, _resolved(link, written)):
+            _warn_once(root, link, f"the link {link} -> {written} points to what git ignores, so the build's copy "
+                       "of the project does not hold it: the link is made in the copy, and dangles there")
+    check_submodules(root, tree)
+    standard.check(target)
+
+
+def check_submodules(root: Path, tree: project_source.SourceTree) -> None:
+    """Refuse an empty submodule the build uses (:func:`used_by_build` finds where); warn about any other."""
+    for sub in tree.empty_submodules:
+        where = used_by_build(root, sub, tree.files)
+        if where is not None:
+            raise UsageError("a git submodule the build uses is not checked out (its folder is empty)",
+                             f"{sub}, named in {where}", "run `git submodule update --init --recursive` in the "
+                             "project's folder, then build again")
+        _warn_once(root, sub, f"the git submodule {sub} is not checked out (its folder is empty); no file the build "
+                   "reads names it, so the build goes on without it (if a compile misses a header under it, the "
+                   "error says so; `git submodule update --init --recursive` checks it out)")
+
+
+def used_by_build(root: Path, sub: str, files: tuple[str, ...] = ()) -> str | None:
+    """Where the build names the submodule folder ``sub``: ``setup.py line 9``, ``csrc/ops.cpp line 2`` (a header
+    under it, ``#include <glm/glm.hpp>`` for ``third_party/glm``); None when nothing the build reads does."""
+    parts = tuple(sub.split("/"))
+    for file in backend_files.build_files(root):
+        text = file.text()
+        kind = "python" if file.path.suffix == ".py" else "cmake" if file.path.name == "CMakeLists.txt" or \
+            file.path.suffix == ".cmake" else "text"
+        line = _names_folder(text, parts, kind=kind)
+        if line is not None:
+            return f"{file.shown} line {line}"
+    for name in files:
+        if not name.endswith(SOURCE_SUFFIXES) or name.startswith(sub + "/"):
+            continue
+        try:
+            text = (root / name).read_text(errors="replace")[:500_000]
+        except OSError:
+            continue
+        for match in _INCLUDE.finditer(text):
+            header = match.group(1).replace("\\", "/")
+            if header.startswith(sub + "/") or (header.split("/")[0] == parts[-1] and "/" in header):
+                return f"{name} line {text.count(chr(10), 0, match.start()) + 1} (#include {header})"
+    return None
+
+
+def _names_folder(text: str, parts: tuple[str, ...], *, kind: str) -> int | None:
+    """The line where a build file's ``text`` names the folder: its path written out (``third_party/glm``, either
+    slash; a one-part name only as a path into it, ``glm/``), in a Python file its parts as consecutive string
+    literals (``HERE / "third_party" / "glm"``, ``os.path.join("third_party", "glm")``), in a CMake file as an
+    argument (``add_subdirectory(glm)``, ``${CMAKE_CURRENT_SOURCE_DIR}/third_party/glm``)."""
+    joined = r"[/\\]+".join(map(re.escape, parts))
+    tail = r"[/\\]" if len(parts) == 1 else r"(?:[/\\]|(?![\w.-]))"
+    found = re.search(r"(?<![\w.-])" + joined + tail, text)
+    if found is not None:
+        return text.count("\n", 0, found.start()) + 1
+    if kind == "cmake":
+        path = "/".join(parts)
+        return next((c.line for c in backend_files.commands(text)
+                     if any(a == path or a.endswith("/" + path) for a in c.args)), None)
+    if kind != "python":
+        return None
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    strings = sorted((n.lineno, n.col_offset, n.value) for n in ast.walk(tree)
+                     if isinstance(n, ast.Constant) and isinstance(n.value, str))
+    values = [s[2] for s in strings]
+    for i in range(len(values) - len(parts) + 1):
+        if tuple(values[i:i + len(parts)]) == parts:
+            return strings[i][0]
+    return None
+
+
+def _resolved(link: str, written: str) -> str:
+    """The link's target relative to the project root (``csrc/include -> ../third_party/x/include`` gives
+    ``third_party/x/include``)."""
+    parts: list[str] = link.split("/")[:-1]
+    for part in written.replace("\\", "/").split("/"):
+        if part == "..":
+            parts = parts[:-1]
+        elif part not in ("", "."):
+            parts.append(part)
+    return "/".join(parts)
+
+
+def _holds(tree: project_source.SourceTree, name: str) -> bool:
+    """Whether the copy holds ``name``: a file, a link or a folder with a file in it."""
+    return name in tree.links or name in tree.files or any(f.startswith(name + "/") for f in tree.files)
+
+
+def _warn_once(root: Path, what: str, text: str) -> None:
+    if (str(root), what) not in _WARNED:
+        _WARNED.add((str(root), what))
+        log.warn(text)
