@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from ci import fsutil, proc, settings
-from ci.builds import failure, project_source, tail
+from ci.builds import failure, preflight, project_source, tail
 from ci.errors import CommandFailed, UsageError
 from ci.linux import host as build
 from ci.log import log
@@ -79,6 +79,7 @@ def develop(
     if not (config.root / "setup.py").is_file():
         raise UsageError("develop builds in place with setup.py, which the project lacks", config.root,
                          f"use {settings.entry('build')} (a wheel) for projects without a setup.py")
+    preflight.preflight(target)  # what the source alone refuses (submodules, links, the C++ standard), first
     cpu = target.cpu
     tk = None if cpu else toolkit.ensure_toolkit(target.cell)
     env = envs.target_env(target)

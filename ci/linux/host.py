@@ -100,7 +100,7 @@ BUILD_OUTPUT = "build-output.log"
 def run_build(cmd: list[str | Path], env: Mapping[str, str], source: Path, target: Target) -> None:
     """The project's wheel build. Its output is written to ``build-output.log`` beside the source copy and echoed
     as it comes (a file, not a pipe: a full pipe would stall ninja's own clean-up of its compilers on an
-    interrupt); a failed build's last line names the cause read from that output (``ci/builds/failure.py``)."""
+    interrupt); a failed build's last line names the cause read from that output (``ci/builds/failure/``)."""
     linkable = sorted(target.cell.toolkit.linkable)
     missing = (f"; a linker's `cannot find -l<name>` for a CUDA library ({', '.join(linkable)}) means: add "
                f'toolkit-libraries = ["<name>"] to [tool.cuda-ext-farm]') if linkable else ""

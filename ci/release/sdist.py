@@ -22,6 +22,7 @@ building a wheel from it, found again by the release's assemble step.
 from __future__ import annotations
 
 import dataclasses
+import os
 import posixpath
 import re
 import shutil
@@ -151,17 +152,20 @@ def cpu_torch_env(config: ProjectConfig, python: str, version: str, torch_index:
 
 
 def copy_project(root: Path, dest: Path) -> int:
-    """Copy the project's files (``ci.linux.host.project_files``: what git lists, or all but build outputs) to
-    ``dest``."""
+    """Copy the project's files (``project_source.read_tree``: what git lists, or all but build outputs) to ``dest``,
+    its in-tree links made again as links (a link to a folder of headers is the folder, as in a build's copy)."""
     from ci.builds import project_source, tail
 
     outputs = tail.Outputs.resolve(root)
-    names = project_source.project_files(root, (outputs.build_root, outputs.wheelhouse))
-    for name in names:
+    tree = project_source.read_tree(root, (outputs.build_root, outputs.wheelhouse))
+    for name in tree.files:
         target = dest / name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(root / name, target)
-    return len(names)
+    for name, written in tree.links.items():
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(written, dest / name, target_is_directory=(root / name).is_dir())
+    return len(tree.files) + len(tree.links)
 
 
 # --- checking ------------------------------------------------------------------------------------------------

@@ -46,7 +46,7 @@ def test_a_missing_toolkit_library_names_the_key_that_adds_it(builds: tuple[Buil
     assert without.result.returncode == 1, without.result.stdout[-3000:]
     assert "cannot find -lcublas" in without.result.stdout, without.result.stdout[-3000:]
     last = without.result.stdout.strip().splitlines()[-1]
-    # The cause read from the build's output (ci/builds/failure.py): the library, and the key that adds it.
+    # The cause read from the build's output (ci/builds/failure/): the library, and the key that adds it.
     assert 'the linker cannot find a CUDA library (-lcublas): add toolkit-libraries = ["cublas"] to ' \
         "[tool.cuda-ext-farm]" in last, last
     assert not without.wheels

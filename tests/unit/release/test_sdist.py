@@ -151,3 +151,17 @@ def test_a_refused_sdist_is_not_left_behind(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=r"lacks a file its build needs \(csrc/twice_cuda\.cu"):
         sdist.build_sdist(project.load(copy), dest, cpu_torch="2.13.0")
     assert not dest.exists()
+
+
+def test_the_copy_the_sdist_is_written_from_keeps_the_projects_links(tmp_path: Path) -> None:
+    """csrc/include -> ../third_party/x/include: the copy holds the link (a folder of headers), as a build's does."""
+    root = tmp_path / "proj"
+    (root / "third_party" / "x" / "include").mkdir(parents=True)
+    (root / "third_party" / "x" / "include" / "x.h").write_text("#pragma once\n")
+    (root / "csrc").mkdir()
+    (root / "csrc" / "include").symlink_to("../third_party/x/include", target_is_directory=True)
+    (root / "setup.py").write_text("")
+    count = sdist.copy_project(root, tmp_path / "copy")
+    copied = tmp_path / "copy" / "csrc" / "include"
+    assert copied.is_symlink() and str(copied.readlink()) == "../third_party/x/include"
+    assert (copied / "x.h").read_text() == "#pragma once\n" and count == 3
