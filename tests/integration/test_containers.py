@@ -240,15 +240,15 @@ def test_failed_compile_in_container_reaches_the_user_and_leaves_no_wheel(image:
 
 OWN_FLAGS_LINE = (
     "error: the project passes its own CUDA architecture flags to nvcc, so torch ignores TORCH_CUDA_ARCH_LIST "
-    "(the farm's architectures) (-gencode=arch=compute_80,code=sm_80 and 1 more): drop the -gencode/-arch flags "
-    "from the extension's extra_compile_args (setup.py) and let torch's TORCH_CUDA_ARCH_LIST apply: cuda-archs "
-    "in [tool.cuda-ext-farm] or --arch-list choose the architectures (9.0 here); the build was stopped before "
-    "its long compile")
+    "(the farm's architectures) (-gencode=arch=compute_80,code=sm_80 and 1 more): set project-arch-flags = "
+    "\"replace\" in [tool.cuda-ext-farm] to build the farm's list (9.0 here: cuda-archs or --arch-list choose it) "
+    "in their place, or project-arch-flags = \"keep\" to build the project's own list; or drop the flags from "
+    "the extension's extra_compile_args (setup.py). The build was stopped at its first nvcc")
 
 
 def test_hard_coded_gencode_flags_stop_the_container_build_at_its_first_nvcc(image: str, tmp_path: Path) -> None:
     """Fixture j (tests/integration/test_real_shapes.py has its host build) in the CUDA 13.0 cell's image:
-    ci/nvcc/nvcc-arch-guard refuses the first nvcc compile, before nvcc runs; the last line is the host's."""
+    ci/nvcc/wrapper.py refuses the first nvcc compile, before nvcc runs; the last line is the host's."""
     project = tmp_path / "hardcoded_gencode"
     shutil.copytree(ROOT / "tests" / "fixtures" / "hardcoded_gencode", project)
     wheelhouse = tmp_path / "wheelhouse"
@@ -258,10 +258,9 @@ def test_hard_coded_gencode_flags_stop_the_container_build_at_its_first_nvcc(ima
                     env={"FARM_BASE_IMAGE": images.BASE_REPO})
     assert result.returncode == 2, result.stdout[-5000:]
     assert result.stdout.strip().splitlines()[-1] == OWN_FLAGS_LINE
-    # The guard's line came from the compile of scale.cu, and no object was made: ninja prints "[k/n] <command>"
+    # The wrapper's line came from the compile of scale.cu, and no object was made: ninja prints "[k/n] <command>"
     # for each edge it ran, then "FAILED: <object>" for each refused one; nvcc itself never ran.
-    assert "cuda-ext-farm nvcc-arch-guard: own architecture flags: -gencode=arch=compute_80,code=sm_80" \
-        in result.stdout
+    assert "cuda-ext-farm nvcc: own architecture flags: -gencode=arch=compute_80,code=sm_80" in result.stdout
     ran = re.findall(r"^\[\d+/\d+\] .* -o (\S+\.o)\b", result.stdout, re.MULTILINE)
     failed = re.findall(r"^FAILED: (?:\[code=\d+\] )?(\S+\.o)\b", result.stdout, re.MULTILINE)
     assert ran and set(ran) <= set(failed), result.stdout[-3000:]
@@ -274,7 +273,7 @@ def farm_containers() -> list[str]:
                           text=True).stdout.split()
 
 
-GUARD_NINJA = r"""
+WRAPPER_NINJA = r"""
     set -e; mkdir -p /tmp/b && cd /tmp/b
     printf '__global__ void scale(float* x, float f, int n) { int i = threadIdx.x; if (i < n) x[i] *= f; }\n' > k.cu
     cp k.cu j.cu
@@ -284,33 +283,35 @@ GUARD_NINJA = r"""
       printf '  command = $nvcc -objtemp -frandom-seed=t -c $in -o $out $flags\n' >> build.ninja
       printf 'build k.o: cuda_compile k.cu\nbuild j.o: cuda_compile j.cu\n' >> build.ninja
     }
-    guard=/opt/farm/nvcc/nvcc-arch-guard
-    write "$guard" "-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_86,code=sm_86"
+    wrapper="python -I /opt/farm/nvcc/wrapper.py"
+    write "$wrapper" "-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_86,code=sm_86"
     ninja -v -j 2 > own.log 2>&1 && echo own=built || echo own=refused; cat own.log; ls *.o 2>/dev/null | wc -l
-    write "$guard" "-gencode=arch=compute_90,code=sm_90"; ninja -v -j 2 > ok.log 2>&1 && echo cell=built
-    mv k.o guarded.o; rm -f j.o
+    write "$wrapper" "-gencode=arch=compute_90,code=sm_90"; ninja -v -j 2 > ok.log 2>&1 && echo cell=built
+    mv k.o wrapped.o; rm -f j.o
+    FARM_NVCC_ARCH_MODE=replace; export FARM_NVCC_ARCH_MODE
+    write "$wrapper" "-gencode=arch=compute_80,code=sm_80"; ninja -v k.o > replaced.log 2>&1 && echo replaced=built
+    mv k.o replaced.o; unset FARM_NVCC_ARCH_MODE
     write /usr/local/bin/nvcc-ccache "-gencode=arch=compute_90,code=sm_90"; ninja -v k.o > plain.log 2>&1
-    cmp -s guarded.o k.o && echo bytes=same || echo bytes=differ
+    cmp -s wrapped.o k.o && echo bytes=same || echo bytes=differ
+    cmp -s replaced.o k.o && echo replaced=same || echo replaced=differ
 """
 
 
-def test_the_nvcc_guard_refuses_an_own_flag_edge_in_the_image_and_changes_no_bytes(image: str) -> None:
-    """ci/nvcc/nvcc-arch-guard in the cell's image, in front of its ccache wrapper and nvcc as the container build
-    chains them, under ninja as torch drives it: an edge with flags of the project's own fails at once (no object,
-    nvcc never ran) with the line the farm reads; the cell's own flags compile, to the bytes nvcc alone makes."""
+def test_the_nvcc_wrapper_refuses_or_replaces_own_flags_in_the_image_and_changes_no_bytes(image: str) -> None:
+    """ci/nvcc/wrapper.py in the cell's image, in front of its ccache wrapper and nvcc as the container build chains
+    them, under ninja as torch drives it: an edge with flags of the project's own fails at once (no object, nvcc
+    never ran) with the line the farm reads; the cell's own flags compile, to the bytes nvcc alone makes; in
+    ``replace`` the project's flags give way to the cell's, and the object is the same again."""
     result = subprocess.run([images.docker_cli(), "run", "--rm", "--env", "CCACHE_DISABLE=1",
                              f"--volume={ROOT / 'ci' / 'nvcc'}:/opt/farm/nvcc:ro",
-                             "--env", "FARM_ARCH_GUARD_NVCC=/usr/local/bin/nvcc-ccache",
-                             "--env", "FARM_ARCH_GUARD_FLAGS=-gencode=arch=compute_90,code=sm_90",
-                             "--env", "FARM_ARCH_GUARD_LIST=9.0", "--env", "PATH=/opt/python/cp311-cp311/bin:"
-                             "/usr/local/cuda/bin:/usr/local/bin:/usr/bin:/bin", image, "sh", "-c", GUARD_NINJA],
-                            capture_output=True, text=True)
+                             "--env", "FARM_NVCC_NEXT=/usr/local/bin/nvcc-ccache", "--env", "FARM_NVCC_ARCH_LIST=9.0",
+                             "--env", "PATH=/opt/python/cp311-cp311/bin:/usr/local/cuda/bin:/usr/local/bin:/usr/bin:"
+                             "/bin", image, "sh", "-c", WRAPPER_NINJA], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     lines = out.splitlines()
     assert lines[0] == "own=refused" and lines[lines.index("cell=built") - 1] == "0"  # no object at all
     assert "FAILED: " in out
-    stop = arch_flags.stop_on_own_arch_flags("9.0")
-    errors = [e for e in map(stop, lines) if e is not None]
+    errors = [e for e in map(arch_flags.refusal, lines) if e is not None]
     assert errors and errors[0].value == "-gencode=arch=compute_80,code=sm_80 and 1 more"
-    assert "bytes=same" in lines
+    assert {"bytes=same", "replaced=built", "replaced=same"} <= set(lines)

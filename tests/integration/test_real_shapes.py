@@ -202,25 +202,6 @@ def test_j_hard_coded_gencode_flags_stop_the_build_at_its_first_nvcc(farm_comman
     assert not list((tmp_path / "build").glob("*/src/build/**/*.o"))  # nvcc was stopped, nothing compiled
 
 
-def test_j_replace_builds_the_farms_list_with_the_projects_own_nvcc_flags(farm_command: list[str],
-                                                                          tmp_path: Path) -> None:
-    """project-arch-flags = "replace": configuration only; the wheel holds exactly sm_90. The project's own
-    NVCC_APPEND_FLAGS (build-env) reaches nvcc beside the farm's deterministic and compression flags (the wrapper's
-    line for each nvcc compile: no printed command shows what nvcc reads from the environment)."""
-    result = build_j(farm_command, tmp_path, 'project-arch-flags = "replace"\n'
-                     'build-env = { NVCC_APPEND_FLAGS = "-DPROJECT_OWN" }\n')
-    assert result.returncode == 0, result.stdout[-4000:]
-    report = report_of(tmp_path)
-    assert (report["sass"], report["ptx"], report["archs_from"]) == (
-        ["sm_90"], [], "the farm's, in place of the project's own")
-    (compiled,) = [line for line in result.stdout.splitlines() if line.startswith("cuda-ext-farm nvcc: ")]
-    flags, _, appended = compiled.partition("; NVCC_APPEND_FLAGS: ")
-    assert flags.endswith("scale.cu: -gencode=arch=compute_90,code=sm_90")
-    assert appended.startswith("-DPROJECT_OWN -objtemp --threads 0 -frandom-seed=") and \
-        appended.endswith("--compress-mode=size")
-    assert not developers_words(result.stdout)
-
-
 #: What a user of the installed command cannot act on: a nox session of the farm's checkout, a file of the farm.
 DEVELOPERS_WORDS = re.compile(r"nox -s|\bci/[\w/]+\.py\b|noxfile")
 

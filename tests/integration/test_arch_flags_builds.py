@@ -1,0 +1,127 @@
+"""project-arch-flags on a project in the exact shape of a popular family (tests/fixtures/gencode_family: nine
+``-gencode`` pairs appended as ``cc_flag``, a prebuilt download unless ``..._FORCE_BUILD == "TRUE"``), built with
+configuration only, by the installed command from the project's folder:
+
+* ``refuse`` (the default): stopped at its first nvcc, the key named first;
+* ``replace`` on the host: the wheel holds exactly the farm's SASS (sm_90 for ``--arch-list 9.0``), and the
+  project's own ``NVCC_APPEND_FLAGS`` reaches nvcc beside the farm's deterministic and compression flags;
+* the extended runs: ``keep`` on the host (the project's nine architectures, the audit holding the wheel to them),
+  ``replace`` twice from two build folders (the same bytes), and ``replace`` and ``keep`` in the CUDA 13.0 cell's
+  container (tests/integration/test_containers.py builds its image).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from test_fixture_projects import copy_fixture, farm
+from test_real_shapes import developers_words
+
+from ci.linux import images
+
+pytestmark = pytest.mark.slow
+
+#: The fixture's own list (setup.py's cc_flag with the CUDA 13.0 toolkit).
+OWN_SASS = ["sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_100", "sm_110", "sm_120"]
+FORCE_BUILD = 'GENCODE_FAMILY_FORCE_BUILD = "TRUE"'
+
+
+def configured(tmp_path: Path, table: str) -> Path:
+    folder = copy_fixture("gencode_family", tmp_path)
+    pyproject = folder / "pyproject.toml"
+    text = pyproject.read_text().replace('python = ["3.11"]\n', f'python = ["3.11"]\n{table}')
+    pyproject.write_text(text)
+    return folder
+
+
+def build(farm_command: list[str], folder: Path, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return farm(farm_command, folder, *(args or ("build",)), "--arch-list", "9.0", "--wheelhouse",
+                str(out / "wheelhouse"), "--build-dir", str(out / "build"))
+
+
+def report_of(out: Path) -> dict[str, object]:
+    (report,) = (out / "wheelhouse").glob("*/report.json")
+    data: dict[str, object] = json.loads(report.read_text())
+    return data
+
+
+def sha256(out: Path) -> str:
+    (wheel,) = (out / "wheelhouse").glob("*/*.whl")
+    return hashlib.sha256(wheel.read_bytes()).hexdigest()
+
+
+def test_refuse_is_the_default_and_names_the_key_first(farm_command: list[str], tmp_path: Path) -> None:
+    folder = configured(tmp_path, f"build-env = {{ {FORCE_BUILD} }}\n")
+    result = build(farm_command, folder, tmp_path)
+    assert result.returncode == 2, result.stdout[-3000:]
+    last = result.stdout.strip().splitlines()[-1]
+    assert "(-gencode=arch=compute_75,code=sm_75 and 8 more): set project-arch-flags = \"replace\"" in last
+    assert last.index("project-arch-flags") < last.index("setup.py")  # the key first, the source edit last
+
+
+def test_replace_builds_the_farms_list_with_the_projects_own_nvcc_flags(farm_command: list[str],
+                                                                         tmp_path: Path) -> None:
+    folder = configured(tmp_path, f'project-arch-flags = "replace"\n'
+                                  f'build-env = {{ {FORCE_BUILD}, NVCC_APPEND_FLAGS = "-DPROJECT_OWN" }}\n')
+    result = build(farm_command, folder, tmp_path)
+    assert result.returncode == 0, result.stdout[-4000:]
+    report = report_of(tmp_path)
+    assert (report["sass"], report["ptx"]) == (["sm_90"], [])
+    compiled = [line for line in result.stdout.splitlines() if line.startswith("cuda-ext-farm nvcc: ")]
+    assert compiled, result.stdout[-3000:]
+    for line in compiled:  # each nvcc compile: the farm's list, and the project's flags beside the farm's
+        flags, _, appended = line.partition("; NVCC_APPEND_FLAGS: ")
+        assert flags.endswith(": -gencode=arch=compute_90,code=sm_90"), line
+        assert appended.startswith("-DPROJECT_OWN -objtemp --threads 0 -frandom-seed="), line
+        assert appended.endswith(" --compress-mode=size"), line
+    assert not developers_words(result.stdout)  # no nox session, no farm file in the farm's own lines
+
+
+@pytest.mark.extended
+def test_replace_builds_the_same_bytes_from_two_build_folders(farm_command: list[str], tmp_path: Path) -> None:
+    folder = configured(tmp_path, f'project-arch-flags = "replace"\n'
+                                  f'build-env = {{ {FORCE_BUILD}, NVCC_APPEND_FLAGS = "-DPROJECT_OWN" }}\n')
+    digests = []
+    for run in ("one", "two"):
+        result = build(farm_command, folder, tmp_path / run)
+        assert result.returncode == 0, result.stdout[-4000:]
+        digests.append(sha256(tmp_path / run))
+    assert digests[0] == digests[1]
+
+
+@pytest.mark.extended
+def test_keep_builds_and_audits_the_projects_own_list(farm_command: list[str], tmp_path: Path) -> None:
+    folder = configured(tmp_path, f'project-arch-flags = "keep"\nbuild-env = {{ {FORCE_BUILD} }}\n')
+    result = build(farm_command, folder, tmp_path)
+    assert result.returncode == 0, result.stdout[-4000:]
+    report = report_of(tmp_path)
+    assert (report["sass"], report["archs_from"]) == (OWN_SASS, "the project's own (setup.py)")
+    assert "the project's own (setup.py) list" in result.stdout
+
+
+def _engine_reason() -> str | None:
+    try:
+        done = subprocess.run([images.docker_cli(), "info"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired, Exception) as exc:
+        return str(exc)
+    return None if done.returncode == 0 else done.stderr.strip()[-200:]
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize(("mode", "sass"), [("replace", ["sm_90"]), ("keep", OWN_SASS)])
+def test_the_container_build_takes_the_same_configuration(farm_command: list[str], tmp_path: Path, mode: str,
+                                                          sass: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    reason = _engine_reason()
+    if reason is not None:
+        pytest.skip(f"no Docker engine: {reason}")
+    monkeypatch.setenv("FARM_BASE_IMAGE", images.BASE_REPO)  # no registry here: the bootstrapped Debian base
+    base = farm(farm_command, tmp_path, "base-image")
+    assert base.returncode == 0, base.stdout[-3000:]
+    folder = configured(tmp_path, f'project-arch-flags = "{mode}"\nbuild-env = {{ {FORCE_BUILD} }}\n')
+    result = build(farm_command, folder, tmp_path, "build-cuda", "--cuda", "13.0", "--torch", "2.11")
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert report_of(tmp_path)["sass"] == sass
