@@ -90,7 +90,7 @@ def test_linux_jit_for_a_container_only_cell_says_where_to_run(monkeypatch: pyte
     monkeypatch.delenv("FARM_CUDA_HOME", raising=False)
     result = _farm("jit", "--cuda", "12.4", "--", "true")
     assert result.returncode == 3
-    assert "nox -s shell -- --cuda 12.4 -- COMMAND" in (result.stdout + result.stderr).replace("\n", " ")
+    assert "python -m ci shell --cuda 12.4 -- COMMAND" in (result.stdout + result.stderr).replace("\n", " ")
 
 
 def _cached_toolkit() -> Path | None:
