@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar
 from ci import settings as farm_settings
 from ci.errors import UsageError
 from ci.universe import project, shapes, targets
+from ci.universe.project import reading
 from ci.universe.selection import Selection, select
 
 A = TypeVar("A")
@@ -45,7 +46,7 @@ class Options(Generic[A]):
 
 
 def load_project(opts: Options[Any]) -> project.ProjectConfig:
-    return project.load(opts.project, opts.config)
+    return reading.load(opts.project, opts.config)
 
 
 def selection_from_wheel(name: str, arch_list: str | None) -> Selection:

@@ -14,7 +14,7 @@ CPython it installs on (requires-python's lower bound, else the target's lowest
 Python), not ``Target.python``, the CPython that builds it.
 
 A project's targets are the farm's universe (``ci/universe/matrix.py``) filtered by the
-project's configuration (``ci/universe/project.py``):
+project's configuration (``ci/universe/project/``):
 
 * stable ABI: one abi3 wheel per toolkit cell (default: every cell), built
   against the cell's torch; it serves every later torch.

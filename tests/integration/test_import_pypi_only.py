@@ -33,7 +33,8 @@ from packaging.utils import parse_wheel_filename
 from ci.release import manifest as release_manifest
 from ci.release import rehearsal
 from ci.toolchain import envs
-from ci.universe import lockcheck, matrix, project, targets
+from ci.universe import lockcheck, matrix, targets
+from ci.universe.project import reading
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,7 +72,7 @@ def pypi_only(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def _target(cell: str) -> targets.Target:
     """The project's Linux x86_64 target of ``cell``; for a local stand-in (cu124), its release cell's target built
     there (a stand-in is in no default target list: ci/universe/targets.py stand_in)."""
-    config = project.load(ROOT)
+    config = reading.load(ROOT)
     listed = targets.targets_for(config, "linux")
     stand_ins = [s for s in (targets.stand_in(t) for t in listed) if s is not None]
     return next(t for t in (*listed, *stand_ins) if t.cell.name == cell)

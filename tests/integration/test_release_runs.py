@@ -9,6 +9,7 @@ import pytest
 
 from ci.release import assembly
 from ci.universe import project
+from ci.universe.project import reading
 from tests.unit.release.test_release import (
     RELEASED_CELLS,
     VERSION,
@@ -20,7 +21,7 @@ from tests.unit.release.test_release import (
 
 @pytest.fixture(scope="module")
 def fusedops() -> project.ProjectConfig:
-    return project.load(Path(__file__).resolve().parents[2])
+    return reading.load(Path(__file__).resolve().parents[2])
 
 
 def test_assemble_writes_a_release_folder_from_workflow_artifacts(tmp_path: Path,

@@ -22,6 +22,7 @@ from ci.gha import jobs as gha
 from ci.gha import steps as gha_steps
 from ci.gha.yamlout import Commented
 from ci.universe import matrix, pins, project, shapes, targets
+from ci.universe.project import reading
 
 ROOT = Path(__file__).resolve().parents[3]
 FOLDER = ROOT / ".github" / "workflows"
@@ -39,7 +40,7 @@ def run_ci(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def config() -> project.ProjectConfig:
-    return project.load(ROOT)
+    return reading.load(ROOT)
 
 
 @pytest.fixture(scope="module")
@@ -331,7 +332,7 @@ def test_import_tests_use_a_cpu_torch_only_when_the_project_promises_it(document
     runs = [s["run"] for s in job["steps"] if "run" in s]
     assert any("--torch-kind cpu --torch-index https://pypi.org/simple" in r for r in runs)
     assert any("--torch-kind cuda --torch-index https://pypi.org/simple" in r for r in runs)
-    classic = gha.render(gha_steps.context(project.load(CLASSIC), gha_steps.FarmSource("owner/farm", FARM_REF)))
+    classic = gha.render(gha_steps.context(reading.load(CLASSIC), gha_steps.FarmSource("owner/farm", FARM_REF)))
     job = classic["wheels.yml"]["jobs"][gha_steps.job_key("import", "classic_ext-torch2.11-cu130-cp311-linux_x86_64")]
     runs = [s["run"] for s in job["steps"] if "run" in s]
     assert not any("--torch-kind cpu" in r for r in runs) and any("--torch-kind cuda" in r for r in runs)

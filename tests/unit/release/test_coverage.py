@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from ci.release import coverage, index
-from ci.universe import project, targets
+from ci.universe import targets
+from ci.universe.project import reading
 
 ROOT = Path(__file__).resolve().parents[3]
 CLASSIC = ROOT / "tests" / "fixtures" / "classic_ext"
@@ -25,7 +26,7 @@ def _wheel_name(target: targets.Target, version: str = "0.1.0") -> str:
 
 
 def _linux_targets(root: Path) -> tuple[targets.Target, ...]:
-    return targets.platform_targets(project.load(root), "linux")
+    return targets.platform_targets(reading.load(root), "linux")
 
 
 @pytest.mark.parametrize("root", [ROOT, CLASSIC], ids=["stable", "classic"])
@@ -52,7 +53,7 @@ def test_a_wheel_of_another_target_in_a_target_folder_does_not_count(tmp_path: P
 
 @pytest.mark.parametrize("root", [ROOT, CLASSIC], ids=["stable", "classic"])
 def test_a_pep503_site_is_matched_by_variant_tags_and_local_label(root: Path, tmp_path: Path) -> None:
-    config = project.load(root)
+    config = reading.load(root)
     chosen = targets.platform_targets(config, "linux") + targets.platform_targets(config, "windows")
     keep = chosen[1:]
     variants: dict[str, dict[str, list[index.IndexFile]]] = {}

@@ -25,6 +25,7 @@ from ci.release import assembly, dispatch, install_lines
 from ci.release import manifest as release_manifest
 from ci.release import plan as release_plan
 from ci.universe import project, targets
+from ci.universe.project import reading
 from ci.universe.selection import PLAN_ENV
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -38,7 +39,7 @@ WIN = "fusedops-stable-cu132-cp310abi3-win_amd64"
 
 @pytest.fixture(scope="module")
 def config() -> project.ProjectConfig:
-    return project.load(ROOT)
+    return reading.load(ROOT)
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +49,7 @@ def documents(config: project.ProjectConfig) -> dict[str, dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def classic_documents() -> dict[str, dict[str, Any]]:
-    return gha.render(gha_steps.context(project.load(CLASSIC), gha_steps.FarmSource("owner/farm", FARM_REF)))
+    return gha.render(gha_steps.context(reading.load(CLASSIC), gha_steps.FarmSource("owner/farm", FARM_REF)))
 
 
 # --- the workflow ------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from ci.release import assembly, index, install_checks
 from ci.release import manifest as release_manifest
 from ci.release import plan as release_plan
 from ci.universe import matrix, project, targets
+from ci.universe.project import reading
 
 ROOT = Path(__file__).resolve().parents[3]
 VERSION = "0.1.0"
@@ -74,7 +75,7 @@ def write_report(folder: Path, target: targets.Target, wheel: Path, *, ok: bool 
 
 @pytest.fixture(scope="module")
 def fusedops() -> project.ProjectConfig:
-    return project.load(ROOT)
+    return reading.load(ROOT)
 
 
 def label(target: targets.Target, pypi_variant: str) -> str:

@@ -19,7 +19,7 @@ import pytest
 from ci.errors import UsageError
 from ci.release import variants
 from ci.universe import targets
-from ci.universe.project import load
+from ci.universe.project.reading import load
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -11,6 +11,7 @@ import pytest
 from ci import settings
 from ci.errors import MatrixError, UsageError
 from ci.universe import archs, matrix, project, targets
+from ci.universe.project import reading
 from ci.universe.selection import Selection, select
 
 CUDA13 = "7.5, 8.0, 8.6, 8.7, 8.9, 9.0, 10.0, 10.3, 11.0, 12.0, 12.1"
@@ -59,7 +60,7 @@ def test_ptx_only_where_asked() -> None:
 def _config(tmp_path: Path, table: str = "") -> project.ProjectConfig:
     (tmp_path / "pyproject.toml").write_text(f'[project]\nname = "p"\nversion = "1"\n[tool.cuda-ext-farm]\n{table}\n')
     (tmp_path / "setup.py").write_text("")
-    return project.load(tmp_path)
+    return reading.load(tmp_path)
 
 
 def test_the_selection_refuses_it_before_any_build(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from ci import cli, errors, options, settings
 from ci.universe import archs, matrix, project, shapes, targets
+from ci.universe.project import reading
 from ci.universe.selection import Selection, select
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -100,7 +101,7 @@ def _stable_project(tmp_path: Path, cuda: str) -> project.ProjectConfig:
         '[project]\nname = "st"\nversion = "1"\nrequires-python = ">=3.10"\n\n'
         f'[tool.cuda-ext-farm]\nabi = "stable"\ncuda = {cuda}\n')
     (tmp_path / "setup.py").write_text("")
-    return project.load(tmp_path)
+    return reading.load(tmp_path)
 
 
 @pytest.mark.parametrize(("torch", "major"), [("2.13", 13), ("2.10", 12)])
@@ -108,7 +109,7 @@ def test_torch_alone_selects_the_cells_of_its_cuda_major(torch: str, major: int)
     # fusedops is a stable-ABI project: every cell of the torch's CUDA major, in the matrix's order.
     cells = [c.name for c in matrix.CELLS if c.cuda_major == major and not c.stand_in_for]
     assert cells
-    chosen = select(project.load(ROOT), Selection(torch=torch))
+    chosen = select(reading.load(ROOT), Selection(torch=torch))
     # A local stand-in (cu124 for cu128) is no release cell of its own.
     assert [t.cell.name for t in chosen if not t.cell.stand_in_for] == cells
     assert {t.torch for t in chosen} == {matrix.get_torch(torch).version}
@@ -132,4 +133,4 @@ def test_torch_without_a_cell_of_its_cuda_major_names_the_torch_and_the_cells(tm
 
 def test_an_explicit_cuda_of_another_major_is_still_refused() -> None:
     with pytest.raises(errors.MatrixError, match=r"CUDA 12.4 cannot be paired with torch 2.11.0"):
-        select(project.load(ROOT), Selection(torch="2.11", cuda="12.4"))
+        select(reading.load(ROOT), Selection(torch="2.11", cuda="12.4"))

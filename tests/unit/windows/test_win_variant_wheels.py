@@ -23,7 +23,8 @@ from ci.doctor import diagnose
 from ci.errors import UsageError
 from ci.release import variants
 from ci.toolchain import toolkit
-from ci.universe import matrix, project, targets
+from ci.universe import matrix, targets
+from ci.universe.project import reading
 
 ROOT = Path(__file__).resolve().parents[3]
 ENVS = ROOT / "tests" / "fixtures" / "doctor"
@@ -118,7 +119,7 @@ def _wheel(folder: Path, modules: dict[str, Path], cuda_module: str | Path | Non
 
 
 def _target(os: str, cpu: bool = False) -> targets.Target:
-    found = next(t for t in targets.platform_targets(project.load(ROOT), os) if t.cell.name == "cu130"
+    found = next(t for t in targets.platform_targets(reading.load(ROOT), os) if t.cell.name == "cu130"
                  and t.arch in ("x86_64", "amd64"))
     return dataclasses.replace(found, cpu=cpu)
 
