@@ -24,7 +24,6 @@ import re
 from collections.abc import Iterable, Mapping
 
 from ci.errors import MatrixError
-from ci.universe.archs import with_arch_list
 from ci.universe.shapes import (
     Cell,
     Toolkit,
@@ -404,17 +403,3 @@ def validate(cell: Cell) -> Cell:
             raise MatrixError("a stand-in must be a non-release cell of its release cell's CUDA major", cell.name,
                               f"fix stand_in_for / release of {cell.name} in ci/universe/matrix.py")
     return cell
-
-
-def resolve(
-    key: str,
-    arch_list: str | None = None,
-    torch: str | None = None,
-) -> Cell:
-    """Look a cell up, apply the architecture and torch overrides, validate it (``arch_list``: ``--arch-list`` /
-    ``TORCH_CUDA_ARCH_LIST`` as the entry resolved it, ci/settings.py)."""
-    cell = get_cell(key)
-    cell = with_arch_list(cell, arch_list)
-    if torch:
-        cell = dataclasses.replace(cell, torch=get_torch(torch).version)
-    return validate(cell)

@@ -1,4 +1,5 @@
-"""What the command line asks for, and the project's targets narrowed by it.
+"""What the command line asks for: the cell a command names (:func:`resolve`), and the project's targets narrowed
+by it.
 
 A :class:`Selection` holds ``--target``, ``--cuda``, ``--torch``, ``--python``,
 ``--arch-list`` and ``--arch``; :func:`select` narrows the project's targets
@@ -47,6 +48,20 @@ class Selection:
     @property
     def empty(self) -> bool:
         return not (self.target_ids or self.cuda or self.torch or self.python or self.arch)
+
+
+def resolve(
+    key: str,
+    arch_list: str | None = None,
+    torch: str | None = None,
+) -> shapes.Cell:
+    """The cell a command names (``--cuda``), with the architecture and torch overrides applied, validated
+    (``arch_list``: ``--arch-list`` / ``TORCH_CUDA_ARCH_LIST`` as the entry resolved it, ci/settings.py)."""
+    cell = matrix.get_cell(key)
+    cell = archs.with_arch_list(cell, arch_list)
+    if torch:
+        cell = dataclasses.replace(cell, torch=matrix.get_torch(torch).version)
+    return matrix.validate(cell)
 
 
 def select(config: ProjectConfig, selection: Selection, os: str = "linux") -> tuple[Target, ...]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ci import cli, errors, options, settings
-from ci.universe import archs, matrix, project, shapes, targets
+from ci.universe import archs, matrix, project, selection, shapes, targets
 from ci.universe.project import reading
 from ci.universe.selection import Selection, select
 
@@ -54,10 +54,10 @@ def test_arch_list_marks_only_the_newest_as_ptx() -> None:
 
 
 def test_arch_list_override_from_argument_and_environment() -> None:
-    cell = matrix.resolve("13.0", "8.0;9.0+PTX")
+    cell = selection.resolve("13.0", "8.0;9.0+PTX")
     assert cell.sass_archs == ("8.0", "9.0") and cell.ptx_arch == "9.0"
     resolved = settings.resolve({"TORCH_CUDA_ARCH_LIST": "8.6 9.0"})  # the entry reads the variable once
-    cell = matrix.resolve("13.0", resolved.get("TORCH_CUDA_ARCH_LIST"))
+    cell = selection.resolve("13.0", resolved.get("TORCH_CUDA_ARCH_LIST"))
     # PTX only where the list asks for it: 9.0 stays 9.0.
     assert cell.sass_archs == ("8.6", "9.0") and cell.ptx_arch == "" and cell.arch_list == "8.6;9.0"
 
