@@ -172,8 +172,9 @@ def _release_wheel(session: nox.Session, python: str) -> Path:
     """Build the farm checkout's release wheel unless the wheelhouse has it; returns its path."""
     from ci.universe import targets
     from ci.universe.project import reading
+    from ci.universe.targets import platforms
 
-    target = targets.default_target(reading.load(ROOT), prefer_python=targets.current_python())
+    target = targets.default_target(reading.load(ROOT), prefer_python=platforms.current_python())
     folder = Path(settings.value("FARM_WHEELHOUSE") or ROOT / "wheelhouse") / target.id
     wheels = sorted(folder.glob("*.whl"))
     if not wheels:
@@ -241,8 +242,9 @@ def compat(session: nox.Session, torch: str) -> None:
     """The one stable-ABI wheel next to another torch: the CPU op tests."""
     from ci.universe import targets
     from ci.universe.project import reading
+    from ci.universe.targets import platforms
 
-    target = targets.default_target(reading.load(ROOT), prefer_python=targets.current_python())
+    target = targets.default_target(reading.load(ROOT), prefer_python=platforms.current_python())
     wheels = sorted((Path(settings.value("FARM_WHEELHOUSE") or ROOT / "wheelhouse") / target.id).glob("*.whl"))
     if not wheels:
         _fail(errors.UsageError("no built wheel of the release target", ROOT / "wheelhouse",
@@ -262,8 +264,9 @@ def compat_floor(session: nox.Session) -> None:
     from ci.audit import describe
     from ci.universe import targets
     from ci.universe.project import reading
+    from ci.universe.targets import platforms
 
-    target = targets.default_target(reading.load(ROOT), prefer_python=targets.current_python())
+    target = targets.default_target(reading.load(ROOT), prefer_python=platforms.current_python())
     wheels = sorted((Path(settings.value("FARM_WHEELHOUSE") or ROOT / "wheelhouse") / target.id).glob("*.whl"))
     if not wheels:
         _fail(errors.UsageError("no built wheel of the release target", ROOT / "wheelhouse", "run nox -s build first"))

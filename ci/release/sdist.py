@@ -62,9 +62,9 @@ def build_sdist(config: ProjectConfig, dest: Path, *, cpu_torch: str | None = No
     (:func:`check_sdist`) and return its path."""
     from ci import proc
     from ci.toolchain import envs
-    from ci.universe import targets
+    from ci.universe.targets import platforms
 
-    python = targets.current_python()
+    python = platforms.current_python()
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="farm-sdist-") as tmp:
         out = Path(tmp) / "dist"

@@ -8,7 +8,7 @@
   their wheels and the CPython versions they have wheels for.
 
 Projects never list versions of their own beyond what they want covered: a
-project's targets (``ci/universe/targets.py``) are this universe filtered by its
+project's targets (``ci/universe/targets/``) are this universe filtered by its
 configuration (``ci/universe/project/``). Adding a toolkit is one entry in ``CELLS``;
 a new torch release is one entry in ``TORCH_RELEASES``, written from PyPI by ``cuda-ext-farm adopt-torch``
 (``--check`` compares the table with PyPI; ``ci/universe/adoption.py``).

@@ -3,7 +3,7 @@ by it.
 
 A :class:`Selection` holds ``--target``, ``--cuda``, ``--torch``, ``--python``,
 ``--arch-list`` and ``--arch``; :func:`select` narrows the project's targets
-(``ci/universe/targets.py``) by each in turn and fails with one line naming the filter
+(``ci/universe/targets/``) by each in turn and fails with one line naming the filter
 that matched nothing. A stable-ABI project may name any toolkit of the universe;
 a torch release brings its CUDA major.
 """
@@ -14,18 +14,11 @@ import dataclasses
 from collections.abc import Sequence
 
 from ci import settings
+from ci.errors import TargetError
 from ci.universe import archs, matrix, shapes
 from ci.universe.project import ProjectConfig
-from ci.universe.targets import (
-    Target,
-    TargetError,
-    abi3_floor,
-    platform_targets,
-    sorted_versions,
-    stand_in,
-    target_cell,
-    targets_for,
-)
+from ci.universe.targets import Target, platform_targets, stand_in, targets_for
+from ci.universe.targets.axes import abi3_floor, sorted_versions, target_cell
 
 #: A dispatched run's selection (dispatch.yml's inputs) -> the environment variable the plan step sets from each
 #: (``env:``, never the script).

@@ -71,7 +71,7 @@ def pypi_only(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 def _target(cell: str) -> targets.Target:
     """The project's Linux x86_64 target of ``cell``; for a local stand-in (cu124), its release cell's target built
-    there (a stand-in is in no default target list: ci/universe/targets.py stand_in)."""
+    there (a stand-in is in no default target list: ci/universe/targets/__init__.py stand_in)."""
     config = reading.load(ROOT)
     listed = targets.targets_for(config, "linux")
     stand_ins = [s for s in (targets.stand_in(t) for t in listed) if s is not None]

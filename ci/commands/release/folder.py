@@ -160,12 +160,13 @@ def _check_folder(opts: Options[Args], config: ProjectConfig, manifest: Manifest
     from ci.release.manifest import record_checks, record_file, record_install_lines
     from ci.toolchain import envs
     from ci.universe import targets
+    from ci.universe.targets import platforms
 
     args = opts.args
     manifest = record_checks(manifest, check_index_install(out, manifest), "index-install")
     manifest = record_checks(manifest, check_extra_index(out, manifest), "extra-index")
     release = targets.default_target(config)
-    torch_env = envs.build_env(targets.current_python(), envs.TorchBuild(release.torch), config.build_requires)
+    torch_env = envs.build_env(platforms.current_python(), envs.TorchBuild(release.torch), config.build_requires)
     manifest = record_install_lines(manifest, check_install_lines(out, manifest, torch_envs=(torch_env,)))
     for name, results in rehearsal.import_tests(out, manifest, by_id, config.root, cpu_torch=args.cpu_torch,
                                                  cpu_python=args.cpu_test_python).items():

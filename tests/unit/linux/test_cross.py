@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ci.errors import MissingRequirement, UsageError
+from ci.errors import MissingRequirement, TargetError, UsageError
 from ci.linux import cross, routes
 from ci.universe import matrix, targets
 from ci.universe.project import reading
@@ -54,7 +54,7 @@ def test_archs_opts_a_project_out_and_is_checked(tmp_path: Path) -> None:
     config = reading.load(write_project(tmp_path, '[tool.cuda-ext-farm]\nabi = "stable"\narchs = ["x86_64"]\n'))
     assert targets.archs_of(config, "linux") == ("x86_64",)
     assert all(not t.cross for t in targets.platform_targets(config, "linux"))
-    with pytest.raises(targets.TargetError, match=r"not built for aarch64 \(x86_64\)"):
+    with pytest.raises(TargetError, match=r"not built for aarch64 \(x86_64\)"):
         targets.targets_for(config, "linux", "aarch64")
     with pytest.raises(UsageError, match=r"archs names an architecture the farm does not build \(arm64\)"):
         reading.load(write_project(tmp_path, '[tool.cuda-ext-farm]\narchs = ["arm64"]\n'))
@@ -66,9 +66,9 @@ def test_arch_selection_and_its_refusals() -> None:
     assert chosen.id == "fusedops-stable-cu132-cp310abi3-linux_aarch64"
     by_id = select(config, Selection(target_ids=(chosen.id,)))
     assert by_id == (chosen,)
-    with pytest.raises(targets.TargetError, match=r"cell cu124 has no aarch64 toolkit"):
+    with pytest.raises(TargetError, match=r"cell cu124 has no aarch64 toolkit"):
         select(config, Selection(cuda="12.4", arch="aarch64"))
-    with pytest.raises(targets.TargetError, match=r"no windows wheels for this architecture \(aarch64\)"):
+    with pytest.raises(TargetError, match=r"no windows wheels for this architecture \(aarch64\)"):
         targets.targets_for(config, "windows", "aarch64")
 
 

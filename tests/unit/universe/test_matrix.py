@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ci import cli, errors, options, settings
-from ci.universe import archs, matrix, project, selection, shapes, targets
+from ci.universe import archs, matrix, project, selection, shapes
 from ci.universe.project import reading
 from ci.universe.selection import Selection, select
 
@@ -123,7 +123,7 @@ def test_build_with_torch_and_python_picks_a_cell_it_can_build() -> None:
 
 def test_torch_without_a_cell_of_its_cuda_major_names_the_torch_and_the_cells(tmp_path: Path) -> None:
     config = _stable_project(tmp_path, '["13.0", "13.2"]')
-    with pytest.raises(targets.TargetError) as info:
+    with pytest.raises(errors.TargetError) as info:
         select(config, Selection(torch="2.10"))
     line = info.value.line()
     assert "\n" not in line

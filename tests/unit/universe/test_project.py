@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ci.errors import UsageError
+from ci.errors import TargetError, UsageError
 from ci.universe import matrix, project, targets
 from ci.universe.project import reading, validation
 from ci.universe.selection import Selection, select
@@ -105,13 +105,13 @@ def test_classic_targets_prune_pythons_torch_has_no_wheel_for(tmp_path: Path) ->
 
 def test_python_with_no_torch_wheel_is_refused(tmp_path: Path) -> None:
     config = reading.load(write_project(tmp_path, '[tool.cuda-ext-farm]\ntorch = ["2.15"]\npython = ["3.10"]\n'))
-    with pytest.raises(targets.TargetError, match=r"torch 2.15 has no wheel for the requested Python on PyPI \(3.10\)"):
+    with pytest.raises(TargetError, match=r"torch 2.15 has no wheel for the requested Python on PyPI \(3.10\)"):
         targets.targets_for(config)
 
 
 def test_torch_without_a_matching_cuda_cell_is_refused(tmp_path: Path) -> None:
     config = reading.load(write_project(tmp_path, '[tool.cuda-ext-farm]\ntorch = ["2.10"]\ncuda = ["13"]\n'))
-    with pytest.raises(targets.TargetError, match=r"torch 2.10 is built with CUDA 12.8"):
+    with pytest.raises(TargetError, match=r"torch 2.10 is built with CUDA 12.8"):
         targets.targets_for(config)
 
 
@@ -189,7 +189,7 @@ def test_os_linux_opts_out_of_windows_targets(tmp_path: Path) -> None:
     assert targets.workflow_targets(config)[1] == ()
     assert gha_steps.context(config, gha_steps.FarmSource()).windows == ()
     assert all(t.os == "linux" for t in plan.all_targets(config).values())
-    with pytest.raises(targets.TargetError, match=r'my-ext is not built for windows \(linux\): add "windows" to '
+    with pytest.raises(TargetError, match=r'my-ext is not built for windows \(linux\): add "windows" to '
                        r"\[tool.cuda-ext-farm\] os"):
         select(config, Selection(cuda="13"), "windows")
     both = reading.load(write_project(tmp_path, ""))

@@ -14,6 +14,7 @@ import pytest
 from packaging.specifiers import SpecifierSet
 
 from ci.audit import checks, naming, wheel_audit
+from ci.errors import TargetError
 from ci.universe import build_files, project, targets
 from ci.universe.project import reading
 from ci.universe.selection import Selection, select
@@ -121,10 +122,10 @@ def test_python_selection_of_an_abi3_target_is_judged_by_its_floor(tmp_path: Pat
     assert (chosen.python, chosen.oldest_python) == ("3.10", "3.9")
     assert chosen.id == "tmpl-torch2.11-cu130-cp39abi3-linux_x86_64"
     assert select(config, Selection(python="3.13"))[0].python == "3.13"
-    with pytest.raises(targets.TargetError, match=r"torch 2.11 has no wheel for the Python asked for \(3.99\): its "
+    with pytest.raises(TargetError, match=r"torch 2.11 has no wheel for the Python asked for \(3.99\): its "
                        r"wheels are for .*\(the project's cp39-abi3 wheel serves every one of them\)"):
         select(config, Selection(python="3.99"))
-    with pytest.raises(targets.TargetError, match=r"builds abi3 wheels for CPython 3.9 and newer \(3.8\)"):
+    with pytest.raises(TargetError, match=r"builds abi3 wheels for CPython 3.9 and newer \(3.8\)"):
         select(config, Selection(python="3.8"))
 
 
