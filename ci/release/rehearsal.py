@@ -108,12 +108,13 @@ def import_tests(out: Path, manifest: Manifest, by_id: Mapping[str, Target], pro
 def tool_installs() -> str:
     """What every job's ``pip install --require-hashes -r ci/requirements/<lock>.txt`` installs, resolved for each
     CPython and platform the lock serves (Windows jobs included): a wheel with a hash of the lock for every pin,
-    from the index pip uses (``ci/universe/lockcheck.py``)."""
+    from the index pip uses (``ci/universe/lockcheck/``)."""
     from ci.universe import lockcheck, pins
+    from ci.universe.lockcheck import platforms
 
     names = pins.all_locks()
     lockcheck.require(names)
-    environments = sum(len(lockcheck.environments(name)) for name in names)
+    environments = sum(len(platforms.environments(name)) for name in names)
     return f"{len(names)} locks install from wheels in each of their {environments} (CPython, platform) pairs"
 
 

@@ -33,7 +33,8 @@ from packaging.utils import parse_wheel_filename
 from ci.release import manifest as release_manifest
 from ci.release import rehearsal
 from ci.toolchain import envs
-from ci.universe import lockcheck, matrix, targets
+from ci.universe import matrix, targets
+from ci.universe.lockcheck import pages
 from ci.universe.project import reading
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,7 +50,7 @@ KEPT = ("PIP_DEFAULT_TIMEOUT", "PIP_DISABLE_PIP_VERSION_CHECK", "PIP_CERT")
 def pypi_only(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """pip as a fresh machine has it, PyPI its only index, for this process and the dry run's children; the farm's
     environments in a cache of their own (none made with this machine's indexes is reused)."""
-    cert = lockcheck.pip_settings().get("cert")  # read before the configuration is dropped
+    cert = pages.pip_settings().get("cert")  # read before the configuration is dropped
     patch = pytest.MonkeyPatch()
     for name in list(os.environ):
         if name.startswith("PIP_") and name not in KEPT:
