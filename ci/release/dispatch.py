@@ -213,7 +213,7 @@ def assemble(config: ProjectConfig, artifacts: Path, ids: Sequence[str], out: Pa
     run's GITHUB_SHA)."""
     from ci.release.assembly import prepare_out, verify_release, write_release
     from ci.release.install_checks import check_extra_index, check_index_install
-    from ci.release.install_lines import check_install_lines
+    from ci.release.install_lines.pip_check import check_install_lines
     from ci.release.manifest import record_checks, record_install_lines, write_manifest
     from ci.release.plan import audit_again, find_built
     from ci.release.plan import plan as release_plan

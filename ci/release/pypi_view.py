@@ -1,5 +1,5 @@
 """PyPI as pip sees it, without downloads: a local page server for ``pip install --dry-run`` checks
-(``ci/release/install_lines.py``).
+(``ci/release/install_lines/pip_check.py``).
 
 pip resolves from each file's PEP 658 metadata, which PyPI serves next to the file (``<file>.metadata``). Where
 the index pages do not announce it (a mirror or proxy that drops the attribute; pip then downloads every

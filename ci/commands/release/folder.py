@@ -156,7 +156,7 @@ def _check_folder(opts: Options[Args], config: ProjectConfig, manifest: Manifest
     run its documented install lines, import every wheel (under qemu for another architecture)."""
     from ci.release import install_checks, rehearsal
     from ci.release.install_checks import check_extra_index, check_index_install
-    from ci.release.install_lines import check_install_lines
+    from ci.release.install_lines.pip_check import check_install_lines
     from ci.release.manifest import record_checks, record_file, record_install_lines
     from ci.toolchain import envs
     from ci.universe import targets
@@ -187,7 +187,7 @@ def cmd_assemble(opts: Options[Args]) -> int:
     from ci.release import assembly, majors
     from ci.release.assembly import prepare_out, verify_release, write_release
     from ci.release.install_checks import check_extra_index, check_index_install
-    from ci.release.install_lines import check_install_lines
+    from ci.release.install_lines.pip_check import check_install_lines
     from ci.release.manifest import record_checks, record_install_lines, write_manifest
     from ci.release.plan import all_targets, audit_again, find_built, plan
     from ci.release.sdist import find_sdist

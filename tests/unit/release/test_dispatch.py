@@ -21,9 +21,10 @@ import pytest
 from ci.errors import UsageError
 from ci.gha import jobs as gha
 from ci.gha import steps as gha_steps
-from ci.release import assembly, dispatch, install_lines
+from ci.release import assembly, dispatch
 from ci.release import manifest as release_manifest
 from ci.release import plan as release_plan
+from ci.release.install_lines import pip_check
 from ci.universe import project, targets
 from ci.universe.project import reading
 from ci.universe.selection import PLAN_ENV
@@ -274,7 +275,7 @@ def published_release(tmp_path: Path, config: project.ProjectConfig, ids: list[s
 def test_only_the_selected_wheels_are_added_to_the_release_and_none_replaced(
         config: project.ProjectConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The install lines resolve against PyPI (release --assemble's tests run them); here: offline.
-    monkeypatch.setattr(install_lines, "check_install_lines", lambda out, manifest: {})
+    monkeypatch.setattr(pip_check, "check_install_lines", lambda out, manifest: {})
     by_id = {t.id: t for t in dispatch.workflow_targets(config)}
     for target_id in (X86, WIN, ARM):  # ARM was built too, but the plan did not select it
         fake_built(tmp_path / "artifacts", by_id[target_id], version_of(by_id[target_id], config))
@@ -321,7 +322,7 @@ def test_only_the_selected_wheels_are_added_to_the_release_and_none_replaced(
 
 def test_a_published_file_is_never_replaced_and_the_release_must_match(
         config: project.ProjectConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(install_lines, "check_install_lines", lambda out, manifest: {})
+    monkeypatch.setattr(pip_check, "check_install_lines", lambda out, manifest: {})
     target = next(t for t in dispatch.workflow_targets(config) if t.id == X86)
     fake_built(tmp_path / "artifacts", target, VERSION, body="rebuilt = True\n")  # other bytes, same name
     dispatch.assemble(config, tmp_path / "artifacts", [X86], tmp_path / "release", "v0.1.0", reaudit=False)
@@ -357,7 +358,7 @@ def test_assemble_takes_the_plans_ids_only(config: project.ProjectConfig, tmp_pa
 def test_a_release_folder_without_pypi_files_merges_as_downloaded(
         config: project.ProjectConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """upload-artifact keeps no empty folder: the downloaded release folder of non-PyPI variants has no pypi/."""
-    monkeypatch.setattr(install_lines, "check_install_lines", lambda out, manifest: {})
+    monkeypatch.setattr(pip_check, "check_install_lines", lambda out, manifest: {})
     cu132 = next(t for t in dispatch.workflow_targets(config) if t.id == "fusedops-stable-cu132-cp310abi3-linux_x86_64")
     fake_built(tmp_path / "artifacts", cu132, version_of(cu132, config))
     dispatch.assemble(config, tmp_path / "artifacts", [cu132.id], tmp_path / "release", "v0.1.0", reaudit=False)
