@@ -227,7 +227,7 @@ def variant_wheels(opts: Options[Args], config: ProjectConfig, built: list[tuple
                     cuobjdump: Path | None) -> None:
     """With variant wheels on (flag, FARM_VARIANT_WHEELS, else the project's ``variant-wheels``): <out>/variants/."""
     from ci.log import log
-    from ci.release import variants
+    from ci.release.variants import validation, writing
     from ci.toolchain import toolkit
     from ci.universe import targets
 
@@ -237,9 +237,9 @@ def variant_wheels(opts: Options[Args], config: ProjectConfig, built: list[tuple
     if not (given.lower() in ("1", "true", "on") if given is not None else config.variant_wheels):
         return
     # Linux and Windows wheels alike: cuobjdump reads the ELF libraries and the PE files' fatbin sections.
-    items = variants.release_items(built, targets.default_target(config).torch, cuobjdump or toolkit.ensure_cuobjdump())
-    written = variants.write_folder(out, items, config.name)
+    items = writing.release_items(built, targets.default_target(config).torch, cuobjdump or toolkit.ensure_cuobjdump())
+    written = writing.write_folder(out, items, config.name)
     for wheel, variant in items:
         log.progress.print(f"[green]variant[/] {wheel.name} -> {variant.label}: {variant.source}")
-    log.progress.print(f"[green]variant wheels[/] {written.folder}: {variants.validate(written.folder)}")
+    log.progress.print(f"[green]variant wheels[/] {written.folder}: {validation.validate(written.folder)}")
 

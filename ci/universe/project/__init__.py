@@ -157,7 +157,7 @@ class ProjectConfig:
     #: ``compress-fatbin``: CUDA 13 cells' builds append ``--compress-mode=size`` to nvcc's flags
     #: (ci/linux/host.py: fatbin_compression_flags); false: nvcc's default, or the project's own mode.
     compress_fatbin: bool = True
-    #: ``variant-wheels``: ``release`` also writes PEP 825 variant wheels (ci/release/variants.py; experimental).
+    #: ``variant-wheels``: ``release`` also writes PEP 825 variant wheels (ci/release/variants/; experimental).
     variant_wheels: bool = False
     #: ``pypi-cuda-majors``: ``release pypi-wheel`` builds the stable wheel once per CUDA major that PyPI's torch
     #: uses in the project's torch range and merges them into one wheel (ci/release/majors.py); stable ABI with
