@@ -40,10 +40,11 @@ def run(opts: Options[Args]) -> int:
         # installer: the Windows code installs (and checks) what `build-win` will then find.
         from windows import environment
         from windows import toolkit as win_toolkit
+        from windows.toolkit import layout as win_toolkit_layout
 
         win = win_toolkit.ensure(cell, install=True)
         if opts.args.print_env:
-            path = ";".join([*win_toolkit.path_entries(win.cuda_home), "%PATH%"])
+            path = ";".join([*win_toolkit_layout.path_entries(win.cuda_home), "%PATH%"])
             for line in environment.batch_lines({**win.env(), "PATH": path}):
                 print(line)
             return 0

@@ -123,7 +123,7 @@ def windows_toolkits(windows_targets: Sequence[Target]) -> dict[str, str]:
     real win_amd64 wheels: the cell's hash-pinned lock installed for win_amd64 and the farm's Python, then the
     Windows layout found in it (nvcc.exe, include, lib/x64/cudart.lib, the DLL folders). nvcc.exe cannot run here:
     the nvcc wheel's version stands in for its ``--version``. NVIDIA's installer (CUDA 12) runs on Windows only."""
-    from windows import toolkit as windows_toolkit
+    from windows.toolkit import wheels as toolkit_wheels
 
     results: dict[str, str] = {}
     for cell in {t.cell.name: t.cell for t in windows_targets}.values():
@@ -131,7 +131,7 @@ def windows_toolkits(windows_targets: Sequence[Target]) -> dict[str, str]:
         if cell.windows.toolkit != "pypi":
             results[cell.name] = f"not run here: NVIDIA's {cell.windows.toolkit} runs on Windows only"
             continue
-        found = windows_toolkit.ensure_pypi(cell, probe=None, pip_platform=(
+        found = toolkit_wheels.ensure_pypi(cell, probe=None, pip_platform=(
             "--platform", "win_amd64", "--python-version", pins.FARM_PYTHON, "--only-binary=:all:"))
         results[cell.name] = f"ok: nvcc {found.nvcc_version} for win_amd64 at {found.cuda_home}"
     return results

@@ -308,10 +308,10 @@ def test_windows_jobs_pin_the_msvc_toolset_the_cell_accepts(documents: dict[str,
         cache = next(s for s in job["steps"] if "actions/cache@" in str(s.get("uses", "")))
         assert cache["with"]["key"] == windows_jobs.toolkit_cache_key(target.cell)
         # The cached folder is the one the toolkit step fills and build-win reads, under the job's FARM_CACHE_DIR.
-        from windows import toolkit as windows_toolkit
+        from windows.toolkit import wheels as toolkit_wheels
 
         assert job["env"]["FARM_CACHE_DIR"] == windows_jobs.WINDOWS_CACHE
-        assert cache["with"]["path"] == str(windows_toolkit.cached_folder(target.cell, windows_jobs.WINDOWS_CACHE))
+        assert cache["with"]["path"] == str(toolkit_wheels.cached_folder(target.cell, windows_jobs.WINDOWS_CACHE))
         assert any(f"build-win --target {target.id}" in s.get("run", "") for s in job["steps"])
     cell = dataclasses.replace(matrix.get_cell("13.0"), windows=dataclasses.replace(
         matrix.get_cell("13.0").windows, toolset="14.99"))  # type: ignore[type-var]
