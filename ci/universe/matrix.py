@@ -13,6 +13,13 @@ configuration (``ci/universe/project/``). Adding a toolkit is one entry in ``CEL
 a new torch release is one entry in ``TORCH_RELEASES``, written from PyPI by ``cuda-ext-farm adopt-torch``
 (``--check`` compares the table with PyPI; ``ci/universe/adoption.py``).
 
+Why one module, not a package of tables and functions: the file is the truth's unit. ``adopt-torch`` rewrites
+its entries in place (``adoption.MATRIX_FILE``), the generated workflows rebuild the images when it changes and the
+adoption job commits it by this path (``ci/gha/``), and its functions are the tables' own lookups and their
+validation (``get_cell``, ``get_torch``, ``validate``: each error names the table to edit), with no other
+responsibility to separate (the command line's overrides of a cell are ``selection.resolve``). About two
+thirds of its lines are the tables, a quarter their lookups.
+
 This module only uses the standard library so ``noxfile.py`` can import it
 before any virtual environment exists.
 """
