@@ -9,8 +9,6 @@ import hashlib
 import io
 import json
 import os
-import subprocess
-import sys
 import tarfile
 import zipfile
 from pathlib import Path
@@ -319,19 +317,3 @@ def test_a_manifest_without_a_tag_cannot_make_the_site(tmp_path: Path, fusedops:
         release_manifest.site_index([dataclasses.replace(manifest, tag=None)], "https://example.invalid")
 
 
-def run_ci(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200"}
-    env.pop("GITHUB_SHA", None)
-    return subprocess.run([sys.executable, "-m", "ci", *args], cwd=ROOT, env=env, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-
-
-def test_release_without_a_mode_says_which_to_pick() -> None:
-    result = run_ci("release")
-    assert result.returncode == 2
-    assert result.stdout.strip().splitlines()[-1].startswith("error: no release mode given")
-
-
-def test_import_test_needs_a_target(tmp_path: Path) -> None:
-    result = run_ci("release", "--import-test", str(tmp_path))
-    assert result.returncode == 2 and "--target" in result.stdout
