@@ -145,12 +145,18 @@ def sync_source(root: Path, dest: Path, exclude: tuple[Path, ...] = ()) -> int:
     content; returns files copied and links made.
 
     A changed file gets the current time, not its source's: another checkout's older file with other
-    content must still be newer than the objects ninja built from the previous one.
+    content must still be newer than the objects ninja built from the previous one. In a first copy (no manifest,
+    no build folder: a clean build) every file gets the commit's time (``SOURCE_DATE_EPOCH``; outside git, its
+    source's time) instead: nvcc writes a source's modification time into the device code's line table
+    (``-lineinfo``, ``-G``), so a clean build's bytes must not depend on when the copy was made, and nothing was
+    built from the copy yet.
     """
     dest.mkdir(parents=True, exist_ok=True)
     manifest = dest / ".farm-sources.json"
     before: set[str] = set(json.loads(manifest.read_text())) if manifest.is_file() else set()
     tree = read_tree(root, exclude)
+    clean = not manifest.is_file() and not (dest / "build").exists()
+    epoch = source_date_epoch(root) if clean else None
     for name in sorted(before | set(tree.links)):  # links first: a file must never be written through an old one
         if (dest / name).is_symlink() and tree.links.get(name) != os.readlink(dest / name):
             (dest / name).unlink()
@@ -166,6 +172,9 @@ def sync_source(root: Path, dest: Path, exclude: tuple[Path, ...] = ()) -> int:
         dst.parent.mkdir(parents=True, exist_ok=True)
         dst.write_bytes(data)
         shutil.copymode(src, dst)
+        if clean:
+            stamp = int(epoch) if epoch else int(src.stat().st_mtime)
+            os.utime(dst, (stamp, stamp))
         copied += 1
     for name, written in tree.links.items():
         dst = dest / name

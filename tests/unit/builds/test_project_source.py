@@ -256,3 +256,31 @@ def test_where_links_cannot_be_made_the_copy_holds_what_they_point_to(linked: Pa
     assert not (dest / "csrc" / "include").is_symlink()
     assert (dest / "csrc" / "include" / "x" / "x.h").read_text() == "#pragma once\n"
     assert (dest / "csrc" / "version.h").read_text() == "#define V 1\n"
+
+
+def test_a_clean_copy_has_the_commits_time_and_a_change_the_current_one(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """nvcc -lineinfo writes the .cu file's modification time into the device code: a clean build's copy takes the
+    commit's time (SOURCE_DATE_EPOCH), so two clean builds match; a file changed later is newer than the objects
+    built from the copy (ninja must rebuild it)."""
+    project = tmp_path / "proj"
+    (project / "csrc").mkdir(parents=True)
+    (project / "csrc" / "k.cu").write_text("__global__ void k() {}\n")
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    dest = tmp_path / "copy"
+    project_source.sync_source(project, dest)
+    assert (dest / "csrc" / "k.cu").stat().st_mtime == 1700000000
+    (dest / "build").mkdir()  # the first build's objects
+    (project / "csrc" / "k.cu").write_text("__global__ void k() { }\n")
+    project_source.sync_source(project, dest)
+    assert (dest / "csrc" / "k.cu").stat().st_mtime > 1700000000
+
+
+def test_outside_git_a_clean_copy_keeps_its_sources_times(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "k.cu").write_text("__global__ void k() {}\n")
+    os.utime(project / "k.cu", (1600000000, 1600000000))
+    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
+    project_source.sync_source(project, tmp_path / "copy")
+    assert (tmp_path / "copy" / "k.cu").stat().st_mtime == 1600000000

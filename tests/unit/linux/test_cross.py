@@ -6,6 +6,7 @@ install torch's aarch64 build, GBs); here the target model, the refusals and the
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import zipfile
@@ -189,3 +190,27 @@ def test_a_debian_toolkit_cell_keeps_its_base_glibc_and_others_get_the_sysroot()
     config = reading.load(ROOT)
     release12 = next(t for t in targets.platform_targets(config, "linux") if t.cell.name == "cu128")
     assert "stand-in cu124" in routes.route(release12).local and "manylinux_2_28" in routes.route(release12).github
+
+
+def test_the_cross_build_is_composed_like_every_route(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The aarch64 build's environment (ci/linux/host.py _build_env): the caller's LDFLAGS after the cross build's
+    -L folders, the project's NVCC_APPEND_FLAGS before the farm's, and the nvcc wrapper with the project's
+    project-arch-flags in front of the x86_64 nvcc that cross-compiles the device code."""
+    from ci.builds import arch_flags
+    from ci.linux import host
+    from ci.toolchain import envs, toolkit
+
+    monkeypatch.setenv("LDFLAGS", "-L/caller/lib")
+    target = select(reading.load(ROOT), Selection(cuda="13.0", arch="aarch64"))[0]
+    target = dataclasses.replace(target, project=dataclasses.replace(
+        target.project, arch_flags="replace", build_env={**target.project.build_env, "NVCC_APPEND_FLAGS": "-DOWN"}))
+    tk = toolkit.InstalledToolkit(root=tmp_path, cuda_home=tmp_path / "cu13", nvcc_version="13.0.88")
+    setup = cross.CrossSetup(cross.CrossCompiler("aarch64-linux-gnu-gcc", "aarch64-linux-gnu-g++", "12.2.0"),
+                             Path("/rt"), Path("/site"))
+    env = host._build_env(target, tk, envs.PythonEnv(tmp_path / "env"), tmp_path / "src", tmp_path, setup, None,
+                          "1700000000", 2)
+    assert env["LDFLAGS"] == '"-L/site/torch/lib" "-L/rt/lib" -L/caller/lib'
+    assert env["NVCC_APPEND_FLAGS"].startswith(f"-DOWN -objtemp --threads 0 -frandom-seed={target.id}")
+    assert env["PYTORCH_NVCC"].endswith(f"-I {arch_flags.WRAPPER}")
+    assert env["FARM_NVCC_NEXT"].endswith("/cu13/bin/nvcc") and env["FARM_NVCC_ARCH_MODE"] == "replace"
+    assert env["CC"] == "aarch64-linux-gnu-gcc" and env["SOURCE_DATE_EPOCH"] == "1700000000"
