@@ -170,9 +170,11 @@ for _command in cli.COMMANDS.values():
 
 def _release_wheel(session: nox.Session, python: str) -> Path:
     """Build the farm checkout's release wheel unless the wheelhouse has it; returns its path."""
-    from ci.universe import project, targets
+    from ci.universe import targets
+    from ci.universe.project import reading
+    from ci.universe.targets import platforms
 
-    target = targets.default_target(project.load(ROOT), prefer_python=targets.current_python())
+    target = targets.default_target(reading.load(ROOT), prefer_python=platforms.current_python())
     folder = Path(settings.value("FARM_WHEELHOUSE") or ROOT / "wheelhouse") / target.id
     wheels = sorted(folder.glob("*.whl"))
     if not wheels:
@@ -238,9 +240,11 @@ COMPAT_TORCH = ["2.13.0+cpu", "2.11.0", "2.13.0", "2.15.0"]
 @nox.parametrize("torch", COMPAT_TORCH)
 def compat(session: nox.Session, torch: str) -> None:
     """The one stable-ABI wheel next to another torch: the CPU op tests."""
-    from ci.universe import project, targets
+    from ci.universe import targets
+    from ci.universe.project import reading
+    from ci.universe.targets import platforms
 
-    target = targets.default_target(project.load(ROOT), prefer_python=targets.current_python())
+    target = targets.default_target(reading.load(ROOT), prefer_python=platforms.current_python())
     wheels = sorted((Path(settings.value("FARM_WHEELHOUSE") or ROOT / "wheelhouse") / target.id).glob("*.whl"))
     if not wheels:
         _fail(errors.UsageError("no built wheel of the release target", ROOT / "wheelhouse",
@@ -258,9 +262,11 @@ def compat_floor(session: nox.Session) -> None:
     installs it
     with that torch release from PyPI and the smoke test passes; with the release below, pip refuses it."""
     from ci.audit import describe
-    from ci.universe import project, targets
+    from ci.universe import targets
+    from ci.universe.project import reading
+    from ci.universe.targets import platforms
 
-    target = targets.default_target(project.load(ROOT), prefer_python=targets.current_python())
+    target = targets.default_target(reading.load(ROOT), prefer_python=platforms.current_python())
     wheels = sorted((Path(settings.value("FARM_WHEELHOUSE") or ROOT / "wheelhouse") / target.id).glob("*.whl"))
     if not wheels:
         _fail(errors.UsageError("no built wheel of the release target", ROOT / "wheelhouse", "run nox -s build first"))

@@ -133,3 +133,8 @@ def env_path(name: str, env: Mapping[str, str], *, must_exist: bool = True, kind
 class MatrixError(UsageError):
     """A request that the universe cannot satisfy (``ci/universe/matrix.py``, ``ci/universe/archs.py``); the message
     says what to do."""
+
+
+class TargetError(UsageError):
+    """No target of the project matches what was asked for, or the project asks for something the universe lacks
+    (``ci/universe/targets/``, ``ci/universe/selection.py``)."""

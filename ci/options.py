@@ -18,7 +18,9 @@ from typing import Any, Generic, TypeVar
 from ci import settings as farm_settings
 from ci.errors import UsageError
 from ci.universe import project, shapes, targets
+from ci.universe.project import reading
 from ci.universe.selection import Selection, select
+from ci.universe.targets import platforms
 
 A = TypeVar("A")
 
@@ -45,7 +47,7 @@ class Options(Generic[A]):
 
 
 def load_project(opts: Options[Any]) -> project.ProjectConfig:
-    return project.load(opts.project, opts.config)
+    return reading.load(opts.project, opts.config)
 
 
 def selection_from_wheel(name: str, arch_list: str | None) -> Selection:
@@ -77,7 +79,7 @@ def resolve(opts: Options[Any], *, os_name: str = "linux") -> tuple[targets.Targ
     config = load_project(opts)
     sel = opts.selection
     if sel.empty and opts.default_target:
-        default = targets.default_target(config, os_name, prefer_python=targets.current_python())
+        default = targets.default_target(config, os_name, prefer_python=platforms.current_python())
         if sel.arch_list:
             default = targets.with_arch_list(default, sel.arch_list)
         return (default,)
@@ -85,7 +87,7 @@ def resolve(opts: Options[Any], *, os_name: str = "linux") -> tuple[targets.Targ
         sel = Selection(cuda=opts.default_cuda, arch_list=sel.arch_list)
     chosen = select(config, sel, os_name)
     if opts.one_target and len(chosen) > 1:
-        current = [t for t in chosen if t.python == targets.current_python()]
+        current = [t for t in chosen if t.python == platforms.current_python()]
         newest = max(chosen, key=lambda t: (shapes.version_key(t.torch), shapes.version_key(t.python)))
         chosen = (current[0] if current else newest,)
     return chosen

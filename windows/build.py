@@ -3,7 +3,7 @@
 1. the MSVC toolset is chosen first (``windows/msvc.py``): a cell without an
    acceptable toolset stops here, naming the component to install, not after
    twenty screens of nvcc output;
-2. the cell's CUDA toolkit (``windows/toolkit.py``): the folder ``python -m ci toolkit``
+2. the cell's CUDA toolkit (``windows/toolkit/``): the folder ``python -m ci toolkit``
    fills, ``<cache>\\tools\\cuda-win-<cuda>-<key>`` (the wheels are installed there on first
    use) or NVIDIA's installer's folder (CUDA 12, never installed by a build), checked
    against the cell's ``_MSC_VER`` range (``windows/hostconfig.py``);

@@ -14,14 +14,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import PurePath
 
-from windows import toolkit, vcvars
+from windows import vcvars
+from windows.toolkit import layout
 
 
 def compose(base: Mapping[str, str], vc: vcvars.VcvarsEnv, cuda_home: PurePath,
             extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = vc.apply(base)
-    env["PATH"] = ";".join(vcvars.dedupe([*toolkit.path_entries(cuda_home), *vcvars.split_list(env["PATH"])]))
-    env.update(toolkit.toolkit_env(cuda_home))
+    env["PATH"] = ";".join(vcvars.dedupe([*layout.path_entries(cuda_home), *vcvars.split_list(env["PATH"])]))
+    env.update(layout.toolkit_env(cuda_home))
     env["DISTUTILS_USE_SDK"] = "1"
     env.update({k.upper(): v for k, v in (extra or {}).items()})
     return env

@@ -84,7 +84,7 @@ def windows_env(cell: shapes.Cell, toolset: str | None, refresh: bool) -> dict[s
         log.note(choice.note)
     tk = toolkit.ensure(cell)
     vc = vcvars.activate(vswhere.InstalledToolset(choice.instance, str(choice.toolset)), refresh=refresh)
-    return environment.compose(os.environ, vc, tk.cuda_home)
+    return environment.compose(settings.current().environ, vc, tk.cuda_home)
 
 
 #: Where the farm's launchers keep the caller's own PYTHONPATH: they point PYTHONPATH at the farm's code for
@@ -120,11 +120,14 @@ def caller_environ(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def run(command: Sequence[str], env: Mapping[str, str], *, windows: bool) -> int:
-    """Run the user's command in ``env`` (added to this process's environment) and return its exit status."""
-    full = caller_environ({**os.environ, **env})
+    """Run the user's command in ``env`` (added to the caller's environment, as the entry resolved it) and return
+    its exit status."""
+    caller = settings.current().environ
+    full = caller_environ({**caller, **env})
     cmd = resolve_program(command, full.get("PATH", ""), windows=windows)
-    # proc.run starts a child with os.environ plus ``env``: what only the farm's process had is left out.
-    unset = [k for k in os.environ if k not in full]
+    # proc.run starts a child with this process's environment plus ``env``: what only the farm's process had is
+    # left out.
+    unset = [k for k in caller if k not in full]
     return proc.run(cmd, env=full, unset=unset, check=False, foreground=True).returncode
 
 
@@ -141,7 +144,8 @@ def main(cuda: str, command: Sequence[str], *, toolset: str | None = None, print
     if print_env:
         from windows import environment
 
-        for line in export_lines(environment.changed(os.environ, env) if windows else env, windows=windows):
+        changed = environment.changed(settings.current().environ, env) if windows else env
+        for line in export_lines(changed, windows=windows):
             log.result(line)
         return 0
     return run(command_of(command), env, windows=windows)

@@ -124,7 +124,7 @@ def read(path: Path, *, exports: bool = True) -> PeInfo:
 
 def fatbin_sections(path: Path) -> tuple[bytes, ...]:
     """The bytes of each fatbinary section of ``path`` (``.nv_fatb``; none: no CUDA code), for
-    cuobjdump, which reads them as fatbin files (ci/release/variants.py; it opens no PE file)."""
+    cuobjdump, which reads them as fatbin files (ci/release/variants/binary.py; it opens no PE file)."""
     pe = _load(path)
     # The raw data is padded to the file alignment, and the virtual size may say less: keep what both hold.
     return tuple(bytes(s.get_data()[:s.Misc_VirtualSize or None]) for s in pe.sections

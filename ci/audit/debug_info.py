@@ -92,7 +92,7 @@ class Fatbin:
 
 def fatbin_containers(data: bytes) -> list[bytes]:
     """The containers of a fatbin section, without the padding before, between or after them (a PE file's
-    ``.nv_fatb`` goes to cuobjdump as a fatbin file: ci/release/variants.py)."""
+    ``.nv_fatb`` goes to cuobjdump as a fatbin file: ci/release/variants/binary.py)."""
     found = []
     offset = 0
     while offset + 16 <= len(data):

@@ -14,11 +14,12 @@ from ci import proc, wheelmeta
 from ci.audit import cuda_majors, debug_info, describe, symbols, wheel_size
 from ci.audit import glibc_floor as floors
 from ci.audit.checks import AuditResult, Check, LibraryInfo
-from ci.audit.gpu_code import expects_cpu_only, expects_cuda_code, major_of, no_cuda_code_advice, read_gpu_code
+from ci.audit.gpu_code import GpuCode, expects_cpu_only, expects_cuda_code, major_of, no_cuda_code_advice, read_gpu_code
 from ci.audit.naming import check_metadata, check_tags, expected_prefix
 from ci.errors import AuditFailed
 from ci.universe import matrix
 from ci.universe.project import DEFAULT_MAX_WHEEL_SIZE
+from ci.universe.shapes import Cell
 from ci.universe.targets import Target
 
 SYSTEM_LIBRARIES = frozenset(
@@ -185,6 +186,78 @@ def _extension_suffix_ok(path: Path, target: Target | None, python: str) -> bool
     return f".cpython-{python.replace('.', '')}-" in path.name
 
 
+def check_module_suffix(ext_files: Sequence[Path], libs: Sequence[LibraryInfo], target: Target | None,
+                        python: str) -> Check:
+    """``module-suffix``: the wheel holds extension modules, each named for the target's ABI."""
+    wrong_suffix = [lib.path for p, lib in zip(ext_files, libs, strict=True)
+                    if not _extension_suffix_ok(p, target, python)]
+    return Check(
+        "module-suffix", bool(libs) and not wrong_suffix,
+        f"{len(libs)} extension libraries" if libs else "no extension library in the wheel",
+    ) if not wrong_suffix else Check(
+        "module-suffix", False, f"not named for {expected_prefix(target, python)}: {', '.join(wrong_suffix)}")
+
+
+def _symbols_check(path: Path, lib: LibraryInfo, target: Target | None, cell: Cell | None,
+                   search: symbols.LibrarySearch | None, resolutions: Mapping[str, symbols.Resolution] | None,
+                   local_dirs: Sequence[Path], torch_label: str | None) -> Check | None:
+    """``symbols:<lib>`` against the torch searched (``search``) or resolved in the build (``resolutions``); a
+    library of another CUDA major than the torch searched is left to its own build; None: nothing to check with."""
+    other = major_of(lib.path)
+    if (search is not None or resolutions is not None) and cell is not None and other not in (None, cell.cuda_major):
+        return Check(f"symbols:{lib.path}", True, f"not checked here: a CUDA {other} library, the torch "
+                     f"searched is the target's (CUDA {cell.cuda_major}); its own build checked it")
+    if search is not None:
+        return check_symbols(lib.path, symbols.unresolved(path, search, local_dirs), target, torch_label)
+    if resolutions is not None:
+        found = resolutions.get(lib.path)
+        return (check_symbols(lib.path, found, target) if found is not None else
+                Check(f"symbols:{lib.path}", False, "no symbol resolution was computed for it"))
+    return None
+
+
+def _library_checks(ext_files: Sequence[Path], libs: Sequence[LibraryInfo], undefined: Mapping[Path, list[str]],
+                    target: Target | None, cell: Cell | None, cuda: bool, search: symbols.LibrarySearch | None,
+                    resolutions: Mapping[str, symbols.Resolution] | None, local_dirs: Sequence[Path],
+                    torch_label: str | None) -> tuple[list[Check], list[Path]]:
+    """Each extension library's own checks (CPU-only, CUDA code, torch's CUDA namespaces, symbols), and the
+    libraries that hold the CUDA code the project asks for."""
+    checks: list[Check] = []
+    cuda_libs: list[Path] = []
+    for path, lib in zip(ext_files, libs, strict=True):
+        if expects_cpu_only(lib.path, target.project if target else None, cuda):
+            checks.append(check_cpu_only(lib))
+        if target is not None and expects_cuda_code(lib.path, target.project, cuda):
+            checks += check_cuda_code(lib, target)
+            if lib.has_cuda_code:
+                cuda_libs.append(path)
+        checks += check_cuda_namespaces(lib.path, lib.needed, undefined[path])
+        found = _symbols_check(path, lib, target, cell, search, resolutions, local_dirs, torch_label)
+        if found is not None:
+            checks.append(found)
+    if search is None and resolutions is None:
+        checks.append(Check("symbols", True, "not checked: no torch environment given (--torch-env)"))
+    return checks, cuda_libs
+
+
+def _gpu_code_checks(wheel: Path, root: Path, libs: Sequence[LibraryInfo], files: Sequence[Path],
+                     cuda_libs: Sequence[Path], target: Target | None, cell: Cell | None,
+                     cuobjdump: Path | None) -> tuple[list[Check], GpuCode]:
+    """What the wheel's GPU code is and what the wheel says of it: each CUDA major's libraries (a wheel across
+    majors), the target's own major's SASS/PTX, and the wheel's description of itself."""
+    checks: list[Check] = []
+    if cell is not None:
+        spec = describe.torch_specifier(wheelmeta.read_metadata(wheel).get("Requires-Dist", []))
+        checks += cuda_majors.check_wheel(root, libs, spec, describe.read_document(root), cuobjdump)
+    # A wheel across CUDA majors: the target's own major is read here, the others by cuda_majors.check_wheel.
+    own = [p for p in cuda_libs if major_of(str(p.relative_to(root))) in (None, cell.cuda_major if cell else None)]
+    gpu = read_gpu_code(cell, own, cuobjdump)
+    checks += gpu.checks
+    checks += describe.audit_checks(wheel, root, files, target, gpu.sass, gpu.ptx, cuda=cell is not None,
+                                    archs_read=cell is None or cuobjdump is not None)
+    return checks, gpu
+
+
 def audit_wheel(
     wheel: Path,
     target: Target | None,
@@ -215,58 +288,24 @@ def audit_wheel(
         infos = {p: symbols.read_elf(p) for p in ext_files}
         libs = tuple(LibraryInfo(str(p.relative_to(root)), i.needed, i.rpaths, i.has_cuda_code)
                      for p, i in infos.items())
-        wrong_suffix = [lib.path for p, lib in zip(ext_files, libs, strict=True)
-                        if not _extension_suffix_ok(p, target, python)]
-        checks.append(Check(
-            "module-suffix", bool(libs) and not wrong_suffix,
-            f"{len(libs)} extension libraries" if libs else "no extension library in the wheel",
-        ) if not wrong_suffix else Check(
-            "module-suffix", False, f"not named for {expected_prefix(target, python)}: {', '.join(wrong_suffix)}"))
+        checks.append(check_module_suffix(ext_files, libs, target, python))
         if target is not None:
             checks.append(check_metadata(wheel, target))
         checks += check_needed(libs, cell.cuda_major if cell else None, bundled)
         checks.append(check_bundled(bundled))
-        cuda_libs: list[Path] = []
-        for path, lib in zip(ext_files, libs, strict=True):
-            if expects_cpu_only(lib.path, target.project if target else None, cuda):
-                checks.append(check_cpu_only(lib))
-            if target is not None and expects_cuda_code(lib.path, target.project, cuda):
-                checks += check_cuda_code(lib, target)
-                if lib.has_cuda_code:
-                    cuda_libs.append(path)
-            undefined = [name for name, _weak in infos[path].undefined]
-            checks += check_cuda_namespaces(lib.path, lib.needed, undefined)
-            other = major_of(lib.path)
-            if (search is not None or resolutions is not None) and cell is not None and other not in (None,
-                                                                                                   cell.cuda_major):
-                checks.append(Check(f"symbols:{lib.path}", True, f"not checked here: a CUDA {other} library, the torch "
-                                    f"searched is the target's (CUDA {cell.cuda_major}); its own build checked it"))
-            elif search is not None:
-                local_dirs = sorted({p.parent for p in bundled_files})
-                checks.append(check_symbols(lib.path, symbols.unresolved(path, search, local_dirs), target,
-                                            torch_label))
-            elif resolutions is not None:
-                found = resolutions.get(lib.path)
-                checks.append(check_symbols(lib.path, found, target) if found is not None else
-                              Check(f"symbols:{lib.path}", False, "no symbol resolution was computed for it"))
-        if search is None and resolutions is None:
-            checks.append(Check("symbols", True, "not checked: no torch environment given (--torch-env)"))
+        undefined = {p: [name for name, _weak in i.undefined] for p, i in infos.items()}
+        local_dirs = sorted({p.parent for p in bundled_files})
+        found, cuda_libs = _library_checks(ext_files, libs, undefined, target, cell, cuda, search, resolutions,
+                                           local_dirs, torch_label)
+        checks += found
         checks += check_rpaths(libs)
         if target is not None and target.os == "linux":
             checks.append(check_machine(ext_files + bundled_files, root, target.arch))
         checks += floors.check_unpacked(root, wheel, floor)
         checks.append(debug_info.check_debug_info(ext_files + bundled_files, root, target))
         checks.append(debug_info.check_fatbin(ext_files, root, cell.cuda_major if cell else None))
-        if cell is not None:
-            spec = describe.torch_specifier(wheelmeta.read_metadata(wheel).get("Requires-Dist", []))
-            checks += cuda_majors.check_wheel(root, libs, spec, describe.read_document(root), cuobjdump)
-        # A wheel across CUDA majors: the target's own major is read here, the others by cuda_majors.check_wheel.
-        own = [p for p in cuda_libs if major_of(str(p.relative_to(root))) in (None, cell.cuda_major if cell else None)]
-        gpu = read_gpu_code(cell, own, cuobjdump)
-        checks += gpu.checks
-        checks += describe.audit_checks(wheel, root, ext_files + bundled_files, target, gpu.sass, gpu.ptx,
-                                        cuda=cell is not None,
-                                        archs_read=cell is None or cuobjdump is not None)
+        found, gpu = _gpu_code_checks(wheel, root, libs, ext_files + bundled_files, cuda_libs, target, cell, cuobjdump)
+        checks += found
         checks.append(wheel_size.check_size(wheel, target.project.max_wheel_size if target else DEFAULT_MAX_WHEEL_SIZE))
         if abi3audit and (target is None or target.abi3):
             checks.append(run_abi3audit(wheel))

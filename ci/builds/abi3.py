@@ -1,7 +1,7 @@
 """The abi3 floor a built wheel names, held against the one its target's id names.
 
 A target's id names its abi3 floor (``…-cp39abi3-…``), decided before the build from what the project declares
-(``ci/universe/targets.py`` ``abi3_floor``: ``py_limited_api`` of bdist_wheel, else requires-python, else the
+(``ci/universe/targets/axes.py`` ``abi3_floor``: ``py_limited_api`` of bdist_wheel, else requires-python, else the
 target's Python). Everything is keyed by that id before the build runs: the wheelhouse folder, the generated
 workflows' jobs and the artifacts they upload, the release plan, ``coverage`` and ``build-all --missing``. A floor
 that only the built wheel shows (a ``py_limited_api`` computed in setup.py) therefore does not rename the target

@@ -11,7 +11,8 @@ image or compile: :func:`preflight`, the first call of every build (host, contai
   without it. Should a compile still miss a header under it, the failure names the submodule
   (``failure`` ``header``).
 * **The C++ standard** (``standard.check``): an older pin than the target torch's on every path of the build.
-* The project's keys were validated when the project was read (``ci/universe/project.py``), before any target.
+* The project's keys were validated when the project was read (``ci/universe/project/validation.py``), before any
+  target.
 
 Nothing here installs, downloads or writes: a refusal costs the time to list the project's files (seconds on a cold
 cache; ``tests/integration/test_preflight.py`` prints it).

@@ -41,14 +41,14 @@ def container_build(opts: Options[Any], chosen: tuple[Target, ...], base_image: 
     from ci.builds import report, tail
     from ci.linux import container, images
     from ci.log import log
-    from ci.universe import targets
+    from ci.universe.targets import platforms
 
     project = chosen[0].project
     outputs = tail.Outputs.resolve(project.root, opts.wheelhouse, opts.build_dir, project.normalized_name)
     for target in chosen:
         if target.cross:
             raise UsageError(f"{target.id} is for {target.arch}, and a builder image runs this machine's "
-                             f"{targets.host_arch()} code", target.id,
+                             f"{platforms.host_arch()} code", target.id,
                              f"cross-compile it on the host (build --arch {target.arch} --target "
                              f"{target.id}), or build it in its container on an {target.arch} machine")
     for target in chosen:

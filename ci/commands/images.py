@@ -82,7 +82,8 @@ def build_images(a: Args) -> int:
 
     from ci.linux import image_contents, images
     from ci.log import log
-    from ci.universe import matrix, targets
+    from ci.universe import matrix
+    from ci.universe.targets import platforms
 
     table = Table(title="builder images")
     for col in ("cell", "tag", "size", "build time"):
@@ -91,7 +92,7 @@ def build_images(a: Args) -> int:
     for cell in matrix.cells(list(a.cells) or None):
         started = time.monotonic()
         if not a.cells and cell.toolkit.kind == "nvidia-repo":
-            reason = images.probe_url(matrix.nvidia_repo_file(targets.host_arch()), images.host_ca_bundle())
+            reason = images.probe_url(matrix.nvidia_repo_file(platforms.host_arch()), images.host_ca_bundle())
             if reason:  # every cell, by default: those this machine can build (cu124 stands in for cu128)
                 log.result(f"[yellow]skipped {cell.name}[/]: {matrix.unreachable_toolkit(cell)[0]} ({reason})",
                            markup=True)

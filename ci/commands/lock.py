@@ -10,12 +10,13 @@ def run(opts: Options[NoArguments]) -> int:
     from ci import proc
     from ci.log import log
     from ci.universe import lockcheck, pins
+    from ci.universe.lockcheck import pages
 
     for path in pins.write_locks(proc.which("uv")):
         log.result(f"locked {path.relative_to(pins.REQUIREMENTS.parent.parent)} ({len(pins.pinned_in(path))} pins)")
     # uv resolves for every platform but never asks whether a pinned release has a file for each one: the index does
     # (a Linux-only pin without its marker, a release too new for the oldest CPython served).
-    index = lockcheck.Index()
+    index = pages.Index()
     lockcheck.require(index=index)
     log.result(f"every lock installs from wheels on each CPython and platform it serves ({index.url})")
     return 0

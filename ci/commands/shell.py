@@ -27,10 +27,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(opts: Options[Args]) -> int:
     from ci import options
     from ci.linux import images, shell
-    from ci.universe import matrix
+    from ci.universe import selection
 
     config = options.load_project(opts)
-    cell = matrix.resolve(opts.args.cuda, opts.settings.get("TORCH_CUDA_ARCH_LIST"))
+    cell = selection.resolve(opts.args.cuda, opts.settings.get("TORCH_CUDA_ARCH_LIST"))
     spec = images.spec_for(cell, opts.args.base_image)
     command = list(opts.args.command)
     command = command[1:] if command[:1] == ["--"] else command

@@ -47,9 +47,10 @@ def built_candidates(default: Target) -> list[Target]:
     """The targets whose wheel an empty selection may mean, best first: the default target, its CPU build, then the
     project's other Linux targets and their CPU builds (newest torch, then the running Python's first)."""
     from ci.universe import shapes, targets
+    from ci.universe.targets import platforms
 
     others = sorted(targets.platform_targets(default.project, "linux"),
-                    key=lambda t: (shapes.version_key(t.torch), t.python == targets.current_python(),
+                    key=lambda t: (shapes.version_key(t.torch), t.python == platforms.current_python(),
                                    shapes.version_key(t.python)), reverse=True)
     ordered = [default, *(t for t in others if t.id != default.id)]
     return [variant for t in ordered for variant in (t, dataclasses.replace(t, cpu=True))]

@@ -24,26 +24,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def check_cuda(opts: Options[Any]) -> None:
     """shell, toolkit and jit: the cell their --cuda names exists."""
-    from ci.universe import matrix
+    from ci.universe import selection
 
-    matrix.resolve(opts.args.cuda, opts.settings.get("TORCH_CUDA_ARCH_LIST"))
+    selection.resolve(opts.args.cuda, opts.settings.get("TORCH_CUDA_ARCH_LIST"))
 
 
 def run(opts: Options[Args]) -> int:
     from ci.log import log
     from ci.toolchain import toolkit
-    from ci.universe import matrix
+    from ci.universe import selection
 
-    cell = matrix.resolve(opts.args.cuda, opts.settings.get("TORCH_CUDA_ARCH_LIST"))
+    cell = selection.resolve(opts.args.cuda, opts.settings.get("TORCH_CUDA_ARCH_LIST"))
     if sys.platform == "win32":
         # Windows' toolkits are laid out differently (nvcc.exe, lib\x64) and CUDA 12's comes from NVIDIA's
         # installer: the Windows code installs (and checks) what `build-win` will then find.
         from windows import environment
         from windows import toolkit as win_toolkit
+        from windows.toolkit import layout as win_toolkit_layout
 
         win = win_toolkit.ensure(cell, install=True)
         if opts.args.print_env:
-            path = ";".join([*win_toolkit.path_entries(win.cuda_home), "%PATH%"])
+            path = ";".join([*win_toolkit_layout.path_entries(win.cuda_home), "%PATH%"])
             for line in environment.batch_lines({**win.env(), "PATH": path}):
                 print(line)
             return 0

@@ -76,7 +76,7 @@ class WheelFacts:
     ptx: tuple[str, ...] | None
     #: Why the wheel could not be read, if it could not (then it fits nothing).
     unreadable: str | None = None
-    #: A variant wheel's label (``cuda13.0``, ``null``: PEP 825, ci/release/variants.py); None for a plain wheel.
+    #: A variant wheel's label (``cuda13.0``, ``null``: PEP 825, ci/release/variants/); None for a plain wheel.
     variant_label: str | None = None
     #: A wheel across CUDA majors (``pypi-cuda-majors``): major -> (CUDA version, SASS, PTX) of its build for that
     #: major (cuda-ext-farm.json ``majors``); None for a wheel of one major.

@@ -11,7 +11,7 @@ from ci.errors import UsageError
 from ci.gha import actions
 from ci.gha.steps import MSVC_COMPONENTS, Context, Job, Step, env_step, permissions, prologue, target_python_env, upload
 from ci.universe import shapes, targets
-from windows import toolkit as windows_toolkit
+from windows.toolkit import wheels as toolkit_wheels
 
 
 def _windows_toolset_step(cell: shapes.Cell) -> Step:
@@ -46,7 +46,7 @@ def windows_runner(cell: shapes.Cell) -> str:
 
 
 #: The farm's cache on Windows runners: short (MAX_PATH) and fixed, so the generated cache step can name the
-#: toolkit folder the toolkit step fills and the build reads (windows/toolkit.py ``cached_folder``).
+#: toolkit folder the toolkit step fills and the build reads (windows/toolkit/wheels.py ``cached_folder``).
 WINDOWS_CACHE = "C:\\farm"
 
 
@@ -54,7 +54,7 @@ def toolkit_cache_key(cell: shapes.Cell) -> str:
     """Changes whenever the cell's Windows toolkit pins or its locks change (drift shows it)."""
     assert cell.windows is not None
     pins = json.dumps({"cuda": cell.cuda, "windows": dataclasses.asdict(cell.windows),
-                       "folder": windows_toolkit.install_name(cell)}, sort_keys=True)
+                       "folder": toolkit_wheels.install_name(cell)}, sort_keys=True)
     return f"cuda-toolkit-windows-{cell.name}-{hashlib.sha256(pins.encode()).hexdigest()[:16]}"
 
 
@@ -74,7 +74,7 @@ def windows_build_job(ctx: Context, target: targets.Target) -> Job:
         _windows_toolset_step(cell),
         {"name": "Restore the CUDA toolkit (not in a release: inputs.cache is false there)", "if": "inputs.cache",
          "uses": actions.CACHE.uses(),
-         "with": {"path": str(windows_toolkit.cached_folder(cell, WINDOWS_CACHE)), "key": toolkit_cache_key(cell)}},
+         "with": {"path": str(toolkit_wheels.cached_folder(cell, WINDOWS_CACHE)), "key": toolkit_cache_key(cell)}},
         {"name": f"CUDA {cell.cuda} toolkit ({facts.toolkit}: {what})", "timeout-minutes": 30,
          "run": f"python -m ci toolkit --cuda {cell.cuda}"},
         {"name": f"Build with CPython {python}, repair (delvewheel), audit with MSVC {facts.toolset}",

@@ -49,12 +49,13 @@ from ci.errors import MissingRequirement
 from ci.linux import sysroot
 from ci.log import log
 from ci.toolchain import toolkit
-from ci.universe import lockcheck, matrix, pins, shapes
+from ci.universe import matrix, pins, shapes
+from ci.universe.lockcheck import platforms
 from ci.universe.targets import Target
 
 ARCH = "aarch64"
 #: pip's ``--platform`` values for aarch64 wheels (pip takes only the tags it is given).
-PLATFORMS = lockcheck.manylinux_platforms(ARCH)
+PLATFORMS = platforms.manylinux_platforms(ARCH)
 DEFAULT_CXX = "aarch64-linux-gnu-g++"
 #: Pins of torch's aarch64 CUDA build that PyPI has no aarch64 file of, and the release that replaces them
 #: (torch 2.11.0 pins nvidia-nccl-cu13==2.28.9, whose files are x86_64 only): same soname, newer patch.

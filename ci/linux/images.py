@@ -4,7 +4,7 @@ The tag is a hash of everything that goes into the image (the Dockerfile's
 text and the cell's build arguments), so a changed cell gets a new image and an
 unchanged one is reused without asking the engine to rebuild.
 
-Architectures: an image is built for the machine that builds it (``ci.universe.targets.host_arch``): on an
+Architectures: an image is built for the machine that builds it (``ci.universe.targets.platforms.host_arch``): on an
 arm64 machine (the release's ``ubuntu-24.04-arm`` jobs) a cell's manylinux base becomes
 ``manylinux_2_28_aarch64`` and the tag names the architecture (``cu130-aarch64-<hash>``).
 
@@ -36,8 +36,9 @@ from ci import proc, settings
 from ci.errors import MissingRequirement, UsageError, env_path
 from ci.linux import debian
 from ci.log import log
-from ci.universe import matrix, pins, shapes, targets
+from ci.universe import matrix, pins, shapes
 from ci.universe.project import FARM_ROOT
+from ci.universe.targets import platforms
 
 DOCKERFILE = FARM_ROOT / "docker" / "Dockerfile"
 #: The scripts the Dockerfile runs to find the base's layout (copied into the build context and the image).
@@ -196,7 +197,7 @@ def spec_for(cell: shapes.Cell, base_image: str | None = None, arch: str | None 
     """The image of ``cell`` for ``arch`` (default: this machine's; an image runs where it was built)."""
     # A builder image is built for, and runs on, the machine's own architecture (GitHub's arm64 runners build
     # the aarch64 images natively).
-    arch = arch or targets.host_arch()
+    arch = arch or platforms.host_arch()
     if arch not in matrix.NVIDIA_REPO_ARCH:
         raise UsageError("the farm has no builder images for this machine's architecture", arch,
                          f"build on {' or '.join(matrix.NVIDIA_REPO_ARCH)}")

@@ -268,7 +268,7 @@ def make_links_relative(root: Path) -> int:
 
 def ensure_sysroot(arch: str = "x86_64", suite: str = DEFAULT_SUITE) -> Sysroot:
     """The Debian ``suite`` sysroot for ``arch`` (glibc, libstdc++ of gcc 10), made once in the cache."""
-    from ci import fsutil, proc
+    from ci import fsutil
     from ci.log import log
 
     if arch not in TRIPLET or suite not in SUITES:
@@ -279,14 +279,7 @@ def ensure_sysroot(arch: str = "x86_64", suite: str = DEFAULT_SUITE) -> Sysroot:
     if complete(root, arch):
         log.reuse(f"the {suite} {arch} sysroot {root}")
         return result
-    for tool, package in (("apt-get", "apt"), ("dpkg-deb", "dpkg")):
-        if shutil.which(tool) is None:
-            raise MissingRequirement(f"{tool} is not installed: it makes the {suite} sysroot local builds link "
-                                     "against", tool, f"install {package}, or set {ENV}=none to link against this "
-                                     "machine's glibc (a higher glibc floor)")
-    if not KEYRING.is_file():
-        raise MissingRequirement(f"Debian's archive keyring is missing: the {suite} packages are checked with it",
-                                 KEYRING, f"apt-get install debian-archive-keyring, or set {ENV}=none")
+    _require_tools(suite)
     fsutil.writable_dir(root.parent, "sysroot cache", "FARM_CACHE_DIR", "FARM_CACHE_DIR")
     marker = root.with_name(root.name + ".complete")
     with fsutil.locked(root.with_name(root.name + ".lock"), f"the {suite} {arch} sysroot"):
@@ -296,25 +289,8 @@ def ensure_sysroot(arch: str = "x86_64", suite: str = DEFAULT_SUITE) -> Sysroot:
         marker.unlink(missing_ok=True)
         mirror = _mirror()
         started = time.monotonic()
-        hint = (f"check that {mirror} serves {suite} for {DEBIAN_ARCH[arch]} (FARM_DEBIAN_MIRROR names another "
-                f"mirror; http_proxy is honoured), or set {ENV}=none")
         try:
-            with tempfile.TemporaryDirectory(prefix=".farm-sysroot-", dir=root.parent) as tmp:
-                work = Path(tmp)
-                for sub in ("lists/partial", "cache/archives/partial", "apt.conf.d", "debs"):
-                    (work / sub).mkdir(parents=True)
-                (work / "status").write_text("")
-                (work / "preferences").write_text("")
-                (work / "sources.list").write_text(f"deb [signed-by={KEYRING}] {mirror} {suite} main\n")
-                opts = apt_options(work, arch)
-                proc.run(["apt-get", *opts, "update"], capture=True,
-                         what=f"apt-get could not read the {suite} package lists for the sysroot", hint=hint)
-                proc.run(["apt-get", *opts, "download", *packages(SUITES[suite])], cwd=work / "debs", capture=True,
-                         what=f"apt-get could not download the {suite} packages of the sysroot", hint=hint)
-                root.mkdir()
-                debs = sorted((work / "debs").glob("*.deb"))
-                for deb in debs:
-                    proc.run(["dpkg-deb", "-x", deb, root], what=f"dpkg-deb could not unpack {deb.name}")
+            debs = _unpack_packages(root, arch, suite, mirror)
             links = make_links_relative(root)
             for needed in (root / LOADER[arch], root / "usr/lib" / TRIPLET[arch] / "libc.so"):
                 if not needed.exists():
@@ -328,6 +304,44 @@ def ensure_sysroot(arch: str = "x86_64", suite: str = DEFAULT_SUITE) -> Sysroot:
     log.info(f"{suite} {arch} sysroot made in {time.monotonic() - started:.0f} s ({links} absolute links "
              f"made relative): {root}")
     return result
+
+
+def _require_tools(suite: str) -> None:
+    """apt-get and dpkg-deb, and Debian's archive keyring to check the packages with."""
+    for tool, package in (("apt-get", "apt"), ("dpkg-deb", "dpkg")):
+        if shutil.which(tool) is None:
+            raise MissingRequirement(f"{tool} is not installed: it makes the {suite} sysroot local builds link "
+                                     "against", tool, f"install {package}, or set {ENV}=none to link against this "
+                                     "machine's glibc (a higher glibc floor)")
+    if not KEYRING.is_file():
+        raise MissingRequirement(f"Debian's archive keyring is missing: the {suite} packages are checked with it",
+                                 KEYRING, f"apt-get install debian-archive-keyring, or set {ENV}=none")
+
+
+def _unpack_packages(root: Path, arch: str, suite: str, mirror: str) -> list[Path]:
+    """The sysroot's packages downloaded from ``mirror`` by an apt of their own (a throwaway state folder beside
+    ``root``, no root rights) and unpacked into ``root``; the package files, whose names carry their versions."""
+    from ci import proc
+
+    hint = (f"check that {mirror} serves {suite} for {DEBIAN_ARCH[arch]} (FARM_DEBIAN_MIRROR names another "
+            f"mirror; http_proxy is honoured), or set {ENV}=none")
+    with tempfile.TemporaryDirectory(prefix=".farm-sysroot-", dir=root.parent) as tmp:
+        work = Path(tmp)
+        for sub in ("lists/partial", "cache/archives/partial", "apt.conf.d", "debs"):
+            (work / sub).mkdir(parents=True)
+        (work / "status").write_text("")
+        (work / "preferences").write_text("")
+        (work / "sources.list").write_text(f"deb [signed-by={KEYRING}] {mirror} {suite} main\n")
+        opts = apt_options(work, arch)
+        proc.run(["apt-get", *opts, "update"], capture=True,
+                 what=f"apt-get could not read the {suite} package lists for the sysroot", hint=hint)
+        proc.run(["apt-get", *opts, "download", *packages(SUITES[suite])], cwd=work / "debs", capture=True,
+                 what=f"apt-get could not download the {suite} packages of the sysroot", hint=hint)
+        root.mkdir()
+        debs = sorted((work / "debs").glob("*.deb"))
+        for deb in debs:
+            proc.run(["dpkg-deb", "-x", deb, root], what=f"dpkg-deb could not unpack {deb.name}")
+    return debs
 
 
 def for_arch(arch: str, env: Mapping[str, str] | None = None) -> Sysroot | None:

@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ci.errors import UsageError
+from ci.errors import TargetError, UsageError
 from ci.log import log
 from ci.universe import selection
 from ci.universe.selection import Selection, select
@@ -103,7 +103,7 @@ def _not_built(config: ProjectConfig, target_id: str, known: Sequence[Target]) -
         if stand_in is not None and stand_in.id == target_id:
             return UsageError("a local stand-in, which no workflow builds", target_id,
                               f"GitHub builds {target.id} (CUDA {target.cell.cuda}) in its place: ask for that one")
-    return targets.TargetError(f"{config.name}'s workflows build no such target", target_id,
+    return TargetError(f"{config.name}'s workflows build no such target", target_id,
                                f"they build {', '.join(t.id for t in known)} (python -m ci matrix --os all)")
 
 
@@ -131,7 +131,6 @@ def _select(config: ProjectConfig, request: Request, os_name: str, named: tuple[
 def plan(config: ProjectConfig, request: Request, env: Mapping[str, str]) -> tuple[Target, ...]:
     """The targets ``request`` selects, in the workflows' order (never empty: that is an error); ``env``: the
     run's GITHUB_REF_* (the environment the entry read)."""
-    from ci.universe import targets
 
     if request.publish and not (env.get("GITHUB_REF_TYPE") == "tag" and env.get("GITHUB_REF_NAME", "").startswith("v")):
         raise UsageError("publishing needs a release tag", env.get("GITHUB_REF_NAME") or "no ref",
@@ -168,12 +167,12 @@ def plan(config: ProjectConfig, request: Request, env: Mapping[str, str]) -> tup
                              "(python -m ci matrix --os all)")
     left_out = [i for i in request.ids if i not in chosen]
     if left_out:
-        raise targets.TargetError("the filters leave out a named target", f"{left_out[0]}: {request.filters}",
+        raise TargetError("the filters leave out a named target", f"{left_out[0]}: {request.filters}",
                                   "drop the filter, or the target")
     if not chosen:
         if refusals:
             raise refusals[0]
-        raise targets.TargetError("the inputs select no target", request.filters,
+        raise TargetError("the inputs select no target", request.filters,
                                   "python -m ci matrix --os all lists the targets with their torch, CUDA and Python")
     return tuple(t for t in known if t.id in chosen)
 
@@ -214,7 +213,7 @@ def assemble(config: ProjectConfig, artifacts: Path, ids: Sequence[str], out: Pa
     run's GITHUB_SHA)."""
     from ci.release.assembly import prepare_out, verify_release, write_release
     from ci.release.install_checks import check_extra_index, check_index_install
-    from ci.release.install_lines import check_install_lines
+    from ci.release.install_lines.pip_check import check_install_lines
     from ci.release.manifest import record_checks, record_install_lines, write_manifest
     from ci.release.plan import audit_again, find_built
     from ci.release.plan import plan as release_plan

@@ -67,9 +67,10 @@ def pypi_majors(config: ProjectConfig) -> tuple[int, ...]:
     from packaging.version import Version
 
     from ci.universe import matrix, targets
+    from ci.universe.targets import axes
 
     if config.torch or config.torch_spec is not None:
-        releases = targets.torch_releases(config)
+        releases = axes.torch_releases(config)
     else:
         oldest = min((Version(t.torch) for t in targets.platform_targets(config, "linux")), default=None)
         releases = [r for r in matrix.TORCH_RELEASES if oldest is None or Version(r.version) >= oldest]

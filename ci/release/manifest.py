@@ -192,8 +192,8 @@ def record_file(manifest: Manifest, file_name: str, results: Mapping[str, str]) 
 
 
 def record_install_lines(manifest: Manifest, results: Mapping[str, str]) -> Manifest:
-    """``{"<line id> <file>": result}`` (install_lines.check_install_lines) as each file's ``install-line <line id>``
-    checks."""
+    """``{"<line id> <file>": result}`` (install_lines.pip_check.check_install_lines) as each file's
+    ``install-line <line id>`` checks."""
     by_file: dict[str, dict[str, str]] = {}
     for key, result in sorted(results.items()):
         line_id, _, name = key.rpartition(" ")

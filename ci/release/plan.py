@@ -148,37 +148,58 @@ def plan(config: ProjectConfig, built: Sequence[Built], sdist: Path | None, *, t
     files: list[ReleaseFile] = []
     versions: dict[str, str] = {}
     for item in built:
-        target = item.target
         public, local = wheelmeta.version_parts(item.wheel.name)
         versions[item.wheel.name] = public
-        if target.id not in pypi_ids:
-            on_pypi, why = False, f"variant {target.variant} (PyPI has {variant}): GitHub Release and index only"
-            if target.variant != variant and not local:
-                raise UsageError(
-                    f"the {target.variant} wheel has no local version, so pip would take it for PyPI's "
-                    f"{variant} build", item.wheel.name,
-                    f"give wheels of variants other than {variant} a local label (+{target.variant}); "
-                    "see docs/releasing.md 'Variants and local versions'")
-        elif local:
-            on_pypi, why = False, f"local version +{local}: PyPI refuses local versions; GitHub Release and index"
-        else:
-            on_pypi, why = True, f"the PyPI variant {variant}"
-        parsed = wheelmeta.parse_name(item.wheel)
-        files.append(ReleaseFile(
-            name=item.wheel.name, sha256=wheelmeta.sha256_file(item.wheel), size=item.wheel.stat().st_size,
-            kind="wheel", pypi=on_pypi, pypi_reason=why, target=target.id, os=target.os, variant=target.variant,
-            cuda=target.cell.cuda, torch=target.torch, python=target.oldest_python, tags=parsed.tags,
-            requires_python=_requires_python(item.wheel),
-            checks=tuple(sorted((checks or {}).get(item.wheel.name, {}).items())),
-            index=index_name(target.project.abi, target.variant, target.torch), abi=target.project.abi,
-            metadata_sha256=hashlib.sha256(wheelmeta.metadata_bytes(item.wheel)).hexdigest(),
-        ))
+        on_pypi, why = _place(item, local, pypi_ids, variant)
+        files.append(_wheel_file(item, on_pypi, why, (checks or {}).get(item.wheel.name, {})))
     if sdist is not None:
         base = sdist.name.removesuffix(".tar.gz")
         public = base.rpartition("-")[2]
         versions[sdist.name] = public
         files.append(ReleaseFile(name=sdist.name, sha256=wheelmeta.sha256_file(sdist), size=sdist.stat().st_size,
                                  kind="sdist", pypi=True, pypi_reason="the source distribution"))
+    version = _one_version(versions, tag)
+    check_unique_names(files)
+    check_label_order(files)
+    return Manifest(project=config.name, version=version, tag=tag, commit=commit, pypi_variant=variant,
+                    files=tuple(sorted(files, key=lambda f: f.name)))
+
+
+def _place(item: Built, local: str, pypi_ids: frozenset[str], variant: str) -> tuple[bool, str]:
+    """Whether the wheel goes to PyPI, and why (or why not): only the PyPI variant's wheels without a local
+    version; another variant's wheel without a local label is refused (pip would take it for PyPI's)."""
+    target = item.target
+    if target.id not in pypi_ids:
+        if target.variant != variant and not local:
+            raise UsageError(
+                f"the {target.variant} wheel has no local version, so pip would take it for PyPI's "
+                f"{variant} build", item.wheel.name,
+                f"give wheels of variants other than {variant} a local label (+{target.variant}); "
+                "see docs/releasing.md 'Variants and local versions'")
+        return False, f"variant {target.variant} (PyPI has {variant}): GitHub Release and index only"
+    if local:
+        return False, f"local version +{local}: PyPI refuses local versions; GitHub Release and index"
+    return True, f"the PyPI variant {variant}"
+
+
+def _wheel_file(item: Built, on_pypi: bool, why: str, checks: Mapping[str, str]) -> ReleaseFile:
+    """The manifest's record of a built wheel."""
+    from ci import wheelmeta
+
+    target = item.target
+    parsed = wheelmeta.parse_name(item.wheel)
+    return ReleaseFile(
+        name=item.wheel.name, sha256=wheelmeta.sha256_file(item.wheel), size=item.wheel.stat().st_size,
+        kind="wheel", pypi=on_pypi, pypi_reason=why, target=target.id, os=target.os, variant=target.variant,
+        cuda=target.cell.cuda, torch=target.torch, python=target.oldest_python, tags=parsed.tags,
+        requires_python=_requires_python(item.wheel), checks=tuple(sorted(checks.items())),
+        index=index_name(target.project.abi, target.variant, target.torch), abi=target.project.abi,
+        metadata_sha256=hashlib.sha256(wheelmeta.metadata_bytes(item.wheel)).hexdigest(),
+    )
+
+
+def _one_version(versions: Mapping[str, str], tag: str | None) -> str:
+    """The release's version: every file's, and the tag's when there is one."""
     distinct = sorted(set(versions.values()))
     if len(distinct) != 1:
         raise UsageError("the release's files have different versions", ", ".join(
@@ -187,6 +208,11 @@ def plan(config: ProjectConfig, built: Sequence[Built], sdist: Path | None, *, t
     if tag is not None and tag.removeprefix("v") != version:
         raise UsageError("the tag does not name the version of the wheels", f"{tag} vs {version}",
                          f"tag the release v{version}, or bump [project] version")
+    return version
+
+
+def check_unique_names(files: Iterable[ReleaseFile]) -> None:
+    """Refuse two targets whose wheels share a file name (a GitHub Release is one flat folder)."""
     by_name: dict[str, list[str]] = {}
     for entry in files:
         by_name.setdefault(entry.name, []).append(entry.target or "sdist")
@@ -197,9 +223,6 @@ def plan(config: ProjectConfig, built: Sequence[Built], sdist: Path | None, *, t
             "two targets build wheels of one file name", f"{name}: {', '.join(ids)}",
             "a GitHub Release is one folder and pip cannot tell them apart: the variants need local labels "
             "(+cu124; see docs/releasing.md 'Variants and local versions')")
-    check_label_order(files)
-    return Manifest(project=config.name, version=version, tag=tag, commit=commit, pypi_variant=variant,
-                    files=tuple(sorted(files, key=lambda f: f.name)))
 
 
 def check_label_order(files: Iterable[ReleaseFile]) -> None:

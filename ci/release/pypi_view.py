@@ -1,5 +1,5 @@
 """PyPI as pip sees it, without downloads: a local page server for ``pip install --dry-run`` checks
-(``ci/release/install_lines.py``).
+(``ci/release/install_lines/pip_check.py``).
 
 pip resolves from each file's PEP 658 metadata, which PyPI serves next to the file (``<file>.metadata``). Where
 the index pages do not announce it (a mirror or proxy that drops the attribute; pip then downloads every
@@ -42,10 +42,10 @@ PYPI_SIMPLE = "https://pypi.org/simple"
 
 @functools.cache
 def _ssl_context() -> ssl.SSLContext:
-    """The CA bundle pip uses (``lockcheck.pip_settings``: PIP_CERT, then pip's configuration), as lockcheck."""
-    from ci.universe import lockcheck
+    """The CA bundle pip uses (``pages.pip_settings``: PIP_CERT, then pip's configuration), as lockcheck."""
+    from ci.universe.lockcheck import pages
 
-    cafile = lockcheck.pip_settings().get("cert") or settings.current().environ.get("SSL_CERT_FILE")
+    cafile = pages.pip_settings().get("cert") or settings.current().environ.get("SSL_CERT_FILE")
     return ssl.create_default_context(cafile=cafile if cafile and Path(cafile).is_file() else None)
 
 

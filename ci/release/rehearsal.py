@@ -108,12 +108,13 @@ def import_tests(out: Path, manifest: Manifest, by_id: Mapping[str, Target], pro
 def tool_installs() -> str:
     """What every job's ``pip install --require-hashes -r ci/requirements/<lock>.txt`` installs, resolved for each
     CPython and platform the lock serves (Windows jobs included): a wheel with a hash of the lock for every pin,
-    from the index pip uses (``ci/universe/lockcheck.py``)."""
+    from the index pip uses (``ci/universe/lockcheck/``)."""
     from ci.universe import lockcheck, pins
+    from ci.universe.lockcheck import platforms
 
     names = pins.all_locks()
     lockcheck.require(names)
-    environments = sum(len(lockcheck.environments(name)) for name in names)
+    environments = sum(len(platforms.environments(name)) for name in names)
     return f"{len(names)} locks install from wheels in each of their {environments} (CPython, platform) pairs"
 
 
@@ -122,7 +123,7 @@ def windows_toolkits(windows_targets: Sequence[Target]) -> dict[str, str]:
     real win_amd64 wheels: the cell's hash-pinned lock installed for win_amd64 and the farm's Python, then the
     Windows layout found in it (nvcc.exe, include, lib/x64/cudart.lib, the DLL folders). nvcc.exe cannot run here:
     the nvcc wheel's version stands in for its ``--version``. NVIDIA's installer (CUDA 12) runs on Windows only."""
-    from windows import toolkit as windows_toolkit
+    from windows.toolkit import wheels as toolkit_wheels
 
     results: dict[str, str] = {}
     for cell in {t.cell.name: t.cell for t in windows_targets}.values():
@@ -130,7 +131,7 @@ def windows_toolkits(windows_targets: Sequence[Target]) -> dict[str, str]:
         if cell.windows.toolkit != "pypi":
             results[cell.name] = f"not run here: NVIDIA's {cell.windows.toolkit} runs on Windows only"
             continue
-        found = windows_toolkit.ensure_pypi(cell, probe=None, pip_platform=(
+        found = toolkit_wheels.ensure_pypi(cell, probe=None, pip_platform=(
             "--platform", "win_amd64", "--python-version", pins.FARM_PYTHON, "--only-binary=:all:"))
         results[cell.name] = f"ok: nvcc {found.nvcc_version} for win_amd64 at {found.cuda_home}"
     return results

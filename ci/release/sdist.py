@@ -62,9 +62,9 @@ def build_sdist(config: ProjectConfig, dest: Path, *, cpu_torch: str | None = No
     (:func:`check_sdist`) and return its path."""
     from ci import proc
     from ci.toolchain import envs
-    from ci.universe import targets
+    from ci.universe.targets import platforms
 
-    python = targets.current_python()
+    python = platforms.current_python()
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="farm-sdist-") as tmp:
         out = Path(tmp) / "dist"
@@ -357,13 +357,14 @@ def build_wheel_from_sdist(config: ProjectConfig, sdist: Path, dest: Path, *, ar
     temporary one, removed; the release target's usual build folder is left alone)."""
     from ci.builds import report, tail
     from ci.linux import host as build
-    from ci.universe import project, targets
+    from ci.universe import targets
+    from ci.universe.project import reading
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="farm-sdist-wheel-") as tmp:
         root = unpack_sdist(sdist, Path(tmp) / "unpacked")
         own_config = config.source if config.source != config.root / "pyproject.toml" else None
-        unpacked = project.load(root, own_config)
+        unpacked = reading.load(root, own_config)
         target = targets.with_arch_list(targets.default_target(unpacked), arch_list or proof_arch_list(unpacked))
         outputs = tail.Outputs(wheelhouse=dest, build_root=work or Path(tmp) / "build")
         log.note("wheel from the sdist", f"{sdist.name}: {target.id}, archs {target.cell.arch_list}", style="bold")

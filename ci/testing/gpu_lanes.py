@@ -260,12 +260,19 @@ def _grouped(target: Target, lane: str, run: Callable[[], LaneResult]) -> LaneRe
 
 def run_gpu_lanes(target: Target, subject: Subject, *, ptx: Subject | None, lanes: list[str], quick: bool,
                   out: Path) -> int:
-    config = target.project
-    configured = config.commands
     fsutil.writable_dir(out, "results folder", "--out", "FARM_TEST_RESULTS")
     if quick:  # in the lanes' environments, not this process's
         subject = dataclasses.replace(subject, quick=True)
         ptx = dataclasses.replace(ptx, quick=True) if ptx is not None else None
+    info, gpus = _checked_environment(target, subject, ptx)
+    results = _run_lanes(target, subject, ptx, lanes, gpus, out)
+    _report(target, info, gpus, results, out)
+    return 0
+
+
+def _checked_environment(target: Target, subject: Subject,
+                         ptx: Subject | None) -> tuple[dict[str, object], list[dict[str, object]]]:
+    """The lanes' environment, shown, and refused unless its torch exercises the wheel's kernels on a GPU."""
     info = environment_report(subject)
     gpus = info["gpus"]
     assert isinstance(gpus, list)
@@ -279,6 +286,15 @@ def run_gpu_lanes(target: Target, subject: Subject, *, ptx: Subject | None, lane
         raise MissingRequirement("no CUDA GPU is visible", f"torch {info['torch']}",
                                  "run test-gpu on a machine with a GPU; on CPU-only machines run the CPU tests: "
                                  f"{settings.entry('test')}")
+    return info, gpus
+
+
+def _run_lanes(target: Target, subject: Subject, ptx: Subject | None, lanes: list[str],
+               gpus: list[dict[str, object]], out: Path) -> list[LaneResult]:
+    """Each lane asked for, in order; one the project does not configure (or this machine cannot run) is
+    skipped with the reason."""
+    config = target.project
+    configured = config.commands
     results: list[LaneResult] = []
     root = config.root
     if "default" in lanes:
@@ -317,6 +333,12 @@ def run_gpu_lanes(target: Target, subject: Subject, *, ptx: Subject | None, lane
         bench = configured.bench
         results.append(_grouped(target, "bench", lambda: run_lane("bench", bench, subject, out, root))
                        if bench else not_configured("bench", "bench"))
+    return results
+
+
+def _report(target: Target, info: Mapping[str, object], gpus: list[dict[str, object]], results: list[LaneResult],
+            out: Path) -> None:
+    """The lanes' table, ``summary.json``, and the error naming the lanes that failed."""
     table = Table(title=escape(f"test-gpu: {target.id} on {', '.join(str(g['name']) for g in gpus)}"))
     for col in ("lane", "passed", "failed", "skipped", "status", "detail"):
         table.add_column(col)
@@ -331,4 +353,3 @@ def run_gpu_lanes(target: Target, subject: Subject, *, ptx: Subject | None, lane
     if failed:
         raise CommandFailed(f"{len(failed)} GPU test lanes failed", ", ".join(failed),
                             f"their output is above; JUnit XML and logs are in {out}")
-    return 0

@@ -73,7 +73,7 @@ def pip_install_target(lock: str, target: Path, extra: Sequence[str] = ()) -> li
     """The pip command that installs the hash-pinned wheels of ``ci/requirements/<lock>.txt`` into ``target``.
 
     ``extra``: more pip options; ``--platform win_amd64 --python-version 3.12`` installs the Windows wheels on
-    another host (what the recorded-layout check of windows/toolkit.py does; pip picks the host's otherwise)."""
+    another host (what the recorded-layout check of windows/toolkit/ does; pip picks the host's otherwise)."""
     return [
         sys.executable, "-m", "pip", "install", "--only-binary=:all:", "--disable-pip-version-check",
         "--target", str(target), *extra, *pins.requirement_args(lock),

@@ -14,7 +14,7 @@ build outputs (``build``, ``dist``, ``wheelhouse``, virtual environments) and fo
 Headers of the toolkit and of torch are not the project's: their gates (``cuda_fp8.hpp``'s hardware conversions on
 8.9) fall back to portable code, and the docs say so. Each file's gates are cached by its size and time.
 
-Standard library only (``ci/universe/targets.py`` uses it, and ``noxfile.py`` imports that).
+Standard library only (``ci/universe/targets/`` uses it, and ``noxfile.py`` imports that).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What a project's own build files say, read without running them: whether a CMake build finds torch
 (``[build-system]``, ``CMakeLists.txt``), and the abi3 floor its ``bdist_wheel`` options, setup.cfg, setup.py or
-scikit-build-core's ``wheel.py-api`` ask for. ``ci/universe/project.py`` asks both while it reads the project
+scikit-build-core's ``wheel.py-api`` ask for. ``ci/universe/project/`` asks both while it reads the project
 (and raises the error: this module imports nothing of the farm)."""
 
 from __future__ import annotations

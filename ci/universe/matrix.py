@@ -8,10 +8,17 @@
   their wheels and the CPython versions they have wheels for.
 
 Projects never list versions of their own beyond what they want covered: a
-project's targets (``ci/universe/targets.py``) are this universe filtered by its
-configuration (``ci/universe/project.py``). Adding a toolkit is one entry in ``CELLS``;
+project's targets (``ci/universe/targets/``) are this universe filtered by its
+configuration (``ci/universe/project/``). Adding a toolkit is one entry in ``CELLS``;
 a new torch release is one entry in ``TORCH_RELEASES``, written from PyPI by ``cuda-ext-farm adopt-torch``
 (``--check`` compares the table with PyPI; ``ci/universe/adoption.py``).
+
+Why one module, not a package of tables and functions: the file is the truth's unit. ``adopt-torch`` rewrites
+its entries in place (``adoption.MATRIX_FILE``), the generated workflows rebuild the images when it changes and the
+adoption job commits it by this path (``ci/gha/``), and its functions are the tables' own lookups and their
+validation (``get_cell``, ``get_torch``, ``validate``: each error names the table to edit), with no other
+responsibility to separate (the command line's overrides of a cell are ``selection.resolve``). About two
+thirds of its lines are the tables, a quarter their lookups.
 
 This module only uses the standard library so ``noxfile.py`` can import it
 before any virtual environment exists.
@@ -24,7 +31,6 @@ import re
 from collections.abc import Iterable, Mapping
 
 from ci.errors import MatrixError
-from ci.universe.archs import with_arch_list
 from ci.universe.shapes import (
     Cell,
     Toolkit,
@@ -404,17 +410,3 @@ def validate(cell: Cell) -> Cell:
             raise MatrixError("a stand-in must be a non-release cell of its release cell's CUDA major", cell.name,
                               f"fix stand_in_for / release of {cell.name} in ci/universe/matrix.py")
     return cell
-
-
-def resolve(
-    key: str,
-    arch_list: str | None = None,
-    torch: str | None = None,
-) -> Cell:
-    """Look a cell up, apply the architecture and torch overrides, validate it (``arch_list``: ``--arch-list`` /
-    ``TORCH_CUDA_ARCH_LIST`` as the entry resolved it, ci/settings.py)."""
-    cell = get_cell(key)
-    cell = with_arch_list(cell, arch_list)
-    if torch:
-        cell = dataclasses.replace(cell, torch=get_torch(torch).version)
-    return validate(cell)

@@ -9,7 +9,7 @@ The CUDA toolkit locks (``toolkit-<cell>``) and the cuobjdump lock are written f
 source of truth for those pins; ``nox -s lock`` regenerates everything and a test fails when a lock no
 longer matches its source.
 
-Locks, and the interpreters and platforms each must install on (``served``; ``ci/universe/lockcheck.py`` proves it
+Locks, and the interpreters and platforms each must install on (``served``; ``ci/universe/lockcheck/`` proves it
 against the index pip uses: every pin whose marker applies has a *wheel* there for that CPython and platform,
 with a hash the lock holds, so no install ever builds an sdist; ``nox -s lock`` runs it, and so does
 tests/unit/universe/test_lockcheck.py). "manylinux" means glibc >= 2.28 (the builder images' manylinux_2_28; RHEL 8,
@@ -58,7 +58,7 @@ HAND_WRITTEN = ("farm", "test", "lint", "build", "image", "ccache")
 #: The farm's own Python on the runners (CPython >= 3.11 runs the farm: farm/pyproject.toml, pins.FARM_PYTHONS).
 FARM_PYTHON = "3.12"
 FARM_PYTHONS = ("3.11", "3.12", "3.13", "3.14")
-#: Platform names of ``ci/universe/lockcheck.py`` (manylinux means glibc 2.28 and newer).
+#: Platform names of ``ci/universe/lockcheck/`` (manylinux means glibc 2.28 and newer).
 LINUX_X86_64 = "manylinux_x86_64"
 LINUX_AARCH64 = "manylinux_aarch64"
 WIN_AMD64 = "win_amd64"

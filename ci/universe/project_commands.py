@@ -11,13 +11,13 @@ After a command that imports the package, :func:`origin_check` proves the module
 from __future__ import annotations
 
 import contextlib
-import os
 import shlex
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from ci import settings
 from ci.universe import project
 
 
@@ -37,7 +37,7 @@ def expand(command: Sequence[str], *, python: Path | str = sys.executable, proje
 def no_writes_env() -> dict[str, str]:
     """What keeps a configured command from writing into the project it names with ``{project}``: no bytecode
     caches beside its test files, no ``.pytest_cache`` in its folder (the farm writes only ``wheelhouse/``)."""
-    addopts = f"{os.environ.get('PYTEST_ADDOPTS', '')} -p no:cacheprovider".strip()
+    addopts = f"{settings.current().environ.get('PYTEST_ADDOPTS', '')} -p no:cacheprovider".strip()
     return {"PYTHONDONTWRITEBYTECODE": "1", "PYTEST_ADDOPTS": addopts}
 
 

@@ -1,6 +1,6 @@
 """What PyPI says about each torch release, as a ``TorchRelease`` (``observe``), read without downloading a wheel:
 the index page, one small ``.metadata`` file per wheel, and about 1.5 MB of one wheel per CPU architecture read in
-place by range requests, as ``torch_archs`` does. ``Live`` reads PyPI (the index pip uses: ``lockcheck.Index``,
+place by range requests, as ``torch_archs`` does. ``Live`` reads PyPI (the index pip uses: ``pages.Index``,
 pip's index-url and CA bundle, retries); ``Recorded`` a trimmed snapshot of it (``record`` writes one; the replay
 test reads tests/fixtures/pypi_torch/).
 
@@ -44,7 +44,8 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from ci.errors import CommandFailed
-from ci.universe import lockcheck, shapes, torch_archs
+from ci.universe import shapes, torch_archs
+from ci.universe.lockcheck import pages
 
 #: The platform tag of each kind of wheel read.
 PLATFORM_TAGS = {"x86_64": "manylinux_2_28_x86_64", "aarch64": "manylinux_2_28_aarch64", "win_amd64": "win_amd64"}
@@ -61,11 +62,11 @@ _STD_FLAG = re.compile(r"""['"][-/]std[=:]c\+\+(\d+)['"]""")
 class Source(Protocol):
     """What the adoption reads from PyPI (``Live``) or a recorded snapshot of it (``Recorded``)."""
 
-    def files(self, project: str) -> list[lockcheck.IndexFile]: ...
+    def files(self, project: str) -> list[pages.IndexFile]: ...
 
-    def metadata(self, wheel: lockcheck.IndexFile) -> str: ...
+    def metadata(self, wheel: pages.IndexFile) -> str: ...
 
-    def wheel_facts(self, wheel: lockcheck.IndexFile) -> WheelFacts: ...
+    def wheel_facts(self, wheel: pages.IndexFile) -> WheelFacts: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,7 +89,7 @@ def cxx_of(cpp_extension: str) -> int:
     return max(counts, key=lambda std: (counts[std], std))
 
 
-def _get(url: str, index: lockcheck.Index) -> bytes | None:
+def _get(url: str, index: pages.Index) -> bytes | None:
     """A URL's body (None on 404), three attempts, with pip's CA bundle."""
     request = urllib.request.Request(url, headers={"User-Agent": "cuda-ext-farm adopt-torch"})
     for attempt in range(3):
@@ -111,17 +112,17 @@ def _get(url: str, index: lockcheck.Index) -> bytes | None:
 class Live:
     """PyPI (the index pip uses) and torch's wheels read in place."""
 
-    def __init__(self, index: lockcheck.Index | None = None) -> None:
-        self.index = index or lockcheck.Index()
+    def __init__(self, index: pages.Index | None = None) -> None:
+        self.index = index or pages.Index()
 
-    def files(self, project: str) -> list[lockcheck.IndexFile]:
+    def files(self, project: str) -> list[pages.IndexFile]:
         return self.index.files(project)
 
-    def _zip(self, wheel: lockcheck.IndexFile) -> zipfile.ZipFile:
+    def _zip(self, wheel: pages.IndexFile) -> zipfile.ZipFile:
         remote = torch_archs.RangeFile(wheel.url, self.index.ssl_context)
         return zipfile.ZipFile(io.BufferedReader(remote, buffer_size=1 << 16))
 
-    def metadata(self, wheel: lockcheck.IndexFile) -> str:
+    def metadata(self, wheel: pages.IndexFile) -> str:
         body = _get(wheel.url + ".metadata", self.index)  # PEP 658; PyPI's file host has it for most wheels
         if body is not None:
             return body.decode()
@@ -129,7 +130,7 @@ class Live:
             member = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
             return zf.read(member).decode()
 
-    def wheel_facts(self, wheel: lockcheck.IndexFile) -> WheelFacts:
+    def wheel_facts(self, wheel: pages.IndexFile) -> WheelFacts:
         with self._zip(wheel) as zf:
             library = next((n for n in zf.namelist() if n.endswith("/lib/libtorch_python.so")), None)
             if library is None:
@@ -148,17 +149,17 @@ class Recorded:
         self.folder = folder
         self.facts = json.loads((folder / "wheels.json").read_text())
 
-    def files(self, project: str) -> list[lockcheck.IndexFile]:
+    def files(self, project: str) -> list[pages.IndexFile]:
         page = self.folder / "simple" / f"{project}.json"
         if not page.is_file():
             return []
-        return lockcheck.parse_page(page.read_bytes(), "application/vnd.pypi.simple.v1+json",
+        return pages.parse_page(page.read_bytes(), "application/vnd.pypi.simple.v1+json",
                                     f"https://files.example/{project}/")
 
-    def metadata(self, wheel: lockcheck.IndexFile) -> str:
+    def metadata(self, wheel: pages.IndexFile) -> str:
         return (self.folder / "metadata" / f"{wheel.filename}.metadata").read_text()
 
-    def wheel_facts(self, wheel: lockcheck.IndexFile) -> WheelFacts:
+    def wheel_facts(self, wheel: pages.IndexFile) -> WheelFacts:
         found = self.facts[wheel.filename]
         return WheelFacts(tuple(found["flags"].split()), int(found["cxx"]))
 
@@ -193,7 +194,7 @@ def newest_patches(versions: Sequence[str], floor: str) -> list[str]:
     return list(newest.values())
 
 
-def cpythons(files: Sequence[lockcheck.IndexFile], version: str, platform: str) -> set[str]:
+def cpythons(files: Sequence[pages.IndexFile], version: str, platform: str) -> set[str]:
     """The CPythons (``3.12``; GIL builds) with a torch ``version`` wheel for ``platform``."""
     found = set()
     for f in files:
@@ -206,11 +207,11 @@ def cpythons(files: Sequence[lockcheck.IndexFile], version: str, platform: str) 
     return found
 
 
-def wheel_for(files: Sequence[lockcheck.IndexFile], version: str, arch: str) -> lockcheck.IndexFile | None:
+def wheel_for(files: Sequence[pages.IndexFile], version: str, arch: str) -> pages.IndexFile | None:
     """The wheel read for ``arch``: CPython READ_PYTHON's (else the newest CPython's), the highest build number (the
     one pip installs)."""
     platform = PLATFORM_TAGS[arch]
-    best: tuple[tuple[int, ...], int, lockcheck.IndexFile] | None = None
+    best: tuple[tuple[int, ...], int, pages.IndexFile] | None = None
     for f in files:
         parsed = wheel_tags(f.filename)
         if parsed is None or str(parsed[0]) != version:
@@ -247,7 +248,7 @@ class UploadIncomplete(CommandFailed):
     """PyPI has some of a release's wheels, not all of them yet: an upload in progress (``upload_incomplete``)."""
 
 
-def _platforms(files: Sequence[lockcheck.IndexFile], version: str) -> dict[str, set[str]]:
+def _platforms(files: Sequence[pages.IndexFile], version: str) -> dict[str, set[str]]:
     """The CPythons of ``version``'s wheels on each platform it has any for (``x86_64``, ``aarch64``, ``win_amd64``)."""
     found = {arch: cpythons(files, version, tag) for arch, tag in PLATFORM_TAGS.items()}
     return {arch: pythons for arch, pythons in found.items() if pythons}

@@ -56,7 +56,7 @@ class WindowsFacts:
     installer: str = ""
     #: The installer's checksum as ``<algorithm>:<hex>`` (pip's ``--hash`` form), checked before it runs:
     #: ``sha256:...``, or ``md5:...``, the only checksum NVIDIA publishes for it (``docs/sidebar/md5sum.txt``
-    #: of the release); windows/toolkit.py prints the download's SHA-256 so the pin can be strengthened.
+    #: of the release); windows/toolkit/installer.py prints the download's SHA-256 so the pin can be strengthened.
     installer_hash: str = ""
 
 

@@ -1,5 +1,5 @@
 """Sizes written by people ("95 MiB", "90MB", or a number of bytes), for project keys such as max-wheel-size.
-Standard library only: ci/universe/project.py reads the configuration before any virtual environment exists."""
+Standard library only: ci/universe/project/ reads the configuration before any virtual environment exists."""
 
 from __future__ import annotations
 

@@ -19,7 +19,8 @@ import zipfile
 from collections.abc import Iterable
 
 from ci.errors import CommandFailed, MatrixError
-from ci.universe import lockcheck, shapes
+from ci.universe import shapes
+from ci.universe.lockcheck import pages
 
 PLATFORMS = {"x86_64": "manylinux_2_28_x86_64", "aarch64": "manylinux_2_28_aarch64"}
 _FLAGS = re.compile(rb"(?:sm|compute)_\d+[af]?(?: (?:sm|compute)_\d+[af]?)+")
@@ -74,7 +75,7 @@ class ReadArchs:
     fetched: int
 
 
-def wheel_url(index: lockcheck.Index, version: str, arch: str, python: str = "3.12") -> tuple[str, str]:
+def wheel_url(index: pages.Index, version: str, arch: str, python: str = "3.12") -> tuple[str, str]:
     """(file name, URL) of torch ``version``'s CPython ``python`` wheel for ``arch`` on the index pip uses."""
     tag = "cp" + python.replace(".", "")
     for entry in index.files("torch"):
@@ -97,9 +98,9 @@ def arch_flags(library: bytes) -> list[str]:
     return found[-1].decode().split() if found else []
 
 
-def read_archs(version: str, arch: str, index: lockcheck.Index | None = None) -> ReadArchs:
+def read_archs(version: str, arch: str, index: pages.Index | None = None) -> ReadArchs:
     """torch ``version``'s own architecture list for ``arch``, read from its wheel on the index pip uses."""
-    index = index or lockcheck.Index()
+    index = index or pages.Index()
     name, url = wheel_url(index, version, arch)
     remote = RangeFile(url, index.ssl_context)
     with zipfile.ZipFile(io.BufferedReader(remote, buffer_size=1 << 16)) as zf:
@@ -115,7 +116,7 @@ def read_archs(version: str, arch: str, index: lockcheck.Index | None = None) ->
 def compare(releases: Iterable[shapes.TorchRelease], arch: str) -> list[tuple[ReadArchs, tuple[str, ...]]]:
     """Each release's list on PyPI beside the one recorded (aarch64: only releases with aarch64 CUDA builds)."""
     rows = []
-    index = lockcheck.Index()
+    index = pages.Index()
     for release in releases:
         if arch == "aarch64" and not release.aarch64:
             continue

@@ -17,7 +17,8 @@ import pytest
 
 from ci import wheelmeta
 from ci.toolchain import envs
-from ci.universe import project, targets
+from ci.universe import targets
+from ci.universe.project import reading
 from ci.universe.selection import Selection, select
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,7 +50,7 @@ def build(dirs: dict[str, Path], fixture: str, *args: str) -> subprocess.Complet
 
 
 def target_for(torch: str) -> targets.Target:
-    return select(project.load(CLASSIC), Selection(torch=torch, python=PYTHON))[0]
+    return select(reading.load(CLASSIC), Selection(torch=torch, python=PYTHON))[0]
 
 
 def build_env_python(torch: str) -> Path:

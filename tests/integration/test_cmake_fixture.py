@@ -79,7 +79,8 @@ def test_cmake_project_test_command_through_the_farm(cmake_project: Built, farm_
 
 
 def test_cmake_fixture_is_a_cmake_project() -> None:
-    """What the farm's check (ci/universe/project.py) asks of a CMake project: find_package(Torch) in CMakeLists.txt."""
+    """What the farm's check (ci/universe/project/reading.py) asks of a CMake project: find_package(Torch) in
+    CMakeLists.txt."""
     text = (FIXTURES / "cmake_skbuild" / "CMakeLists.txt").read_text()
     assert "find_package(Torch REQUIRED)" in text
     assert "scikit_build_core.build" in (FIXTURES / "cmake_skbuild" / "pyproject.toml").read_text()

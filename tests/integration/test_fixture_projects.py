@@ -32,7 +32,7 @@ import pytest
 from ci import wheelmeta
 from ci.builds import report
 from ci.toolchain import envs
-from ci.universe import project
+from ci.universe.project import reading
 from ci.universe.selection import Selection, select
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -126,7 +126,7 @@ def test_template_audit_passed_with_the_limited_api(template: Built) -> None:
 def test_template_ops_run_on_the_cpu_from_the_installed_wheel(template: Built, tmp_path: Path) -> None:
     """The wheel in a clean environment, its own tests run from a folder outside the project: the flat
     layout's source package (no _C library in it) cannot shadow the installed one."""
-    config = project.load(template.project)
+    config = reading.load(template.project)
     target = select(config, Selection(torch=TORCH, python=PYTHON))[0]
     env = envs.test_env(envs.target_env(target), tmp_path / "venv")
     subprocess.run([env.python, "-m", "pip", "install", "--quiet", f"{template.wheel}[test]"], check=True,
@@ -266,7 +266,7 @@ def test_the_force_cuda_fix_decides_on_cuda_without_the_farms_answer(setup_py: s
                                                                      tmp_path: Path) -> None:
     """What the advice says for the key off (or another builder): setup_fixed.py also reads FORCE_CUDA, which the
     farm sets. Its decision alone, in a Python with the target's torch and no ci/buildsite (no compile)."""
-    python = envs.target_env(select(project.load(FIXTURES / "cuda_if_available"),
+    python = envs.target_env(select(reading.load(FIXTURES / "cuda_if_available"),
                                     Selection(torch=TORCH, python=PYTHON))[0]).python
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     result = subprocess.run([python, "-c", DECIDE, setup_py], cwd=FIXTURES / "cuda_if_available", text=True,

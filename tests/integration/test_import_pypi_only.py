@@ -33,7 +33,9 @@ from packaging.utils import parse_wheel_filename
 from ci.release import manifest as release_manifest
 from ci.release import rehearsal
 from ci.toolchain import envs
-from ci.universe import lockcheck, matrix, project, targets
+from ci.universe import matrix, targets
+from ci.universe.lockcheck import pages
+from ci.universe.project import reading
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,7 +50,7 @@ KEPT = ("PIP_DEFAULT_TIMEOUT", "PIP_DISABLE_PIP_VERSION_CHECK", "PIP_CERT")
 def pypi_only(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """pip as a fresh machine has it, PyPI its only index, for this process and the dry run's children; the farm's
     environments in a cache of their own (none made with this machine's indexes is reused)."""
-    cert = lockcheck.pip_settings().get("cert")  # read before the configuration is dropped
+    cert = pages.pip_settings().get("cert")  # read before the configuration is dropped
     patch = pytest.MonkeyPatch()
     for name in list(os.environ):
         if name.startswith("PIP_") and name not in KEPT:
@@ -70,8 +72,8 @@ def pypi_only(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 def _target(cell: str) -> targets.Target:
     """The project's Linux x86_64 target of ``cell``; for a local stand-in (cu124), its release cell's target built
-    there (a stand-in is in no default target list: ci/universe/targets.py stand_in)."""
-    config = project.load(ROOT)
+    there (a stand-in is in no default target list: ci/universe/targets/__init__.py stand_in)."""
+    config = reading.load(ROOT)
     listed = targets.targets_for(config, "linux")
     stand_ins = [s for s in (targets.stand_in(t) for t in listed) if s is not None]
     return next(t for t in (*listed, *stand_ins) if t.cell.name == cell)

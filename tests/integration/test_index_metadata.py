@@ -3,8 +3,8 @@ wheel's ``.metadata`` file, so ``pip install --dry-run --report`` resolves from 
 same index without the files makes pip download the wheel (so the test can fail).
 
 The server is Python's ``http.server`` on 127.0.0.1 (a free port), in a thread; its log is what pip fetched.
-pip runs from a venv with the pip the farm's install checks use (``install_lines.PIP``, from PyPI): pip 23.2
-downloads every wheel it resolved even in a dry run, metadata or not.
+pip runs from a venv with the pip the farm's install checks use (``install_lines.pip_check.PIP``, from PyPI): pip
+23.2 downloads every wheel it resolved even in a dry run, metadata or not.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from typing import Any, BinaryIO
 
 import pytest
 
-from ci.release import assembly, index, install_lines
+from ci.release import assembly, index
+from ci.release.install_lines import pip_check
 from ci.release.manifest import Manifest, ReleaseFile, local_index
 
 NAME = "tinymeta"
@@ -109,7 +110,7 @@ def serve(folder: Path) -> Iterator[tuple[str, list[tuple[str, int]]]]:
 def new_pip(tmp_path_factory: pytest.TempPathFactory) -> Path:
     venv = tmp_path_factory.mktemp("new-pip") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    return install_lines.with_new_pip(venv / "bin" / "python")
+    return pip_check.with_new_pip(venv / "bin" / "python")
 
 
 def dry_run(python: Path, base: str, tmp_path: Path) -> dict[str, Any]:

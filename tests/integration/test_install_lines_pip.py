@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ci.release import install_lines
+from ci.release import install_lines, pypi_view
+from ci.release.install_lines import pip_check
 from ci.toolchain import envs
 from tests.unit.release.test_install_lines import (
     DIST,
@@ -19,19 +20,19 @@ from tests.unit.release.test_install_lines import (
 
 @pytest.fixture(scope="module")
 def pypi() -> object:
-    with install_lines.PyPIView() as view:
+    with pypi_view.PyPIView() as view:
         yield view
     assert not view.downloads, f"pip asked for whole files: {view.downloads}"
 
 
 @pytest.mark.extended  # about 60 s: three torch resolutions from PyPI's metadata, five venvs
 def test_new_scheme_lines_give_each_torch_its_build_and_keep_the_installed_torch(
-        tmp_path: Path, pypi: install_lines.PyPIView, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, pypi: pypi_view.PyPIView, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "release"
     manifest = release(out, [("2.9.1", "cu124", "12.4"), ("2.10.0", "cu124", "12.4"), ("2.13.0", "cu130", "13.0")],
                        per_torch=True)
     torch_envs = [envs.PythonEnv(TORCH_ENV)] if (TORCH_ENV / "bin" / "python").is_file() else []
-    results = install_lines.check_install_lines(out, manifest, torch_envs=torch_envs, pypi_url=pypi.upstream)
+    results = pip_check.check_install_lines(out, manifest, torch_envs=torch_envs, pypi_url=pypi.upstream)
     fresh = {k: v for k, v in results.items() if " fresh " in k}
     assert fresh == {
         f"torch2.10-cu124 fresh {DIST}-{VERSION}+pt2.10.cu124-{TAG}.whl": "ok: pip install farm-probe-classic "

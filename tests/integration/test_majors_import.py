@@ -21,7 +21,7 @@ import pytest
 
 from ci.linux import buildall, container, images
 from ci.release import majors
-from ci.universe import project
+from ci.universe.project import reading
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,7 +56,7 @@ def merged_wheel() -> Path:
 @pytest.mark.parametrize("major", [12, 13])
 def test_the_wheel_loads_the_module_of_torchs_cuda_major(major: int, tmp_path: Path) -> None:
     wheel = merged_wheel()
-    config = project.load(ROOT)
+    config = reading.load(ROOT)
     target = dict(zip(majors.major_targets(config), buildall.local_equivalents(
         tuple(majors.major_targets(config).values())), strict=True))[major]
     base = images.base_image_for(target.cell)

@@ -23,7 +23,8 @@ import pytest
 from ci.builds import tail
 from ci.linux import container as wheels
 from ci.linux import image_contents, images
-from ci.universe import project, targets
+from ci.universe import targets
+from ci.universe.project import reading
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = f"{images.BASE_REPO}:bookworm"
@@ -138,7 +139,7 @@ def test_the_build_user_writes_site_packages_behind_the_link(image: str) -> None
 
 
 def test_cibuildwheel_gets_the_recorded_compilers_and_they_compile(image: str, tmp_path: Path) -> None:
-    target = targets.default_target(project.load(ROOT))
+    target = targets.default_target(reading.load(ROOT))
     spec = images.spec_for(target.cell, BASE)
     outputs = tail.Outputs(wheelhouse=tmp_path / "wh", build_root=tmp_path / "build")
     job = wheels.ContainerBuild(target=target, spec=spec, image=image, outputs=outputs, job="layout",

@@ -3,24 +3,28 @@ real pip."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from ci.release import assembly
 from ci.universe import project
+from ci.universe.project import reading
 from tests.unit.release.test_release import (
     RELEASED_CELLS,
+    ROOT,
     VERSION,
     build_artifacts,
     fake_sdist,
-    run_ci,
 )
 
 
 @pytest.fixture(scope="module")
 def fusedops() -> project.ProjectConfig:
-    return project.load(Path(__file__).resolve().parents[2])
+    return reading.load(Path(__file__).resolve().parents[2])
 
 
 def test_assemble_writes_a_release_folder_from_workflow_artifacts(tmp_path: Path,
@@ -53,3 +57,21 @@ def test_assemble_writes_a_release_folder_from_workflow_artifacts(tmp_path: Path
     assert all(dict(f.checks)["extra-index"].startswith("ok") for f in manifest.wheels)
     notes = (out / "release-notes.md").read_text()
     assert "--extra-index-url" in notes and "/cu128" in notes
+
+
+def run_ci(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200"}
+    env.pop("GITHUB_SHA", None)
+    return subprocess.run([sys.executable, "-m", "ci", *args], cwd=ROOT, env=env, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def test_release_without_a_mode_says_which_to_pick() -> None:
+    result = run_ci("release")
+    assert result.returncode == 2
+    assert result.stdout.strip().splitlines()[-1].startswith("error: no release mode given")
+
+
+def test_import_test_needs_a_target(tmp_path: Path) -> None:
+    result = run_ci("release", "--import-test", str(tmp_path))
+    assert result.returncode == 2 and "--target" in result.stdout

@@ -10,14 +10,15 @@ import pytest
 
 from ci.release import sdist
 from ci.testing import wheel_tests
-from ci.universe import project, targets
+from ci.universe import targets
+from ci.universe.project import reading
 from tests.unit.release.test_sdist import CPU_TORCH, FIX, copy_fixture
 
 
 @pytest.mark.extended
 def test_wheel_from_sdist_imports(tmp_path: Path) -> None:
     folder = copy_fixture(tmp_path, FIX)
-    config = project.load(folder)
+    config = reading.load(folder)
     built = sdist.build_sdist(config, tmp_path / "dist", cpu_torch=CPU_TORCH)
     with tarfile.open(built) as tar:
         assert any(m.name.endswith("/scaled_add.h") for m in tar.getmembers())

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_sessions import FULL, INSTALL_ONLY, ROOT, RUN_BY_CI, readme_sessions, run_nox
+from tests.integration.test_sessions import FULL, INSTALL_ONLY, ROOT, RUN_BY_CI, readme_sessions, run_nox
 
 
 @pytest.fixture(scope="module")

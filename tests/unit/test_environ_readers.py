@@ -29,9 +29,7 @@ ALLOWED: dict[str, str] = {
     # (the build's own environment is composed from current().environ: ci/builds/environment.py)
     # runs inside the project's build, in front of nvcc: its own environment is all it has
     "ci.nvcc.wrapper": "runs inside the build (in front of nvcc), standard library only: reads its own environment",
-    "ci.universe.project_commands": "composes the project commands' PYTEST_ADDOPTS from the caller's",
     # Windows: vcvars and the build read the Windows environment (PATH, VS variables) and compose child envs
-    "windows.jit": "composes the user's command's environment (the caller's, less the farm's launchers')",
     "windows.vcvars": "runs vcvarsall.bat from the caller's environment and captures what it changes",
 }
 

@@ -17,7 +17,8 @@ from ci import errors, fsutil, proc, toolenv, wheelmeta
 from ci.builds import project_source, tail
 from ci.linux import develop, host
 from ci.toolchain import compiler_cache, toolkit
-from ci.universe import matrix, project, targets
+from ci.universe import matrix, targets
+from ci.universe.project import reading
 from ci.universe.selection import Selection, select
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,7 +69,7 @@ def test_repair_excludes_torch_and_cuda_runtime(tmp_path: Path) -> None:
 
 
 def test_compiler_env_carries_the_project_build_env(tmp_path: Path) -> None:
-    target = select(project.load(ROOT), Selection(cuda="13.0", arch_list="9.0+PTX"))[0]
+    target = select(reading.load(ROOT), Selection(cuda="13.0", arch_list="9.0+PTX"))[0]
     tk = toolkit.InstalledToolkit(root=tmp_path, cuda_home=tmp_path / "cu13", nvcc_version="13.0.88")
     env = host.compiler_env(target, tk, max_jobs=3)
     assert env["TORCH_CUDA_ARCH_LIST"] == "9.0+PTX"
@@ -76,7 +77,7 @@ def test_compiler_env_carries_the_project_build_env(tmp_path: Path) -> None:
     assert env["MAX_JOBS"] == "3" and env["FUSEDOPS_CUDA"] == "1" and env["FUSEDOPS_NVCC_VERSION"] == "13.0.88"
     cpu = host.compiler_env(target, None, cpu=True, max_jobs=1)
     assert cpu == {"FUSEDOPS_CUDA": "0", "MAX_JOBS": "1"}
-    classic = targets.targets_for(project.load(CLASSIC))[0]
+    classic = targets.targets_for(reading.load(CLASSIC))[0]
     assert host.compiler_env(classic, tk)["FORCE_CUDA"] == "1"
 
 
@@ -90,7 +91,7 @@ def test_launcher_wraps_both_compilers(tmp_path: Path) -> None:
 
 
 def test_develop_compiles_for_what_it_is_asked_or_the_newest_arch() -> None:
-    target = targets.default_target(project.load(ROOT))
+    target = targets.default_target(reading.load(ROOT))
     assert develop.develop_arch_list(target, "8.6", release=False) == "8.6"  # PTX only where asked
     assert develop.develop_arch_list(target, "8.6+PTX", release=False) == "8.6+PTX"
     assert develop.develop_arch_list(target, None, release=True) == target.cell.arch_list
@@ -287,7 +288,7 @@ def test_the_target_of_a_wheel_is_read_from_its_name() -> None:
     for older in ("0.3.0+pt211cu130", "0.3.1.dev1+pt2.11.cu130.g1a2b3c4"):  # the older label; setuptools-scm's part
         sel = options.selection_from_wheel(f"classic_ext-{older}-cp312-cp312-manylinux_2_34_x86_64.whl", None)
         assert (sel.torch, sel.cuda, sel.python) == ("2.11", "cu130", "3.12"), older
-    target = select(project.load(CLASSIC), sel)[0]
+    target = select(reading.load(CLASSIC), sel)[0]
     assert target.id == "classic_ext-torch2.11-cu130-cp312-linux_x86_64"
     stable = options.selection_from_wheel("fusedops-0.1.0-cp310-abi3-manylinux_2_34_x86_64.whl", None)
     assert stable.empty

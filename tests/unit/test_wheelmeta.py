@@ -11,7 +11,8 @@ from packaging.version import Version
 
 from ci import wheelmeta
 from ci.audit import naming
-from ci.universe import project, targets
+from ci.universe import targets
+from ci.universe.project import reading
 from ci.universe.selection import Selection, select
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +38,7 @@ def make_wheel(folder: Path, version: str, requires: tuple[str, ...] = ("torch",
 
 @pytest.fixture(scope="module")
 def target() -> targets.Target:
-    config = project.load(SCM)
+    config = reading.load(SCM)
     (found,) = select(config, Selection(torch="2.11", python="3.11"))
     assert found.local_version == "pt2.11.cu130" and found.torch_pin == "torch==2.11.*"
     return found

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,9 @@ from ci.options import Options
 from ci.universe.selection import select
 
 if TYPE_CHECKING:
+    from ci.builds.tail import Outputs
+    from ci.release.manifest import Manifest
+    from ci.release.plan import Built
     from ci.universe.project import ProjectConfig
     from ci.universe.targets import Target
 
@@ -28,21 +32,13 @@ def default_out(opts: Options[Args], config: ProjectConfig) -> Path:
 
 
 def cmd_dry_run(opts: Options[Args]) -> int:
-    from ci.builds import project_source
-    from ci.log import log
-    args = opts.args
     from ci import options
-    from ci.audit import wheel_audit
     from ci.builds import tail
-    from ci.linux import buildall, images
-    from ci.release import assembly, install_checks, majors, rehearsal
-    from ci.release.assembly import prepare_out, verify_release, write_release
-    from ci.release.install_checks import check_extra_index, check_index_install
-    from ci.release.install_lines import check_install_lines
-    from ci.release.manifest import record_checks, record_file, record_install_lines, write_manifest
-    from ci.release.plan import find_built, plan, reusable, verify_built
-    from ci.release.sdist import build_sdist, build_wheel_from_sdist
-    from ci.toolchain import envs, toolkit
+    from ci.linux import buildall
+    from ci.log import log
+    from ci.release import assembly
+    from ci.release.assembly import verify_release
+    from ci.release.manifest import write_manifest
     from ci.universe import targets
 
     started = time.monotonic()
@@ -53,7 +49,28 @@ def cmd_dry_run(opts: Options[Args]) -> int:
     outputs = tail.Outputs.resolve(config.root, opts.wheelhouse, opts.build_dir)
     out = default_out(opts, config)
     log.progress.print(f"[bold]release dry run[/] of {config.name}: {len(chosen)} Linux targets -> {out}")
-    # Preflight: what the build needs, before hours of compiling.
+    _preflight(config, chosen, outputs)
+    by_id = {t.id: t for t in chosen}
+    built, checks, cuobjdump = _build_and_audit(opts, chosen, by_id, outputs)
+    manifest = _write_folder(opts, config, built, checks, cuobjdump, out)
+    manifest = _check_folder(opts, config, manifest, by_id, out)
+    write_manifest(out, manifest)
+    verify_release(out)
+    variant_wheels(opts, config, [(item.wheel, item.target) for item in built], out, cuobjdump)
+    assembly.print_summary(manifest, out, time.monotonic() - started)
+    log.progress.print("[green]dry run complete[/]: nothing was uploaded")
+    return 0
+
+
+def _preflight(config: ProjectConfig, chosen: Sequence[Target], outputs: Outputs) -> None:
+    """What the build needs, checked before hours of compiling: the container engine, the output folder, the
+    targets' interpreters, the cross tools; and the tool installs and Windows toolkit steps the release takes."""
+    from ci.linux import images
+    from ci.log import log
+    from ci.release import rehearsal
+    from ci.toolchain import envs
+    from ci.universe import targets
+
     images.require_engine()
     outputs.check_writable()
     for python in sorted({t.python for t in chosen if not t.cross}):
@@ -67,7 +84,19 @@ def cmd_dry_run(opts: Options[Args]) -> int:
     log.progress.print(f"[green]tool installs[/]: {rehearsal.tool_installs()}")
     for cell, step in rehearsal.windows_toolkits(targets.platform_targets(config, "windows")).items():
         log.progress.print(f"[green]Windows toolkit step[/] {cell}: {step}")
-    by_id = {t.id: t for t in chosen}
+
+
+def _build_and_audit(opts: Options[Args], chosen: Sequence[Target], by_id: Mapping[str, Target],
+                     outputs: Outputs) -> tuple[list[Built], dict[str, dict[str, str]], Path | None]:
+    """Build the targets (or reuse their audited wheels, ``--reuse-wheels``), then audit every wheel again on the
+    host: the wheels, their checks, and the cuobjdump the audit used."""
+    from ci.audit import wheel_audit
+    from ci.linux import buildall
+    from ci.log import log
+    from ci.release.plan import find_built, reusable, verify_built
+    from ci.toolchain import toolkit
+
+    args = opts.args
     reused = reusable(outputs.wheelhouse, by_id, log.progress.print) if args.reuse_wheels else []
     to_build = tuple(t for t in chosen if t.id not in reused)
     if reused:
@@ -82,6 +111,22 @@ def cmd_dry_run(opts: Options[Args]) -> int:
         result = wheel_audit.audit_wheel(item.wheel, item.target, cuobjdump)
         wheel_audit.raise_for_failures(result)
         checks[item.wheel.name] = {"audit": f"{at_build}; ok: {len(result.checks)} checks again on the host"}
+    return built, checks, cuobjdump
+
+
+def _write_folder(opts: Options[Args], config: ProjectConfig, built: list[Built], checks: dict[str, dict[str, str]],
+                  cuobjdump: Path | None, out: Path) -> Manifest:
+    """The sdist and a wheel built from it alone, the PyPI wheel across CUDA majors, the plan: the release folder
+    written as the workflow writes it."""
+    from ci.builds import project_source
+    from ci.log import log
+    from ci.release import majors
+    from ci.release.assembly import prepare_out, write_release
+    from ci.release.manifest import record_file
+    from ci.release.plan import plan
+    from ci.release.sdist import build_sdist, build_wheel_from_sdist
+
+    args = opts.args
     with tempfile.TemporaryDirectory(prefix="farm-release-") as tmp:
         # As the workflow: the sdist written without the CUDA torch and checked, then a wheel built from it alone.
         sdist = build_sdist(config, Path(tmp) / "sdist", cpu_torch=args.cpu_torch)
@@ -102,10 +147,26 @@ def cmd_dry_run(opts: Options[Args]) -> int:
         prepare_out(out)
         sources = {item.wheel.name: item.wheel for item in releasing} | {sdist.name: sdist}
         write_release(out, manifest, sources)
+    return manifest
+
+
+def _check_folder(opts: Options[Args], config: ProjectConfig, manifest: Manifest, by_id: Mapping[str, Target],
+                  out: Path) -> Manifest:
+    """What users will do with the written folder, done and recorded in its manifest: install from its indexes,
+    run its documented install lines, import every wheel (under qemu for another architecture)."""
+    from ci.release import install_checks, rehearsal
+    from ci.release.install_checks import check_extra_index, check_index_install
+    from ci.release.install_lines.pip_check import check_install_lines
+    from ci.release.manifest import record_checks, record_file, record_install_lines
+    from ci.toolchain import envs
+    from ci.universe import targets
+    from ci.universe.targets import platforms
+
+    args = opts.args
     manifest = record_checks(manifest, check_index_install(out, manifest), "index-install")
     manifest = record_checks(manifest, check_extra_index(out, manifest), "extra-index")
     release = targets.default_target(config)
-    torch_env = envs.build_env(targets.current_python(), envs.TorchBuild(release.torch), config.build_requires)
+    torch_env = envs.build_env(platforms.current_python(), envs.TorchBuild(release.torch), config.build_requires)
     manifest = record_install_lines(manifest, check_install_lines(out, manifest, torch_envs=(torch_env,)))
     for name, results in rehearsal.import_tests(out, manifest, by_id, config.root, cpu_torch=args.cpu_torch,
                                                  cpu_python=args.cpu_test_python).items():
@@ -115,12 +176,7 @@ def cmd_dry_run(opts: Options[Args]) -> int:
         if emulated_target is not None and emulated_target.cross:
             imported = install_checks.emulated_import(out / "assets" / released.name, emulated_target)
             manifest = record_file(manifest, released.name, {"import-qemu": imported})
-    write_manifest(out, manifest)
-    verify_release(out)
-    variant_wheels(opts, config, [(item.wheel, item.target) for item in built], out, cuobjdump)
-    assembly.print_summary(manifest, out, time.monotonic() - started)
-    log.progress.print("[green]dry run complete[/]: nothing was uploaded")
-    return 0
+    return manifest
 
 
 def cmd_assemble(opts: Options[Args]) -> int:
@@ -131,7 +187,7 @@ def cmd_assemble(opts: Options[Args]) -> int:
     from ci.release import assembly, majors
     from ci.release.assembly import prepare_out, verify_release, write_release
     from ci.release.install_checks import check_extra_index, check_index_install
-    from ci.release.install_lines import check_install_lines
+    from ci.release.install_lines.pip_check import check_install_lines
     from ci.release.manifest import record_checks, record_install_lines, write_manifest
     from ci.release.plan import all_targets, audit_again, find_built, plan
     from ci.release.sdist import find_sdist
@@ -171,7 +227,7 @@ def variant_wheels(opts: Options[Args], config: ProjectConfig, built: list[tuple
                     cuobjdump: Path | None) -> None:
     """With variant wheels on (flag, FARM_VARIANT_WHEELS, else the project's ``variant-wheels``): <out>/variants/."""
     from ci.log import log
-    from ci.release import variants
+    from ci.release.variants import validation, writing
     from ci.toolchain import toolkit
     from ci.universe import targets
 
@@ -181,9 +237,9 @@ def variant_wheels(opts: Options[Args], config: ProjectConfig, built: list[tuple
     if not (given.lower() in ("1", "true", "on") if given is not None else config.variant_wheels):
         return
     # Linux and Windows wheels alike: cuobjdump reads the ELF libraries and the PE files' fatbin sections.
-    items = variants.release_items(built, targets.default_target(config).torch, cuobjdump or toolkit.ensure_cuobjdump())
-    written = variants.write_folder(out, items, config.name)
+    items = writing.release_items(built, targets.default_target(config).torch, cuobjdump or toolkit.ensure_cuobjdump())
+    written = writing.write_folder(out, items, config.name)
     for wheel, variant in items:
         log.progress.print(f"[green]variant[/] {wheel.name} -> {variant.label}: {variant.source}")
-    log.progress.print(f"[green]variant wheels[/] {written.folder}: {variants.validate(written.folder)}")
+    log.progress.print(f"[green]variant wheels[/] {written.folder}: {validation.validate(written.folder)}")
 

@@ -20,6 +20,8 @@ from ci.audit import describe, wheel_audit
 from ci.linux import routes
 from ci.toolchain import toolkit
 from ci.universe import archs, matrix, project, targets
+from ci.universe.project import reading
+from ci.universe.tomlvalues import ConfigError
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests" / "windows"))
@@ -150,7 +152,7 @@ def test_runs_on() -> None:
 
 
 def test_default_architectures_are_the_target_torchs() -> None:
-    config = project.load(ROOT)
+    config = reading.load(ROOT)
     by_id = {t.id: t for os_name in ("linux", "windows") for t in targets.platform_targets(config, os_name)}
     cu130 = by_id["fusedops-stable-cu130-cp310abi3-linux_x86_64"].cell
     assert (cu130.sass_archs, cu130.ptx_arch) == (matrix.get_torch("2.11").sass, "")
@@ -179,20 +181,20 @@ def test_older_majors_sass_torch_keeps_torchs_list(tmp_path: Path) -> None:
         (tmp_path / "pyproject.toml").write_text(
             '[project]\nname = "p"\nversion = "1"\n[tool.cuda-ext-farm]\nabi = "stable"\n'
             f'cuda-libraries = ["p/_C_cuda.*"]\n{extra}\n')
-        config = project.load(tmp_path)
+        config = reading.load(tmp_path)
         return next(t for t in targets.platform_targets(config, "linux") if t.cell.name == "cu128")
 
     assert cu128_of("").cell.sass_archs == matrix.get_torch("2.10").sass  # no merge: torch's list
     assert cu128_of("pypi-cuda-majors = true").cell.sass_archs == ("7.0", "8.0", "9.0")
     kept = cu128_of('pypi-cuda-majors = true\nolder-majors-sass = "torch"')
     assert kept.cell.sass_archs == matrix.get_torch("2.10").sass and routes.archs_source(kept) == "torch 2.10's"
-    with pytest.raises(project.ConfigError, match="older-majors-sass"):
+    with pytest.raises(ConfigError, match="older-majors-sass"):
         cu128_of('pypi-cuda-majors = true\nolder-majors-sass = "some"')
     # The newest major keeps torch's list: it is what later torch releases and GPUs use.
     (tmp_path / "pyproject.toml").write_text(
         '[project]\nname = "p"\nversion = "1"\n[tool.cuda-ext-farm]\nabi = "stable"\n'
         'cuda-libraries = ["p/_C_cuda.*"]\npypi-cuda-majors = true\n')
-    cu130 = next(t for t in targets.platform_targets(project.load(tmp_path), "linux") if t.cell.name == "cu130")
+    cu130 = next(t for t in targets.platform_targets(reading.load(tmp_path), "linux") if t.cell.name == "cu130")
     assert cu130.cell.sass_archs == matrix.get_torch("2.11").sass
 
 
@@ -218,7 +220,7 @@ def test_a_projects_own_and_extra_architectures(tmp_path: Path) -> None:
     def config(extra: str) -> project.ProjectConfig:
         (tmp_path / "pyproject.toml").write_text(
             f'[project]\nname = "p"\nversion = "1"\n[tool.cuda-ext-farm]\nabi = "stable"\n{extra}\n')
-        return project.load(tmp_path)
+        return reading.load(tmp_path)
 
     extra = targets.default_target(config('extra-cuda-archs = "8.9;12.0+PTX"'))
     assert extra.cell.arch_list == "7.5;8.0;8.6;8.9;9.0;10.0;12.0+PTX"
@@ -241,7 +243,7 @@ def _document(wheel: Path) -> dict[str, object]:
 def test_the_release_wheel_says_what_its_binary_needs(built_wheel: Path, tmp_path: Path) -> None:
     doc = _document(built_wheel)
     # The release target, with the architectures of this wheel (FARM_TEST_WHEEL may be a --arch-list build).
-    release = targets.default_target(project.load(ROOT))
+    release = targets.default_target(reading.load(ROOT))
     ptx = doc["ptx"][-1] if doc["ptx"] else ""  # type: ignore[index]
     target = dataclasses.replace(release, cell=dataclasses.replace(
         release.cell, sass_archs=tuple(doc["sass"]), ptx_arch=ptx))  # type: ignore[arg-type]

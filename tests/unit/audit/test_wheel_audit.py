@@ -15,7 +15,8 @@ from ci import errors
 from ci.audit import checks, gpu_code, naming, symbols, wheel_audit
 from ci.audit import checks as audit_records
 from ci.toolchain import toolkit
-from ci.universe import project, targets
+from ci.universe import targets
+from ci.universe.project import reading
 
 ROOT = Path(__file__).resolve().parents[3]
 CLASSIC = ROOT / "tests" / "fixtures" / "classic_ext"
@@ -28,7 +29,7 @@ LIST_PTX = "PTX file    1: _C_cuda.abi3.1.sm_100.ptx\n"
 
 
 def release_target() -> targets.Target:
-    return targets.default_target(project.load(ROOT))
+    return targets.default_target(reading.load(ROOT))
 
 
 def test_cuobjdump_listing_is_parsed_in_arch_order() -> None:
@@ -62,7 +63,7 @@ def test_cuda_library_of_another_major_is_unexpected() -> None:
 
 def test_library_without_cuda_code_explains_the_usual_cause() -> None:
     """The build saw torch.cuda.is_available() True (cuda-available-in-build): the cause is another decision."""
-    target = targets.targets_for(project.load(CLASSIC))[0]
+    target = targets.targets_for(reading.load(CLASSIC))[0]
     lib = audit_records.LibraryInfo("classic_ext/_C.cpython-311-x86_64-linux-gnu.so", ("libc10.so",), (), False)
     (check,) = wheel_audit.check_cuda_code(lib, target)
     assert not check.ok
@@ -72,8 +73,8 @@ def test_library_without_cuda_code_explains_the_usual_cause() -> None:
 
 
 def test_library_without_cuda_code_with_the_key_off_names_the_key() -> None:
-    config = dataclasses.replace(project.load(CLASSIC), cuda_available_in_build=False)
-    target = dataclasses.replace(targets.targets_for(project.load(CLASSIC))[0], project=config)
+    config = dataclasses.replace(reading.load(CLASSIC), cuda_available_in_build=False)
+    target = dataclasses.replace(targets.targets_for(reading.load(CLASSIC))[0], project=config)
     lib = audit_records.LibraryInfo("classic_ext/_C.cpython-311-x86_64-linux-gnu.so", ("libc10.so",), (), False)
     (check,) = wheel_audit.check_cuda_code(lib, target)
     assert not check.ok
@@ -131,7 +132,7 @@ def test_built_wheel_passes_every_audit_check(built_wheel: Path) -> None:
 
 @pytest.mark.wheel
 def test_wheel_audited_for_a_classic_target_fails_its_tag_and_metadata(built_wheel: Path) -> None:
-    classic = dataclasses.replace(targets.targets_for(project.load(CLASSIC))[0], project=project.load(CLASSIC))
+    classic = dataclasses.replace(targets.targets_for(reading.load(CLASSIC))[0], project=reading.load(CLASSIC))
     result = wheel_audit.audit_wheel(built_wheel, classic, None, abi3audit=False)
     failed = {c.name.split(":")[0] for c in result.failures()}
     assert {"wheel-tag", "metadata", "module-suffix"} <= failed

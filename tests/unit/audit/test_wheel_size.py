@@ -10,12 +10,14 @@ import pytest
 
 from ci.audit import wheel_size
 from ci.universe import project
+from ci.universe.project import validation
+from ci.universe.tomlvalues import ConfigError
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def _config(tmp_path: Path, value: object) -> project.ProjectConfig:
-    return project.parse({"max-wheel-size": value}, root=tmp_path, source=tmp_path / "pyproject.toml",
+    return validation.parse({"max-wheel-size": value}, root=tmp_path, source=tmp_path / "pyproject.toml",
                          pyproject={"project": {"name": "demo"}})
 
 
@@ -27,13 +29,14 @@ def test_max_wheel_size_takes_bytes_or_a_size_with_a_unit(tmp_path: Path, value:
 
 
 def test_max_wheel_size_defaults_to_pypis_file_limit(tmp_path: Path) -> None:
-    config = project.parse({}, root=tmp_path, source=tmp_path / "pyproject.toml", pyproject={"project": {"name": "d"}})
+    config = validation.parse({}, root=tmp_path, source=tmp_path / "pyproject.toml",
+                              pyproject={"project": {"name": "d"}})
     assert config.max_wheel_size == 100 * 2**20
 
 
 @pytest.mark.parametrize("value", ["big", "-5 MiB", "0 MiB", 0, -1, True, "95 MiBs", 1.5])
 def test_a_bad_max_wheel_size_is_one_line_naming_the_key(tmp_path: Path, value: object) -> None:
-    with pytest.raises(project.ConfigError) as err:
+    with pytest.raises(ConfigError) as err:
         _config(tmp_path, value)
     message = str(err.value)
     assert "max-wheel-size" in message and repr(value) in message and "\n" not in message.strip()

@@ -12,6 +12,7 @@ import pytest
 
 from ci.builds import abi3, report
 from ci.universe import project, targets
+from ci.universe.project import reading
 
 ROOT = Path(__file__).resolve().parents[3]
 TAIL = "-manylinux_2_31_x86_64"
@@ -23,7 +24,7 @@ def abi3_project(tmp_path: Path, files: dict[str, str], tool: str = "") -> proje
         f'torch = ["2.11"]\npython = ["3.12"]\n{tool}')
     for name, text in files.items():
         (tmp_path / name).write_text(text)
-    return project.load(tmp_path)
+    return reading.load(tmp_path)
 
 
 @pytest.mark.parametrize(("files", "tool", "floor"), [
@@ -60,7 +61,7 @@ def test_a_floor_only_the_wheel_shows_is_named_with_what_to_declare(tmp_path: Pa
     declared = abi3_project(tmp_path, {"setup.py": ""}, "").root / "pyproject.toml"
     declared.write_text(declared.read_text().replace('version = "0.1.0"\n', 'version = "0.1.0"\n'
                                                      'requires-python = ">=3.9"\n'))
-    (fixed,) = targets.targets_for(project.load(tmp_path))
+    (fixed,) = targets.targets_for(reading.load(tmp_path))
     assert fixed.id == "tmpl-torch2.11-cu130-cp39abi3-linux_x86_64"  # what the note says makes the id right
     assert abi3.mismatch(fixed, [f"cp39-abi3{TAIL}"]) is None
     per_python = dataclasses.replace(target, project=dataclasses.replace(target.project, python_abi="per-python"))
@@ -68,7 +69,7 @@ def test_a_floor_only_the_wheel_shows_is_named_with_what_to_declare(tmp_path: Pa
 
 
 def test_fusedops_keeps_its_id_and_the_report_records_the_floor(tmp_path: Path) -> None:
-    target = targets.default_target(project.load(ROOT))
+    target = targets.default_target(reading.load(ROOT))
     assert target.id == "fusedops-stable-cu130-cp310abi3-linux_x86_64"
     assert abi3.mismatch(target, [f"cp310-abi3{TAIL}"]) is None
     rep = report.BuildReport(target.id, "fusedops", "host", f"fusedops-0.1.0-cp310-abi3{TAIL}.whl", "0" * 64, 1,

@@ -13,7 +13,8 @@ from ci.audit import gpu_code, wheel_audit
 from ci.audit.checks import AuditResult, Check
 from ci.builds import arch_flags, failure
 from ci.errors import AuditFailed, CommandFailed
-from ci.universe import project, targets
+from ci.universe import targets
+from ci.universe.project import reading
 
 SRC = "/cache/build/proj-torch2.13-cpu-cp311-linux_x86_64/src"
 ENV = "/cache/envs/build-torch2.13.0-py3.11/lib/python3.11/site-packages"
@@ -101,7 +102,7 @@ def test_the_wrappers_line_is_the_same_error_as_a_printed_compile_line() -> None
 # --- the audit's sass/ptx failure names the flags (read from the build's output) ---------------------------------
 
 def stable_target(arch_list: str, build_env: dict[str, str] | None = None) -> targets.Target:
-    target = targets.with_arch_list(targets.default_target(project.load(ROOT)), arch_list)
+    target = targets.with_arch_list(targets.default_target(reading.load(ROOT)), arch_list)
     if build_env is not None:
         target = dataclasses.replace(target, project=dataclasses.replace(target.project, build_env=build_env))
     return target

@@ -20,24 +20,26 @@ import pytest
 from ci.builds import cuda_available
 from ci.linux import host
 from ci.toolchain import toolkit
-from ci.universe import project, targets
+from ci.universe import targets
+from ci.universe.project import reading
+from ci.universe.tomlvalues import ConfigError
 
 ROOT = Path(__file__).resolve().parents[3]
 CLASSIC = ROOT / "tests" / "fixtures" / "classic_ext"
 
 
 def classic(**changes: object) -> targets.Target:
-    target = targets.targets_for(project.load(CLASSIC))[0]
+    target = targets.targets_for(reading.load(CLASSIC))[0]
     return dataclasses.replace(target, project=dataclasses.replace(target.project, **changes)) if changes else target
 
 
 def test_the_key_is_on_unless_the_project_turns_it_off(tmp_path: Path) -> None:
-    assert project.load(CLASSIC).cuda_available_in_build is True
+    assert reading.load(CLASSIC).cuda_available_in_build is True
     (tmp_path / "pyproject.toml").write_text('[tool.cuda-ext-farm]\nname = "x"\ncuda-available-in-build = false\n')
-    assert project.load(tmp_path).cuda_available_in_build is False
+    assert reading.load(tmp_path).cuda_available_in_build is False
     (tmp_path / "pyproject.toml").write_text('[tool.cuda-ext-farm]\nname = "x"\ncuda-available-in-build = "no"\n')
-    with pytest.raises(project.ConfigError, match="cuda-available-in-build"):
-        project.load(tmp_path)
+    with pytest.raises(ConfigError, match="cuda-available-in-build"):
+        reading.load(tmp_path)
 
 
 def test_the_folder_holds_sitecustomize_alone() -> None:

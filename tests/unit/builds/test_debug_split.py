@@ -18,7 +18,7 @@ import pytest
 from ci.audit import debug_info
 from ci.builds import debug_split
 from ci.errors import MissingRequirement, UsageError
-from ci.universe import project
+from ci.universe.project import reading
 
 pytestmark = pytest.mark.skipif(not (shutil.which("gcc") and shutil.which("objcopy")), reason="needs gcc, binutils")
 
@@ -123,15 +123,15 @@ def test_strip_debug_false_keeps_them_as_a_warning(tmp_path: Path) -> None:
 
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "demo"\nversion = "1.0"\n'
                                              "[tool.cuda-ext-farm]\nstrip-debug = false\n")
-    config = project.load(tmp_path)
-    assert config.strip_debug is False and project.load(tmp_path.parent / tmp_path.name).strip_debug is False
+    config = reading.load(tmp_path)
+    assert config.strip_debug is False and reading.load(tmp_path.parent / tmp_path.name).strip_debug is False
     target = targets.platform_targets(config)[0]
     check = debug_info.check_debug_info([library(tmp_path / "w" / "demo")], tmp_path / "w", target)
     assert check.ok and check.warn and "strip-debug = false" in check.detail
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "demo"\nversion = "1.0"\n'
                                              '[tool.cuda-ext-farm]\nstrip-debug = "no"\n')
     with pytest.raises(UsageError, match=r"strip-debug must be true or false \('no'\)"):
-        project.load(tmp_path)
+        reading.load(tmp_path)
 
 
 @pytest.mark.skipif(not shutil.which("aarch64-linux-gnu-gcc") or platform.machine() == "aarch64",

@@ -12,7 +12,8 @@ import pytest
 from ci.builds import environment, tail
 from ci.linux import container, host, images
 from ci.toolchain import toolkit
-from ci.universe import project, targets
+from ci.universe import targets
+from ci.universe.project import reading
 from windows import cibw
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -40,7 +41,7 @@ def with_build_env(target: targets.Target, extra: dict[str, str]) -> targets.Tar
 
 @pytest.fixture
 def target() -> targets.Target:
-    return with_build_env(targets.default_target(project.load(ROOT)), PROJECT_FLAGS)
+    return with_build_env(targets.default_target(reading.load(ROOT)), PROJECT_FLAGS)
 
 
 def farm_part(target: targets.Target) -> str:

@@ -14,7 +14,8 @@ import pytest
 
 from ci.builds import preflight, project_source
 from ci.errors import UsageError
-from ci.universe import project, targets
+from ci.universe import targets
+from ci.universe.project import reading
 
 GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@example.invalid", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
@@ -52,7 +53,7 @@ def clone_without_submodules(tmp_path: Path, files: dict[str, str], submodules: 
 
 
 def target_of(root: Path) -> targets.Target:
-    return next(t for t in targets.targets_for(project.load(root)) if t.os == "linux" and t.arch == "x86_64")
+    return next(t for t in targets.targets_for(reading.load(root)) if t.os == "linux" and t.arch == "x86_64")
 
 
 SETUP_WITH_PARTS = ('from pathlib import Path\nfrom setuptools import setup\n\nHERE = Path(__file__).parent\n'

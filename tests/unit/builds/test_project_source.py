@@ -207,13 +207,14 @@ def test_a_failed_build_leaves_no_empty_wheelhouse_it_created(tmp_path: Path) ->
 
 def test_the_built_target_is_found_among_those_selected(tmp_path: Path) -> None:
     from ci.builds import tail
-    from ci.universe import project, targets
+    from ci.universe import targets
+    from ci.universe.project import reading
 
     (tmp_path / "p").mkdir()
     (tmp_path / "p" / "setup.py").write_text("")
     (tmp_path / "p" / "pyproject.toml").write_text('[project]\nname = "p"\nversion = "1"\n[tool.cuda-ext-farm]\n'
                                                    'torch = ["2.11"]\npython = ["3.11", "3.12"]\n')
-    chosen = [t for t in targets.targets_for(project.load(tmp_path / "p")) if t.arch == "x86_64"]
+    chosen = [t for t in targets.targets_for(reading.load(tmp_path / "p")) if t.arch == "x86_64"]
     cp311, cp312 = chosen
     outputs = tail.Outputs(wheelhouse=tmp_path / "wh", build_root=tmp_path / "build")
     assert tail.find_built(outputs, chosen) == (cp311, None)

@@ -13,14 +13,16 @@ import pytest
 
 from ci.builds import standard
 from ci.errors import UsageError
-from ci.universe import matrix, project, targets
+from ci.universe import matrix, targets
+from ci.universe.project import reading
 from ci.universe.targets import Target
+from ci.universe.tomlvalues import ConfigError
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def _target(name: str, torch: str) -> targets.Target:
-    config = project.load(FIXTURES / name if name != "std17_ext" else _std17_ext())
+    config = reading.load(FIXTURES / name if name != "std17_ext" else _std17_ext())
     return next(t for t in targets.targets_for(config) if t.torch_minor == torch)
 
 
@@ -145,7 +147,7 @@ def make(tmp_path: Path, files: dict[str, str], system: str = SETUPTOOLS, extra:
                        **files}.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
-    return {t.torch_minor: t for t in targets.targets_for(project.load(root)) if t.arch == "x86_64" and t.os == "linux"}
+    return {t.torch_minor: t for t in targets.targets_for(reading.load(root)) if t.arch == "x86_64" and t.os == "linux"}
 
 
 def outcome(target: Target, capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
@@ -266,8 +268,8 @@ def test_the_key_turns_the_check_off(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert outcome(off_target, capsys) == ("built", "")
     (tmp_path / "off" / "p" / "pyproject.toml").write_text(
         (tmp_path / "off" / "p" / "pyproject.toml").read_text() + "cxx-standard-check = false\n")
-    assert project.load(tmp_path / "off" / "p").cxx_standard_check is False
+    assert reading.load(tmp_path / "off" / "p").cxx_standard_check is False
     (tmp_path / "off" / "p" / "pyproject.toml").write_text(
         (tmp_path / "off" / "p" / "pyproject.toml").read_text().replace("= false", '= "no"'))
-    with pytest.raises(project.ConfigError, match="cxx-standard-check"):
-        project.load(tmp_path / "off" / "p")
+    with pytest.raises(ConfigError, match="cxx-standard-check"):
+        reading.load(tmp_path / "off" / "p")

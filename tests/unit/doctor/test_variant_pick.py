@@ -1,5 +1,5 @@
 """The doctor's pick among variant wheels (ci/doctor/variants.py) against the real parts, on every recorded machine
-of tests/fixtures/doctor/, for an index of variant wheels written by ci/release/variants.py: the NVIDIA provider's
+of tests/fixtures/doctor/, for an index of variant wheels written by ci/release/variants/: the NVIDIA provider's
 own answer (``get_supported_configs``, recorded with its version by ``python -m ci.doctor.provider`` in
 tests/fixtures/doctor_provider/) equals the doctor's re-implementation, and variantlib's own ordering
 (``sort_and_filter_supported_variants``, the function an installer calls) of that answer is the doctor's. Both run
@@ -20,6 +20,7 @@ import pytest
 from ci.doctor import diagnose, provider
 from ci.doctor import variants as doctor_variants
 from ci.release import variants as release_variants
+from ci.release.variants import writing as variant_writing
 
 ROOT = Path(__file__).resolve().parents[3]
 ENVS = ROOT / "tests" / "fixtures" / "doctor"
@@ -30,7 +31,7 @@ SM13 = ("75_real", "80_real", "86_real", "89_real", "90_real", "100_real", "120_
 INDEX: dict[str, tuple[dict[str, tuple[str, ...]], tuple[str, ...]]] = {
     "cuda13.0": ({"cuda_version_lower_bound": ("13.0",), "sm_arch": SM13},
                  ("manylinux_2_28_x86_64", "manylinux_2_28_aarch64")),
-    # The cell's Windows wheel holds other architectures (no 8.9): its own label (ci/release/variants.py).
+    # The cell's Windows wheel holds other architectures (no 8.9): its own label (ci/release/variants/writing.py).
     "cuda13.0.win": ({"cuda_version_lower_bound": ("13.0",), "sm_arch": tuple(v for v in SM13 if v != "89_real")},
                      ("win_amd64",)),
     "cuda12.8": ({"cuda_version_lower_bound": ("12.8",), "sm_arch": SM13}, ("manylinux_2_28_x86_64",)),
@@ -82,7 +83,7 @@ def variant_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
             folder.mkdir(parents=True)
             cuda = None if label == "null" else label.removeprefix("cuda").removesuffix(".win")
             items.append((_base_wheel(folder, platform, cuda), variant))
-    return release_variants.write_folder(tmp_path_factory.mktemp("release"), items, "demo_ext").folder
+    return variant_writing.write_folder(tmp_path_factory.mktemp("release"), items, "demo_ext").folder
 
 
 def _variantlib_order(index_file: Path, configs: list[list[Any]]) -> list[str]:

@@ -10,7 +10,8 @@ import pytest
 from ci.gha import adopt_jobs
 from ci.gha import jobs as gha
 from ci.gha import steps as gha_steps
-from ci.universe import matrix, project
+from ci.universe import matrix
+from ci.universe.project import reading
 
 ROOT = Path(__file__).resolve().parents[3]
 CLASSIC = ROOT / "tests" / "fixtures" / "classic_ext"
@@ -18,7 +19,7 @@ FARM_REF = "0123456789abcdef0123456789abcdef01234567"
 
 
 def _render(root: Path, farm: gha_steps.FarmSource) -> dict[str, dict[str, Any]]:
-    return gha.render(gha_steps.context(project.load(root), farm))
+    return gha.render(gha_steps.context(reading.load(root), farm))
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ from ci.gha import jobs as gha
 from ci.gha import steps as gha_steps
 from ci.gha.yamlout import Commented
 from ci.universe import matrix, pins, project, shapes, targets
+from ci.universe.project import reading
 
 ROOT = Path(__file__).resolve().parents[3]
 FOLDER = ROOT / ".github" / "workflows"
@@ -31,15 +32,9 @@ ACTION = ROOT / "action.yml"
 REUSABLE = FOLDER / "farm-build.yml"
 
 
-def run_ci(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "ci", *args], cwd=ROOT, env=env, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-
-
 @pytest.fixture(scope="module")
 def config() -> project.ProjectConfig:
-    return project.load(ROOT)
+    return reading.load(ROOT)
 
 
 @pytest.fixture(scope="module")
@@ -58,33 +53,6 @@ def committed() -> dict[str, str]:
 def test_the_committed_workflows_are_what_the_matrix_renders(config: project.ProjectConfig) -> None:
     differences = workflows.drift(FOLDER, workflows.render(config))
     assert not differences, "run `nox -s workflows` and commit:\n" + "".join(differences.values())[:4000]
-
-
-def test_every_target_of_the_matrix_is_a_job_named_by_its_id(committed: dict[str, str]) -> None:
-    # The one source of truth, as any tool sees it: `python -m ci matrix --json --os all`.
-    result = run_ci("matrix", "--json", "--os", "all")
-    assert result.returncode == 0, result.stdout
-    data = json.loads(result.stdout[result.stdout.index("{"):])
-    # A local stand-in (cu124, the Debian toolkit standing in for cu128 here) is never built on GitHub.
-    stand_ins = {c.name for c in matrix.CELLS if c.stand_in_for}
-    released = [t for t in data["targets"] if t["cell"] not in stand_ins]
-    ids = {t["id"] for t in released}
-    linux = {t["id"] for t in released if t["os"] == "linux"}
-    x86 = {t["id"] for t in released if t["os"] == "linux" and t["arch"] == "x86_64"}
-    arm = {t["id"] for t in released if t["os"] == "linux" and t["arch"] == "aarch64"}
-    assert {t.split("-")[2] for t in x86} == {c.name for c in matrix.CELLS if not c.stand_in_for}
-    assert {t.split("-")[2] for t in arm} == {c.name for c in matrix.CELLS if c.aarch64 and not c.stand_in_for}
-    assert linux == x86 | arm
-    built = set(re.findall(r"^    name: build (\S+)$", committed["wheels.yml"], re.MULTILINE))
-    tested = set(re.findall(r"^    name: import-test (\S+) ", committed["wheels.yml"], re.MULTILINE))
-    gpu = set(re.findall(r"^    name: test-gpu (\S+)$", committed["gpu-tests.yml"], re.MULTILINE))
-    # The self-hosted GPU runner is x86_64: the aarch64 wheels are import-tested on GitHub's arm64 runners.
-    assert built == ids and tested == ids and gpu == x86
-    cells = {t["cell"] for t in released if t["os"] == "linux" and t["arch"] == "x86_64"}
-    arm_cells = {t["cell"] for t in released if t["os"] == "linux" and t["arch"] == "aarch64"}
-    assert set(re.findall(r"^  container-(\w+):$", committed["ci.yml"], re.MULTILINE)) == cells
-    assert set(re.findall(r"^  image-(\w+):$", committed["images.yml"], re.MULTILINE)) == cells
-    assert set(re.findall(r"^  image-(\w+)-aarch64:$", committed["images.yml"], re.MULTILINE)) == arm_cells
 
 
 @pytest.fixture
@@ -106,42 +74,6 @@ def test_a_cell_added_to_the_matrix_is_drift(config: project.ProjectConfig, extr
         workflows.check(FOLDER, workflows.render(config))
     assert exc.value.line().startswith("error: the workflows and the matrix disagree (ci.yml, gpu-tests.yml, ")
     assert "nox -s workflows" in exc.value.fix and "cu139" in exc.value.details
-
-
-def test_check_fails_on_a_hand_edit_with_one_line(tmp_path: Path) -> None:
-    shutil.copytree(FOLDER, tmp_path / "wf")
-    wheels = tmp_path / "wf" / "wheels.yml"
-    wheels.write_text(wheels.read_text().replace("timeout-minutes: 180", "timeout-minutes: 999", 1))
-    result = run_ci("workflows", "--check", "--out", str(tmp_path / "wf"))
-    assert result.returncode == 2
-    assert result.stdout.strip().splitlines()[-1] == (
-        "error: the workflows and the matrix disagree (wheels.yml): run `nox -s workflows` (python -m ci "
-        "workflows) and commit the result")
-    assert "-    timeout-minutes: 999" in result.stdout
-    assert run_ci("workflows", "--check").returncode == 0
-
-
-def test_check_leaves_hand_written_workflows_alone_but_not_stale_generated_ones(
-        config: project.ProjectConfig, tmp_path: Path) -> None:
-    folder = tmp_path / "wf"
-    shutil.copytree(FOLDER, folder)
-    (folder / "mine.yml").write_text("name: mine\n")
-    assert workflows.drift(folder, workflows.render(config)) == {}
-    result = run_ci("workflows", "--check", "--out", str(folder))
-    assert result.returncode == 0, result.stdout
-    assert "hand-written, not compared: farm-build.yml, mine.yml" in result.stdout
-    # A generated file the matrix stopped rendering (a renamed workflow) would go on running: drift.
-    shutil.copy(folder / "images.yml", folder / "old-images.yml")
-    differences = workflows.drift(folder, workflows.render(config))
-    assert set(differences) == {"old-images.yml"} and "no longer generated: delete it" in differences["old-images.yml"]
-    with pytest.raises(UsageError, match=r"disagree \(old-images.yml\)"):
-        workflows.check(folder, workflows.render(config))
-
-
-def test_writing_then_checking_round_trips(tmp_path: Path) -> None:
-    assert run_ci("workflows", "--out", str(tmp_path)).returncode == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(gha.FILES)
-    assert all((tmp_path / n).read_text() == (FOLDER / n).read_text() for n in gha.FILES)
 
 
 # --- security ------------------------------------------------------------------------------------------
@@ -307,10 +239,10 @@ def test_windows_jobs_pin_the_msvc_toolset_the_cell_accepts(documents: dict[str,
         cache = next(s for s in job["steps"] if "actions/cache@" in str(s.get("uses", "")))
         assert cache["with"]["key"] == windows_jobs.toolkit_cache_key(target.cell)
         # The cached folder is the one the toolkit step fills and build-win reads, under the job's FARM_CACHE_DIR.
-        from windows import toolkit as windows_toolkit
+        from windows.toolkit import wheels as toolkit_wheels
 
         assert job["env"]["FARM_CACHE_DIR"] == windows_jobs.WINDOWS_CACHE
-        assert cache["with"]["path"] == str(windows_toolkit.cached_folder(target.cell, windows_jobs.WINDOWS_CACHE))
+        assert cache["with"]["path"] == str(toolkit_wheels.cached_folder(target.cell, windows_jobs.WINDOWS_CACHE))
         assert any(f"build-win --target {target.id}" in s.get("run", "") for s in job["steps"])
     cell = dataclasses.replace(matrix.get_cell("13.0"), windows=dataclasses.replace(
         matrix.get_cell("13.0").windows, toolset="14.99"))  # type: ignore[type-var]
@@ -331,7 +263,7 @@ def test_import_tests_use_a_cpu_torch_only_when_the_project_promises_it(document
     runs = [s["run"] for s in job["steps"] if "run" in s]
     assert any("--torch-kind cpu --torch-index https://pypi.org/simple" in r for r in runs)
     assert any("--torch-kind cuda --torch-index https://pypi.org/simple" in r for r in runs)
-    classic = gha.render(gha_steps.context(project.load(CLASSIC), gha_steps.FarmSource("owner/farm", FARM_REF)))
+    classic = gha.render(gha_steps.context(reading.load(CLASSIC), gha_steps.FarmSource("owner/farm", FARM_REF)))
     job = classic["wheels.yml"]["jobs"][gha_steps.job_key("import", "classic_ext-torch2.11-cu130-cp311-linux_x86_64")]
     runs = [s["run"] for s in job["steps"] if "run" in s]
     assert not any("--torch-kind cpu" in r for r in runs) and any("--torch-kind cuda" in r for r in runs)
@@ -371,26 +303,6 @@ def test_a_push_touching_any_input_of_an_image_rebuilds_it(documents: dict[str, 
             assert any(fnmatch.fnmatch(relative, p.replace("**", "*")) for p in paths), relative
 
 
-def test_another_project_gets_its_own_workflows_with_the_farm_pinned(tmp_path: Path) -> None:
-    result = run_ci("workflows", "--project", str(CLASSIC), "--out", str(tmp_path))
-    assert result.returncode == 2 and "--farm-ref" in result.stdout.strip().splitlines()[-1]
-    result = run_ci("workflows", "--project", str(CLASSIC), "--out", str(tmp_path),
-                    "--farm-repository", "owner/farm", "--farm-ref", FARM_REF)
-    assert result.returncode == 0, result.stdout
-    wheels = (tmp_path / "wheels.yml").read_text()
-    # A target id with a dot becomes a valid job id; the job's name keeps the id.
-    assert "  build-classic_ext-torch2_11-cu130-cp311-linux_x86_64:\n" in wheels
-    assert "    name: build classic_ext-torch2.11-cu130-cp311-linux_x86_64\n" in wheels
-    ci = (tmp_path / "ci.yml").read_text()
-    assert f"ref: {FARM_REF}" in ci and "repository: owner/farm" in ci
-    assert "FARM_PROJECT: ${{ github.workspace }}" in ci and "-r .farm/ci/requirements/farm.txt" in ci
-    assert "pypi.org/project/classic-ext/" in (tmp_path / "release.yml").read_text()
-    assert run_ci("workflows", "--project", str(CLASSIC), "--out", str(tmp_path), "--check").returncode == 0
-    bad = run_ci("workflows", "--project", str(CLASSIC), "--out", str(tmp_path), "--farm-repository", "o/f",
-                 "--farm-ref", "main")
-    assert bad.returncode == 2 and "full 40-hex SHA" in bad.stdout
-
-
 # --- the YAML writer -------------------------------------------------------------------------------------
 
 
@@ -427,18 +339,6 @@ def test_multi_line_scripts_are_literal_blocks() -> None:
 
 
 # --- the linters -----------------------------------------------------------------------------------------
-
-
-def test_the_workflows_pass_zizmor_and_the_workflow_schema() -> None:
-    if workflows.tool("zizmor") is None or workflows.tool("check-jsonschema") is None:
-        pytest.skip("zizmor and check-jsonschema are in ci/requirements/lint.txt (nox -s lint runs this too)")
-    result = run_ci("workflows", "--lint")
-    assert result.returncode == 0, result.stdout
-    assert "No findings to report" in result.stdout and "ok -- validation done" in result.stdout
-    # The hand-written reusable workflow and the farm's action are linted too, the action with its own schema.
-    assert "farm-build.yml" in result.stdout
-    assert re.search(r"--builtin-schema vendor\.github-actions \S*action\.yml", result.stdout), result.stdout
-    assert re.search(r"\d+ workflows and action\.yml pass", result.stdout), result.stdout
 
 
 def test_lint_fails_on_a_broken_copy_of_the_action(tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ from ci import errors
 from ci.builds import tail
 from ci.linux import container as wheels
 from ci.linux import debian, images, shell
-from ci.universe import matrix, project, targets
+from ci.universe import matrix, targets
+from ci.universe.project import reading
 from ci.universe.selection import Selection, select
 
 CELL = matrix.get_cell("13.0")
@@ -116,7 +117,7 @@ def job_for(target: targets.Target, tmp_path: Path) -> wheels.ContainerBuild:
 
 
 def test_cibuildwheel_environment_of_a_stable_target(tmp_path: Path) -> None:
-    target = targets.default_target(project.load(ROOT))
+    target = targets.default_target(reading.load(ROOT))
     job = job_for(target, tmp_path)
     python = wheels.build_python(target, job.spec)
     assert python == "3.11"  # the Debian base's Python builds the cp310-abi3 wheel
@@ -155,7 +156,7 @@ def test_the_container_build_alone_sees_cuda_available(tmp_path: Path) -> None:
     cuda-available-in-build = false: no mount, no PYTHONPATH anywhere."""
     from cibuildwheel.environment import parse_environment
 
-    target = select(project.load(CLASSIC), Selection(cuda="13.0", python="3.11"))[0]
+    target = select(reading.load(CLASSIC), Selection(cuda="13.0", python="3.11"))[0]
     job = job_for(target, tmp_path)
     python = wheels.build_python(target, job.spec)
     env = wheels.cibuildwheel_env(job, python, wheels.torch_volume(target, python), None)
@@ -183,7 +184,7 @@ def test_the_container_build_alone_sees_cuda_available(tmp_path: Path) -> None:
 def test_nvcc_without_random_seed_runs_through_the_module_anchor(tmp_path: Path) -> None:
     """CUDA 12.4's nvcc has no -frandom-seed: its builds go through ci/nvcc/nvcc-module-anchor, mounted read-only;
     cells whose nvcc has the flag keep calling the ccache wrapper directly, behind the farm's nvcc wrapper."""
-    config = project.load(ROOT)
+    config = reading.load(ROOT)
     old = select(config, Selection(cuda="12.4"))[0]
     new = targets.default_target(config)
     envs = {}
@@ -209,7 +210,7 @@ def test_nvcc_without_random_seed_runs_through_the_module_anchor(tmp_path: Path)
 def test_the_nvcc_wrapper_holds_the_build_to_the_list_torch_compiles_for(tmp_path: Path) -> None:
     """The wrapper gets the cell's list and the project's mode; a project that sets TORCH_CUDA_ARCH_LIST in
     build-env is held to that list instead; a CPU build has no wrapper."""
-    target = targets.with_arch_list(targets.default_target(project.load(ROOT)), "8.0;9.0+PTX")
+    target = targets.with_arch_list(targets.default_target(reading.load(ROOT)), "8.0;9.0+PTX")
     job = job_for(target, tmp_path)
     python = wheels.build_python(target, job.spec)
     env = wheels.cibuildwheel_env(job, python, wheels.torch_volume(target, python), None)["CIBW_ENVIRONMENT"]
@@ -225,7 +226,7 @@ def test_the_nvcc_wrapper_holds_the_build_to_the_list_torch_compiles_for(tmp_pat
 def test_ccache_counts_come_from_this_builds_stats_log(tmp_path: Path) -> None:
     """build-all's cache column counts one build's compiles from its own stats log, not the shared volume's
     counters (which two builds running at once would mix)."""
-    target = targets.default_target(project.load(ROOT))
+    target = targets.default_target(reading.load(ROOT))
     job = job_for(target, tmp_path)
     python = wheels.build_python(target, job.spec)
     env = wheels.cibuildwheel_env(job, python, wheels.torch_volume(target, python), None)
@@ -248,7 +249,7 @@ def test_ccache_counts_come_from_this_builds_stats_log(tmp_path: Path) -> None:
 
 
 def test_per_python_target_needs_its_python_in_the_image(tmp_path: Path) -> None:
-    config = project.load(CLASSIC)
+    config = reading.load(CLASSIC)
     ok = select(config, Selection(torch="2.11", python="3.11"))[0]
     assert wheels.build_python(ok, job_for(ok, tmp_path).spec) == "3.11"
     other = select(config, Selection(torch="2.11", python="3.12"))[0]
@@ -259,7 +260,7 @@ def test_per_python_target_needs_its_python_in_the_image(tmp_path: Path) -> None
 
 
 def test_torch_volume_is_keyed_by_python_and_torch_pin() -> None:
-    config = project.load(CLASSIC)
+    config = reading.load(CLASSIC)
     a, b = select(config, Selection(python="3.11"))
     assert wheels.torch_volume(a, "3.11") != wheels.torch_volume(b, "3.11")
     assert wheels.torch_volume(a, "3.11") != wheels.torch_volume(a, "3.12")

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from ci.errors import MissingRequirement, UsageError
+from ci.errors import MissingRequirement, TargetError, UsageError
 from ci.linux import cross, routes
-from ci.universe import matrix, project, targets
+from ci.universe import matrix, targets
+from ci.universe.project import reading
 from ci.universe.selection import Selection, select
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -30,7 +31,7 @@ def write_project(tmp_path: Path, table: str) -> Path:
 
 
 def test_stable_projects_get_an_aarch64_target_per_cuda13_cell() -> None:
-    config = project.load(ROOT)
+    config = reading.load(ROOT)
     arm = targets.targets_for(config, "linux", "aarch64")
     assert [t.cell.name for t in arm] == [c.name for c in matrix.CELLS if c.aarch64]
     assert all(t.cell.cuda_major == 13 and t.platform == "linux_aarch64" and t.cross for t in arm)
@@ -41,34 +42,34 @@ def test_stable_projects_get_an_aarch64_target_per_cuda13_cell() -> None:
 
 
 def test_classic_aarch64_targets_are_only_torch_releases_with_aarch64_cuda_builds(tmp_path: Path) -> None:
-    config = project.load(write_project(tmp_path, '[tool.cuda-ext-farm]\ntorch = ["2.10", "2.11"]\n'))
+    config = reading.load(write_project(tmp_path, '[tool.cuda-ext-farm]\ntorch = ["2.10", "2.11"]\n'))
     arm = targets.targets_for(config, "linux", "aarch64")
     assert arm and all(matrix.get_torch(t.torch).aarch64 and t.cell.aarch64 for t in arm)
     assert {t.torch_minor for t in arm} == {"2.11"}
     assert {t.torch_minor for t in targets.targets_for(config, "linux")} == {"2.10", "2.11"}
-    only_cuda12 = project.load(write_project(tmp_path, '[tool.cuda-ext-farm]\ntorch = ["2.10"]\n'))
+    only_cuda12 = reading.load(write_project(tmp_path, '[tool.cuda-ext-farm]\ntorch = ["2.10"]\n'))
     assert targets.archs_of(only_cuda12, "linux") == ("x86_64",)
 
 
 def test_archs_opts_a_project_out_and_is_checked(tmp_path: Path) -> None:
-    config = project.load(write_project(tmp_path, '[tool.cuda-ext-farm]\nabi = "stable"\narchs = ["x86_64"]\n'))
+    config = reading.load(write_project(tmp_path, '[tool.cuda-ext-farm]\nabi = "stable"\narchs = ["x86_64"]\n'))
     assert targets.archs_of(config, "linux") == ("x86_64",)
     assert all(not t.cross for t in targets.platform_targets(config, "linux"))
-    with pytest.raises(targets.TargetError, match=r"not built for aarch64 \(x86_64\)"):
+    with pytest.raises(TargetError, match=r"not built for aarch64 \(x86_64\)"):
         targets.targets_for(config, "linux", "aarch64")
     with pytest.raises(UsageError, match=r"archs names an architecture the farm does not build \(arm64\)"):
-        project.load(write_project(tmp_path, '[tool.cuda-ext-farm]\narchs = ["arm64"]\n'))
+        reading.load(write_project(tmp_path, '[tool.cuda-ext-farm]\narchs = ["arm64"]\n'))
 
 
 def test_arch_selection_and_its_refusals() -> None:
-    config = project.load(ROOT)
+    config = reading.load(ROOT)
     (chosen,) = select(config, Selection(cuda="13.2", arch="aarch64"))
     assert chosen.id == "fusedops-stable-cu132-cp310abi3-linux_aarch64"
     by_id = select(config, Selection(target_ids=(chosen.id,)))
     assert by_id == (chosen,)
-    with pytest.raises(targets.TargetError, match=r"cell cu124 has no aarch64 toolkit"):
+    with pytest.raises(TargetError, match=r"cell cu124 has no aarch64 toolkit"):
         select(config, Selection(cuda="12.4", arch="aarch64"))
-    with pytest.raises(targets.TargetError, match=r"no windows wheels for this architecture \(aarch64\)"):
+    with pytest.raises(TargetError, match=r"no windows wheels for this architecture \(aarch64\)"):
         targets.targets_for(config, "windows", "aarch64")
 
 
@@ -88,8 +89,8 @@ def test_a_compiler_for_another_machine_is_refused(tmp_path: Path) -> None:
 
 
 def test_cross_build_environment() -> None:
-    stable = select(project.load(ROOT), Selection(cuda="13.0", arch="aarch64"))[0]
-    classic = next(t for t in targets.targets_for(project.load(CLASSIC), "linux", "aarch64") if t.python == "3.12")
+    stable = select(reading.load(ROOT), Selection(cuda="13.0", arch="aarch64"))[0]
+    classic = next(t for t in targets.targets_for(reading.load(CLASSIC), "linux", "aarch64") if t.python == "3.12")
     compiler = cross.CrossCompiler("aarch64-linux-gnu-gcc", "aarch64-linux-gnu-g++", "12.2.0")
     for target, suffix in ((stable, None), (classic, ".cpython-312-aarch64-linux-gnu.so")):
         env = cross.build_env(target, compiler, Path("/rt"), Path("/site"), Path(__file__).parent)
@@ -117,7 +118,7 @@ def test_torch_requirements_evaluate_markers_for_aarch64_and_apply_overrides(tmp
 
 
 def test_routes_name_the_floor_and_the_github_runner() -> None:
-    config = project.load(ROOT)
+    config = reading.load(ROOT)
     arm = select(config, Selection(cuda="13.0", arch="aarch64"))[0]
     x86 = targets.default_target(config)
     assert "ubuntu-24.04-arm" in routes.route(arm).github and "cross" in routes.route(arm).local
@@ -152,7 +153,7 @@ def test_the_audit_names_a_library_built_for_another_machine(tmp_path: Path) -> 
 
 
 def test_a_stand_in_is_selectable_by_its_id_and_replaces_its_release_cell() -> None:
-    config = project.load(ROOT)
+    config = reading.load(ROOT)
     release = next(t for t in targets.platform_targets(config, "linux") if t.cell.name == "cu128")
     local = targets.stand_in(release)
     assert local is not None and local.cell.name == "cu124" and local.cell.stand_in_for == "cu128"
@@ -186,7 +187,7 @@ def test_a_debian_toolkit_cell_keeps_its_base_glibc_and_others_get_the_sysroot()
     debian, pypi = matrix.get_cell("12.4"), matrix.get_cell("13.0")
     assert not container.uses_sysroot(debian) and container.uses_sysroot(pypi)
     assert routes.container_glibc(debian).startswith(routes.DEBIAN_GLIBC["trixie"])
-    config = project.load(ROOT)
+    config = reading.load(ROOT)
     release12 = next(t for t in targets.platform_targets(config, "linux") if t.cell.name == "cu128")
     assert "stand-in cu124" in routes.route(release12).local and "manylinux_2_28" in routes.route(release12).github
 
@@ -200,7 +201,7 @@ def test_the_cross_build_is_composed_like_every_route(tmp_path: Path, monkeypatc
     from ci.toolchain import envs, toolkit
 
     monkeypatch.setenv("LDFLAGS", "-L/caller/lib")
-    target = select(project.load(ROOT), Selection(cuda="13.0", arch="aarch64"))[0]
+    target = select(reading.load(ROOT), Selection(cuda="13.0", arch="aarch64"))[0]
     target = dataclasses.replace(target, project=dataclasses.replace(
         target.project, arch_flags="replace", build_env={**target.project.build_env, "NVCC_APPEND_FLAGS": "-DOWN"}))
     tk = toolkit.InstalledToolkit(root=tmp_path, cuda_home=tmp_path / "cu13", nvcc_version="13.0.88")

@@ -8,13 +8,14 @@ import dataclasses
 from pathlib import Path
 
 from ci.builds import environment
-from ci.universe import project, targets
+from ci.universe import targets
+from ci.universe.project import reading
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_cuda_13_cells_compress_their_fatbins_and_cuda_12_cells_do_not(tmp_path: Path) -> None:
-    by_cell = {t.cell.name: t for t in targets.platform_targets(project.load(ROOT)) if t.arch == "x86_64"}
+    by_cell = {t.cell.name: t for t in targets.platform_targets(reading.load(ROOT)) if t.arch == "x86_64"}
     assert {name for name, t in by_cell.items() if environment.fatbin_compression_flags(t)} == {
         name for name, t in by_cell.items() if t.cell.cuda_major >= 13}
     assert environment.fatbin_compression_flags(by_cell["cu130"]) == "--compress-mode=size"
@@ -25,6 +26,6 @@ def test_cuda_13_cells_compress_their_fatbins_and_cuda_12_cells_do_not(tmp_path:
     assert "--compress-mode" not in environment.farm_flags(by_cell["cu128"], "12.8", str(tmp_path))["NVCC_APPEND_FLAGS"]
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "demo"\nversion = "1.0"\n'
                                              "[tool.cuda-ext-farm]\ncompress-fatbin = false\n")
-    off = project.load(tmp_path)
+    off = reading.load(tmp_path)
     assert not off.compress_fatbin
     assert not any(environment.fatbin_compression_flags(t) for t in targets.platform_targets(off))

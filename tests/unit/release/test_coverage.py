@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ci.release import coverage, index
-from ci.universe import project, targets
+from ci.universe import targets
+from ci.universe.project import reading
 
 ROOT = Path(__file__).resolve().parents[3]
 CLASSIC = ROOT / "tests" / "fixtures" / "classic_ext"
@@ -25,7 +22,7 @@ def _wheel_name(target: targets.Target, version: str = "0.1.0") -> str:
 
 
 def _linux_targets(root: Path) -> tuple[targets.Target, ...]:
-    return targets.platform_targets(project.load(root), "linux")
+    return targets.platform_targets(reading.load(root), "linux")
 
 
 @pytest.mark.parametrize("root", [ROOT, CLASSIC], ids=["stable", "classic"])
@@ -52,7 +49,7 @@ def test_a_wheel_of_another_target_in_a_target_folder_does_not_count(tmp_path: P
 
 @pytest.mark.parametrize("root", [ROOT, CLASSIC], ids=["stable", "classic"])
 def test_a_pep503_site_is_matched_by_variant_tags_and_local_label(root: Path, tmp_path: Path) -> None:
-    config = project.load(root)
+    config = reading.load(root)
     chosen = targets.platform_targets(config, "linux") + targets.platform_targets(config, "windows")
     keep = chosen[1:]
     variants: dict[str, dict[str, list[index.IndexFile]]] = {}
@@ -86,39 +83,3 @@ def test_a_folder_of_neither_shape_is_refused(tmp_path: Path) -> None:
         coverage.read(tmp_path / "nowhere", _linux_targets(ROOT))
 
 
-def _farm(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ci", *argv], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
-
-
-def test_coverage_command_prints_json_and_refuses_bad_folders(tmp_path: Path) -> None:
-    chosen = _linux_targets(CLASSIC)
-    (tmp_path / chosen[0].id).mkdir()
-    (tmp_path / chosen[0].id / _wheel_name(chosen[0])).write_bytes(b"")
-    done = _farm("coverage", str(tmp_path), "--os", "linux", "--json", cwd=CLASSIC)
-    assert done.returncode == 0, done.stderr
-    data = json.loads(done.stdout)
-    assert list(data["present"]) == [chosen[0].id] and len(data["missing"]) == len(chosen) - 1
-    (tmp_path / "stray.txt").write_text("x")
-    bad = tmp_path / "plain"
-    bad.mkdir()
-    (bad / "readme.txt").write_text("x")
-    (bad / "sub").mkdir()
-    refused = _farm("coverage", str(bad), cwd=CLASSIC)
-    assert refused.returncode != 0 and "PEP 503" in _last_line(refused)
-    unknown = _farm("coverage", str(tmp_path), "--target", "no-such-target", cwd=CLASSIC)
-    assert unknown.returncode != 0 and "no-such-target" in _last_line(unknown)
-
-
-def _last_line(done: subprocess.CompletedProcess[str]) -> str:
-    return (done.stdout + done.stderr).strip().splitlines()[-1]
-
-
-def test_build_all_missing_with_nothing_missing_builds_nothing(tmp_path: Path) -> None:
-    chosen = _linux_targets(CLASSIC)
-    for target in chosen:
-        (tmp_path / target.id).mkdir()
-        (tmp_path / target.id / _wheel_name(target)).write_bytes(b"")
-    done = _farm("build-all", "--missing", "--wheelhouse", str(tmp_path), cwd=CLASSIC)
-    assert done.returncode == 0, done.stderr
-    assert "nothing to build" in done.stdout

@@ -21,7 +21,8 @@ from packaging.version import Version
 
 from ci import wheelmeta
 from ci.errors import UsageError
-from ci.release import assembly, install_lines, plan
+from ci.release import assembly, install_lines, plan, pypi_view
+from ci.release.install_lines import pip_check
 from ci.release.manifest import Manifest, ReleaseFile, index_name
 
 PROJECT = "farm-probe-classic"
@@ -120,20 +121,20 @@ def test_lines_of_a_stable_project_name_a_cuda_12_torch_for_the_cuda_12_variant(
 
 @pytest.fixture(scope="module")
 def pypi() -> object:
-    with install_lines.PyPIView() as view:
+    with pypi_view.PyPIView() as view:
         yield view
     assert not view.downloads, f"pip asked for whole files: {view.downloads}"
 
 
-def test_old_scheme_trades_a_torch_2_10_users_torch_for_2_9(tmp_path: Path, pypi: install_lines.PyPIView) -> None:
+def test_old_scheme_trades_a_torch_2_10_users_torch_for_2_9(tmp_path: Path, pypi: pypi_view.PyPIView) -> None:
     """What the README promised, run: `pip install <project> --extra-index-url …/cu124` with torch 2.10 installed
     picks the +pt29cu124 build and torch 2.9.1."""
     out = tmp_path / "release"
     manifest = release(out, [("2.9.1", "cu124", "12.4"), ("2.10.0", "cu124", "12.4")], per_torch=False)
     line = dataclasses.replace(install_lines.install_lines(manifest)[1], torch=None)  # the old line: no torch pin
-    python = install_lines.stand_in_torch(tmp_path / "venv", "2.10.0+cu128")
-    sources = install_lines.Sources(pypi.url, None, out / "index", install_lines.SITE)
-    outcome = install_lines.run_keep(line, python, "2.10.0+cu128", sources, tmp_path)
+    python = pip_check.stand_in_torch(tmp_path / "venv", "2.10.0+cu128")
+    sources = pip_check.Sources(pypi.url, None, out / "index", install_lines.SITE)
+    outcome = pip_check.run_keep(line, python, "2.10.0+cu128", sources, tmp_path)
     assert outcome.wheel == f"{DIST}-{VERSION}+pt29cu124-{TAG}.whl" and outcome.torch == "2.9.1"
 
 

@@ -23,6 +23,7 @@ from ci.audit.checks import Check, LibraryInfo
 from ci.errors import UsageError
 from ci.release import majors
 from ci.universe import project
+from ci.universe.project import reading, validation
 from ci.universe.tomlvalues import ConfigError
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -44,7 +45,7 @@ TABLE = {"abi": "stable", "cpu-libraries": ["pkg/_C.*"], "cuda-libraries": ["pkg
 
 
 def config(tmp: Path, **table: object) -> project.ProjectConfig:
-    return project.parse({**TABLE, **table}, root=tmp, source=tmp / "pyproject.toml",
+    return validation.parse({**TABLE, **table}, root=tmp, source=tmp / "pyproject.toml",
                          pyproject={"project": {"name": "pkg"}})
 
 
@@ -247,17 +248,17 @@ def test_the_merge_refuses_halves_of_other_python_or_abi_tags(tmp_path: Path, ha
 
 def test_the_key_needs_a_stable_abi_project_with_cuda_libraries(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="pypi-cuda-majors needs a stable-ABI project"):
-        project.parse({"pypi-cuda-majors": True, "cuda-libraries": ["x/_C.*"]}, root=tmp_path,
+        validation.parse({"pypi-cuda-majors": True, "cuda-libraries": ["x/_C.*"]}, root=tmp_path,
                       source=tmp_path / "pyproject.toml", pyproject={"project": {"name": "pkg"}})
     with pytest.raises(ConfigError, match="pypi-cuda-majors needs cuda-libraries"):
-        project.parse({"pypi-cuda-majors": True, "abi": "stable"}, root=tmp_path, source=tmp_path / "pyproject.toml",
+        validation.parse({"pypi-cuda-majors": True, "abi": "stable"}, root=tmp_path, source=tmp_path / "pyproject.toml",
                       pyproject={"project": {"name": "pkg"}})
-    assert not project.parse({"abi": "stable"}, root=tmp_path, source=tmp_path / "pyproject.toml",
+    assert not validation.parse({"abi": "stable"}, root=tmp_path, source=tmp_path / "pyproject.toml",
                              pyproject={"project": {"name": "pkg"}}).pypi_cuda_majors
 
 
 def test_fusedops_gets_the_majors_of_torch_210_and_211() -> None:
-    fusedops = project.load(ROOT)
+    fusedops = reading.load(ROOT)
     assert fusedops.pypi_cuda_majors
     assert majors.pypi_majors(fusedops) == (12, 13)
     assert {m: t.cell.name for m, t in majors.major_targets(fusedops).items()} == {12: "cu128", 13: "cu130"}
@@ -267,7 +268,7 @@ def test_a_project_without_the_key_is_told_what_fits_its_abi(tmp_path: Path) -> 
     from ci.errors import UsageError
 
     def refusal(**table: object) -> str:
-        cfg = project.parse(table, root=tmp_path, source=tmp_path / "pyproject.toml",
+        cfg = validation.parse(table, root=tmp_path, source=tmp_path / "pyproject.toml",
                             pyproject={"project": {"name": "pkg"}})
         with pytest.raises(UsageError) as raised:
             majors.major_targets(cfg)
@@ -282,7 +283,7 @@ def test_coverage_counts_the_other_majors_target_as_held_by_the_wheel_across_maj
     from ci.release import coverage
     from ci.universe import targets
 
-    chosen = [t for t in targets.platform_targets(project.load(ROOT), "linux") if t.arch == "x86_64"]
+    chosen = [t for t in targets.platform_targets(reading.load(ROOT), "linux") if t.arch == "x86_64"]
     cu130 = next(t for t in chosen if t.cell.name == "cu130")
     cu128 = next(t for t in chosen if t.cell.name == "cu128")
     name = f"fusedops-0.1.0-{cu130.wheel_tag_prefix}-manylinux_2_31_x86_64.whl"

@@ -13,14 +13,15 @@ from ci.errors import CommandFailed, UsageError
 from ci.release import import_steps, install_checks, rehearsal
 from ci.release import manifest as release_manifest
 from ci.toolchain import envs
-from ci.universe import project, targets
+from ci.universe import targets
+from ci.universe.project import reading
 from ci.universe.selection import Selection, select
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_the_dry_run_runs_the_workflows_own_import_commands_on_the_targets_python(tmp_path: Path) -> None:
-    config = project.load(ROOT)
+    config = reading.load(ROOT)
     target = select(config, Selection(cuda="12.4"))[0]  # the local stand-in of cu128
     wheel = tmp_path / "x.whl"
     commands = dict(import_steps.import_commands(target))
@@ -128,7 +129,7 @@ def test_pip_index_versions_output_is_read() -> None:
 
 
 def _cu124_wheel(out: Path) -> tuple[targets.Target, release_manifest.Manifest]:
-    config = project.load(ROOT)
+    config = reading.load(ROOT)
     target = select(config, Selection(cuda="12.4"))[0]  # the local stand-in of cu128
     name = "fusedops-0.1.0+cu124-cp310-abi3-manylinux_2_28_x86_64.whl"
     (out / "assets").mkdir(parents=True)

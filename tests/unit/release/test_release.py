@@ -9,8 +9,6 @@ import hashlib
 import io
 import json
 import os
-import subprocess
-import sys
 import tarfile
 import zipfile
 from pathlib import Path
@@ -22,6 +20,7 @@ from ci.release import assembly, index, install_checks
 from ci.release import manifest as release_manifest
 from ci.release import plan as release_plan
 from ci.universe import matrix, project, targets
+from ci.universe.project import reading
 
 ROOT = Path(__file__).resolve().parents[3]
 VERSION = "0.1.0"
@@ -74,7 +73,7 @@ def write_report(folder: Path, target: targets.Target, wheel: Path, *, ok: bool 
 
 @pytest.fixture(scope="module")
 def fusedops() -> project.ProjectConfig:
-    return project.load(ROOT)
+    return reading.load(ROOT)
 
 
 def label(target: targets.Target, pypi_variant: str) -> str:
@@ -318,19 +317,3 @@ def test_a_manifest_without_a_tag_cannot_make_the_site(tmp_path: Path, fusedops:
         release_manifest.site_index([dataclasses.replace(manifest, tag=None)], "https://example.invalid")
 
 
-def run_ci(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200"}
-    env.pop("GITHUB_SHA", None)
-    return subprocess.run([sys.executable, "-m", "ci", *args], cwd=ROOT, env=env, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-
-
-def test_release_without_a_mode_says_which_to_pick() -> None:
-    result = run_ci("release")
-    assert result.returncode == 2
-    assert result.stdout.strip().splitlines()[-1].startswith("error: no release mode given")
-
-
-def test_import_test_needs_a_target(tmp_path: Path) -> None:
-    result = run_ci("release", "--import-test", str(tmp_path))
-    assert result.returncode == 2 and "--target" in result.stdout

@@ -20,7 +20,7 @@ import pytest
 
 from ci.errors import UsageError
 from ci.release import sdist
-from ci.universe import project
+from ci.universe.project import reading
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURE = ROOT / "tests" / "fixtures" / "sdist_header"
@@ -104,7 +104,7 @@ def test_check_names_the_sources_when_the_sdist_holds_none() -> None:
 
 
 def test_sdist_without_manifest_fails_naming_the_header(tmp_path: Path) -> None:
-    config = project.load(copy_fixture(tmp_path))
+    config = reading.load(copy_fixture(tmp_path))
     with pytest.raises(UsageError) as caught:
         sdist.build_sdist(config, tmp_path / "dist", cpu_torch=CPU_TORCH)
     line = caught.value.line()
@@ -117,7 +117,7 @@ def test_sdist_without_manifest_fails_naming_the_header(tmp_path: Path) -> None:
 
 def test_sdist_with_manifest_passes(tmp_path: Path) -> None:
     folder = copy_fixture(tmp_path, FIX)
-    config = project.load(folder)
+    config = reading.load(folder)
     built = sdist.build_sdist(config, tmp_path / "dist", cpu_torch=CPU_TORCH)
     members = sdist.sdist_members(built)
     assert {"sdist_header/csrc/scaled_add.h", "sdist_header/csrc/cuda/scaled_add.cu", "MANIFEST.in"} <= set(members)
@@ -129,7 +129,7 @@ def test_sdist_with_manifest_passes(tmp_path: Path) -> None:
 
 def test_fusedops_sdist_holds_every_csrc_file(tmp_path: Path) -> None:
     checkout = copy_checkout(tmp_path / "fusedops")
-    config = project.load(checkout)
+    config = reading.load(checkout)
     built = sdist.build_sdist(config, tmp_path / "dist", cpu_torch=CPU_TORCH, check=False)
     members = set(sdist.sdist_members(built))
     csrc = sorted(str(p.relative_to(checkout)) for p in (checkout / "csrc").rglob("*") if p.is_file())
@@ -149,7 +149,7 @@ def test_a_refused_sdist_is_not_left_behind(tmp_path: Path) -> None:
     shutil.copytree(source, copy)
     dest = tmp_path / "dist"
     with pytest.raises(UsageError, match=r"lacks a file its build needs \(csrc/twice_cuda\.cu"):
-        sdist.build_sdist(project.load(copy), dest, cpu_torch="2.13.0")
+        sdist.build_sdist(reading.load(copy), dest, cpu_torch="2.13.0")
     assert not dest.exists()
 
 

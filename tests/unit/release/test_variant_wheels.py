@@ -1,4 +1,4 @@
-"""Wheel variants (ci/release/variants.py) from a real wheel: fusedops' release wheel (FARM_TEST_WHEEL) becomes the
+"""Wheel variants (ci/release/variants/) from a real wheel: fusedops' release wheel (FARM_TEST_WHEEL) becomes the
 ``cuda13.0`` variant with the properties its binary gives, and a CPU target's wheel the null variant; variantlib's
 own parsers and its index generator accept the folder; the same input gives the same bytes."""
 
@@ -18,8 +18,9 @@ import pytest
 
 from ci.errors import UsageError
 from ci.release import variants
+from ci.release.variants import binary, validation, writing
 from ci.universe import targets
-from ci.universe.project import load
+from ci.universe.project.reading import load
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -30,9 +31,9 @@ def test_names() -> None:
     assert variants.split_name("a-1.0-1-cp310-abi3-linux_x86_64.whl") == ("a-1.0-1-cp310-abi3-linux_x86_64.whl", None)
     assert variants.split_name("a-1.0-1-cp310-abi3-linux_x86_64-null.whl")[1] == "null"
     assert variants.split_name("a-1.0-cp310-abi3-linux_x86_64.whl")[1] is None
-    assert variants.sm_values(["sm_90", "sm_90a", "sm_100f", "sm_120"], ["sm_120"]) == (
+    assert binary.sm_values(["sm_90", "sm_90a", "sm_100f", "sm_120"], ["sm_120"]) == (
         "90_real", "120_real", "120_virtual")
-    assert variants.runtime_majors(["libc10.so", "libcudart.so.13"]) == {13}
+    assert binary.runtime_majors(["libc10.so", "libcudart.so.13"]) == {13}
 
 
 def _record_ok(wheel: Path) -> None:
@@ -60,18 +61,18 @@ def test_real_wheel_becomes_variants_that_variantlib_accepts(built_wheel: Path, 
                 if t.cell.name == "cu130" and t.arch == "x86_64")
     cpu = dataclasses.replace(cuda, cpu=True)
     cuobjdump = toolkit.ensure_cuobjdump()
-    items = variants.release_items([(built_wheel, cuda)], cuda.torch, cuobjdump)
+    items = writing.release_items([(built_wheel, cuda)], cuda.torch, cuobjdump)
     (_, variant), = items
     assert variant.label == "cuda13.0"
     assert variant.properties[variants.LOWER_BOUND] == ("13.0",)  # libcudart.so.13, cell cu130
     sm = variant.properties[variants.SM_ARCH]
     assert "90_real" in sm and all(v.endswith(("_real", "_virtual")) for v in sm)
-    items.append((built_wheel, variants.variant_of(built_wheel, cpu, cuobjdump)))
+    items.append((built_wheel, binary.variant_of(built_wheel, cpu, cuobjdump)))
     assert items[1][1].label == "null" and not items[1][1].properties
 
-    written = variants.write_folder(tmp_path / "a", items, config.name)
+    written = writing.write_folder(tmp_path / "a", items, config.name)
     assert [w.name.rsplit("-", 1)[1] for w in written.wheels] == ["cuda13.0.whl", "null.whl"]
-    assert "variantlib accepts 2 variant wheels" in variants.validate(written.folder)
+    assert "variantlib accepts 2 variant wheels" in validation.validate(written.folder)
     for wheel in written.wheels:
         _record_ok(wheel)
         label = VALIDATION_WHEEL_NAME_REGEX.fullmatch(wheel.name).group("variant_label")  # type: ignore[union-attr]
@@ -92,7 +93,7 @@ def test_real_wheel_becomes_variants_that_variantlib_accepts(built_wheel: Path, 
     page = written.page.read_text()
     assert written.index_file.name in page and all(w.name in page for w in written.wheels)
     # Byte-reproducible: the same input gives the same files.
-    again = variants.write_folder(tmp_path / "b", items, config.name)
+    again = writing.write_folder(tmp_path / "b", items, config.name)
     assert [p.read_bytes() for p in again.wheels] == [p.read_bytes() for p in written.wheels]
     assert again.index_file.read_bytes() == written.index_file.read_bytes()
 
@@ -105,7 +106,7 @@ def test_a_variant_that_the_binary_contradicts_is_refused(built_wheel: Path) -> 
     if cu12 is None:
         pytest.skip("no CUDA 12 cell for fusedops")
     with pytest.raises(UsageError, match="not its cell's single major"):
-        variants.variant_of(built_wheel, cu12, toolkit.ensure_cuobjdump())
+        binary.variant_of(built_wheel, cu12, toolkit.ensure_cuobjdump())
 
 
 def test_validate_refuses_a_label_that_variant_json_does_not_name(tmp_path: Path) -> None:
@@ -116,4 +117,4 @@ def test_validate_refuses_a_label_that_variant_json_does_not_name(tmp_path: Path
         zf.writestr("demo-1.0.dist-info/variant.json", json.dumps(doc))
     (tmp_path / "demo-1.0-variants.json").write_text(json.dumps(doc))
     with pytest.raises(UsageError, match="variantlib refuses"):
-        variants.validate(tmp_path)
+        validation.validate(tmp_path)

@@ -15,7 +15,8 @@ import pytest
 
 from ci.errors import MissingRequirement
 from ci.testing import gpu_lanes
-from ci.universe import project, targets
+from ci.universe import targets
+from ci.universe.project import reading
 
 ROOT = Path(__file__).resolve().parents[3]
 NEEDS_TORCH = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="the test venv has no torch")
@@ -24,7 +25,7 @@ NEEDS_TORCH = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reas
 @pytest.fixture(scope="module")
 def by_cuda() -> dict[str, targets.Target]:
     """fusedops' x86_64 targets by their cell's CUDA (12.8, 13.0, ...)."""
-    return {t.cell.cuda: t for t in targets.platform_targets(project.load(ROOT)) if t.arch == "x86_64"}
+    return {t.cell.cuda: t for t in targets.platform_targets(reading.load(ROOT)) if t.arch == "x86_64"}
 
 
 def wheel_with_record(folder: Path, cuda: str | None) -> Path:

@@ -11,13 +11,14 @@ import pytest
 from ci.errors import UsageError
 from ci.testing import wheel_tests
 from ci.universe import project, targets
+from ci.universe.project import reading
 
 
 def write_project(folder: Path, table: str) -> project.ProjectConfig:
     (folder / "pyproject.toml").write_text(f'[project]\nname = "my-ext"\nversion = "1.0"\n\n'
                                            f"[tool.cuda-ext-farm]\n{table}")
     (folder / "setup.py").write_text("")
-    return project.load(folder)
+    return reading.load(folder)
 
 
 def write_wheel(folder: Path, *extras: str) -> Path:

@@ -12,7 +12,8 @@ import pytest
 
 from ci.release import install_checks, sdist
 from ci.toolchain import envs
-from ci.universe import project, targets
+from ci.universe import targets
+from ci.universe.project import reading
 
 ROOT = Path(__file__).resolve().parents[3]
 CLASSIC = ROOT / "tests" / "fixtures" / "classic_ext"
@@ -51,7 +52,7 @@ def test_the_call_sites_that_want_the_same_torch_get_the_same_folder(made: list[
     """The CUDA build of a target, its CUDA import test and its CPU-only import test on PyPI's (CUDA) build (one
     torch 2.11 CUDA build on CPython 3.11) share one environment: before, the call sites spelt the requirement each
     its own way, and a machine kept two 4.6 GB copies of the same torch."""
-    config = project.load(CLASSIC)
+    config = reading.load(CLASSIC)
     target = next(t for t in targets.targets_for(config) if t.torch == "2.11.0" and t.python == "3.11")
     envs.target_env(target)
     install_checks.torch_env(target, "cuda", "3.11", index_url=None, cpu_torch=None)
@@ -64,7 +65,7 @@ def test_a_cpu_build_takes_the_cpu_torch_where_pip_has_one(made: list[Path], mon
     """A --cpu build of torch 2.13 (a +cpu wheel pip can reach) takes the small CPU environment, the one the sdist
     of a setup.py that imports torch uses; of 2.11 (none) it shares the CUDA builds' environment."""
     monkeypatch.setattr(envs, "_offered", lambda python: ("2.13.0+cpu", "2.13.0", "2.11.0"))
-    config = project.load(CLASSIC)
+    config = reading.load(CLASSIC)
     cpu_213 = next(dataclasses.replace(t, cpu=True) for t in targets.targets_for(config)
                    if t.torch == "2.13.0" and t.python == "3.11")
     envs.target_env(cpu_213)

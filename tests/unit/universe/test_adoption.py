@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from ci.errors import CommandFailed
-from ci.universe import adoption, lockcheck, matrix, pypi_torch, shapes
+from ci.universe import adoption, matrix, pypi_torch, shapes
+from ci.universe.lockcheck import pages
 
 SNAPSHOT = Path(__file__).resolve().parents[2] / "fixtures" / "pypi_torch"
 
@@ -103,17 +104,17 @@ class _Toolkits:
     def __init__(self, versions: dict[str, str]) -> None:
         self.versions = versions
 
-    def files(self, project: str) -> list[lockcheck.IndexFile]:
+    def files(self, project: str) -> list[pages.IndexFile]:
         version = self.versions.get(project)
         if version is None:
             return []
-        return [lockcheck.IndexFile(f"{project.replace('-', '_')}-{version}-py3-none-manylinux2014_x86_64.whl",
+        return [pages.IndexFile(f"{project.replace('-', '_')}-{version}-py3-none-manylinux2014_x86_64.whl",
                                     None, None)]
 
-    def metadata(self, wheel: lockcheck.IndexFile) -> str:
+    def metadata(self, wheel: pages.IndexFile) -> str:
         raise AssertionError(wheel)
 
-    def wheel_facts(self, wheel: lockcheck.IndexFile) -> pypi_torch.WheelFacts:
+    def wheel_facts(self, wheel: pages.IndexFile) -> pypi_torch.WheelFacts:
         raise AssertionError(wheel)
 
 
@@ -167,13 +168,13 @@ class _Without:
     def __init__(self, source: pypi_torch.Recorded, gone: Callable[[str], bool]) -> None:
         self.source, self.gone = source, gone
 
-    def files(self, project: str) -> list[lockcheck.IndexFile]:
+    def files(self, project: str) -> list[pages.IndexFile]:
         return [f for f in self.source.files(project) if not self.gone(f.filename)]
 
-    def metadata(self, wheel: lockcheck.IndexFile) -> str:
+    def metadata(self, wheel: pages.IndexFile) -> str:
         return self.source.metadata(wheel)
 
-    def wheel_facts(self, wheel: lockcheck.IndexFile) -> pypi_torch.WheelFacts:
+    def wheel_facts(self, wheel: pages.IndexFile) -> pypi_torch.WheelFacts:
         return self.source.wheel_facts(wheel)
 
 

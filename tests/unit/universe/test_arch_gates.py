@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from ci.linux import routes
-from ci.universe import arch_gates, archs, matrix, project, shapes, targets
+from ci.universe import arch_gates, archs, matrix, shapes, targets
 from ci.universe.arch_gates import Gate
+from ci.universe.project import reading
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURE = ROOT / "tests" / "fixtures" / "arch_gated"
@@ -101,7 +102,7 @@ def test_what_a_thinned_gpu_loses_is_said() -> None:
 
 
 def test_the_fixtures_cuda_12_half_keeps_8_9_and_matrix_says_why() -> None:
-    config = project.load(FIXTURE)
+    config = reading.load(FIXTURE)
     by_id = {t.id: t for t in targets.platform_targets(config, "linux")}
     half = by_id["arch_gated-stable-cu128-cp310abi3-linux_x86_64"]
     assert (half.cell.sass_archs, half.cell.ptx_arch) == (("7.0", "8.0", "8.9", "9.0"), "9.0")
@@ -117,7 +118,7 @@ def test_the_fixtures_cuda_12_half_keeps_8_9_and_matrix_says_why() -> None:
 
 def test_fusedops_sources_have_no_gate_so_its_half_is_unchanged() -> None:
     assert arch_gates.project_gates(ROOT) == ()
-    fusedops = project.load(ROOT)
+    fusedops = reading.load(ROOT)
     half = next(t for t in targets.platform_targets(fusedops, "linux") if t.id.startswith("fusedops-stable-cu128-")
                 and t.arch == "x86_64")
     assert (half.cell.sass_archs, half.cell.ptx_arch) == (("7.0", "8.0", "9.0"), "9.0")

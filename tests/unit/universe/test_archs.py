@@ -10,7 +10,8 @@ import pytest
 
 from ci import settings
 from ci.errors import MatrixError, UsageError
-from ci.universe import archs, matrix, project, targets
+from ci.universe import archs, project, selection, targets
+from ci.universe.project import reading
 from ci.universe.selection import Selection, select
 
 CUDA13 = "7.5, 8.0, 8.6, 8.7, 8.9, 9.0, 10.0, 10.3, 11.0, 12.0, 12.1"
@@ -18,7 +19,7 @@ CUDA13 = "7.5, 8.0, 8.6, 8.7, 8.9, 9.0, 10.0, 10.3, 11.0, 12.0, 12.1"
 
 def test_9_9_is_refused_naming_what_the_toolkit_compiles() -> None:
     with pytest.raises(MatrixError) as err:
-        matrix.resolve("13.0", "9.9")
+        selection.resolve("13.0", "9.9")
     assert err.value.line() == (f"error: architecture not supported by CUDA 13.0 (9.9): torch extensions with CUDA "
                                 f"13.0 build for {CUDA13} (and +PTX of any of them): pick from those, or another "
                                 "CUDA cell with --cuda")
@@ -27,7 +28,7 @@ def test_9_9_is_refused_naming_what_the_toolkit_compiles() -> None:
 def test_the_environment_variable_is_checked_too() -> None:
     resolved = settings.resolve({"TORCH_CUDA_ARCH_LIST": "8.0;9.9+PTX"})  # the entry reads the variable once
     with pytest.raises(MatrixError, match=r"\(9\.9\+PTX\)|\(9\.9\)"):
-        matrix.resolve("13.0", resolved.get("TORCH_CUDA_ARCH_LIST"))
+        selection.resolve("13.0", resolved.get("TORCH_CUDA_ARCH_LIST"))
 
 
 @pytest.mark.parametrize(("cuda", "arch", "ok"), [
@@ -46,20 +47,20 @@ def test_compiles(cuda: str, arch: str, ok: bool) -> None:
 def test_what_nvcc_compiles_but_torchs_extension_builder_refuses_is_refused_too(arch: str) -> None:
     assert archs.compiles("13.0", arch) and not archs.buildable("13.0", arch)
     with pytest.raises(MatrixError, match=rf"\({arch}\)"):
-        matrix.resolve("13.0", arch)
+        selection.resolve("13.0", arch)
 
 
 def test_ptx_only_where_asked() -> None:
-    cell = matrix.resolve("13.0", "9.0")
+    cell = selection.resolve("13.0", "9.0")
     assert (cell.sass_archs, cell.ptx_arch, cell.arch_list) == (("9.0",), "", "9.0")
-    cell = matrix.resolve("13.0", "8.0;9.0+PTX")
+    cell = selection.resolve("13.0", "8.0;9.0+PTX")
     assert (cell.ptx_arch, cell.arch_list) == ("9.0", "8.0;9.0+PTX")
 
 
 def _config(tmp_path: Path, table: str = "") -> project.ProjectConfig:
     (tmp_path / "pyproject.toml").write_text(f'[project]\nname = "p"\nversion = "1"\n[tool.cuda-ext-farm]\n{table}\n')
     (tmp_path / "setup.py").write_text("")
-    return project.load(tmp_path)
+    return reading.load(tmp_path)
 
 
 def test_the_selection_refuses_it_before_any_build(tmp_path: Path) -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from ci import cli, errors, options, settings
-from ci.universe import archs, matrix, project, shapes, targets
+from ci.universe import archs, matrix, project, selection, shapes
+from ci.universe.project import reading
 from ci.universe.selection import Selection, select
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -53,10 +54,10 @@ def test_arch_list_marks_only_the_newest_as_ptx() -> None:
 
 
 def test_arch_list_override_from_argument_and_environment() -> None:
-    cell = matrix.resolve("13.0", "8.0;9.0+PTX")
+    cell = selection.resolve("13.0", "8.0;9.0+PTX")
     assert cell.sass_archs == ("8.0", "9.0") and cell.ptx_arch == "9.0"
     resolved = settings.resolve({"TORCH_CUDA_ARCH_LIST": "8.6 9.0"})  # the entry reads the variable once
-    cell = matrix.resolve("13.0", resolved.get("TORCH_CUDA_ARCH_LIST"))
+    cell = selection.resolve("13.0", resolved.get("TORCH_CUDA_ARCH_LIST"))
     # PTX only where the list asks for it: 9.0 stays 9.0.
     assert cell.sass_archs == ("8.6", "9.0") and cell.ptx_arch == "" and cell.arch_list == "8.6;9.0"
 
@@ -100,7 +101,7 @@ def _stable_project(tmp_path: Path, cuda: str) -> project.ProjectConfig:
         '[project]\nname = "st"\nversion = "1"\nrequires-python = ">=3.10"\n\n'
         f'[tool.cuda-ext-farm]\nabi = "stable"\ncuda = {cuda}\n')
     (tmp_path / "setup.py").write_text("")
-    return project.load(tmp_path)
+    return reading.load(tmp_path)
 
 
 @pytest.mark.parametrize(("torch", "major"), [("2.13", 13), ("2.10", 12)])
@@ -108,7 +109,7 @@ def test_torch_alone_selects_the_cells_of_its_cuda_major(torch: str, major: int)
     # fusedops is a stable-ABI project: every cell of the torch's CUDA major, in the matrix's order.
     cells = [c.name for c in matrix.CELLS if c.cuda_major == major and not c.stand_in_for]
     assert cells
-    chosen = select(project.load(ROOT), Selection(torch=torch))
+    chosen = select(reading.load(ROOT), Selection(torch=torch))
     # A local stand-in (cu124 for cu128) is no release cell of its own.
     assert [t.cell.name for t in chosen if not t.cell.stand_in_for] == cells
     assert {t.torch for t in chosen} == {matrix.get_torch(torch).version}
@@ -122,7 +123,7 @@ def test_build_with_torch_and_python_picks_a_cell_it_can_build() -> None:
 
 def test_torch_without_a_cell_of_its_cuda_major_names_the_torch_and_the_cells(tmp_path: Path) -> None:
     config = _stable_project(tmp_path, '["13.0", "13.2"]')
-    with pytest.raises(targets.TargetError) as info:
+    with pytest.raises(errors.TargetError) as info:
         select(config, Selection(torch="2.10"))
     line = info.value.line()
     assert "\n" not in line
@@ -132,4 +133,4 @@ def test_torch_without_a_cell_of_its_cuda_major_names_the_torch_and_the_cells(tm
 
 def test_an_explicit_cuda_of_another_major_is_still_refused() -> None:
     with pytest.raises(errors.MatrixError, match=r"CUDA 12.4 cannot be paired with torch 2.11.0"):
-        select(project.load(ROOT), Selection(torch="2.11", cuda="12.4"))
+        select(reading.load(ROOT), Selection(torch="2.11", cuda="12.4"))

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from ci.errors import UsageError
+from ci.errors import TargetError, UsageError
 from ci.universe import matrix, project, targets
+from ci.universe.project import reading, validation
 from ci.universe.selection import Selection, select
+from ci.universe.tomlvalues import ConfigError
 
 ROOT = Path(__file__).resolve().parents[3]
 CLASSIC = ROOT / "tests" / "fixtures" / "classic_ext"
@@ -22,7 +24,7 @@ def write_project(tmp_path: Path, table: str, *, header: str = '[project]\nname 
 
 
 def test_a_name_is_all_a_classic_setup_py_project_needs(tmp_path: Path) -> None:
-    config = project.load(write_project(tmp_path, "", header='[tool.cuda-ext-farm]\nname = "my-ext"\n'))
+    config = reading.load(write_project(tmp_path, "", header='[tool.cuda-ext-farm]\nname = "my-ext"\n'))
     assert (config.name, config.abi, config.python_abi) == ("my-ext", "classic", "per-python")
     assert config.build_env == {"FORCE_CUDA": "1"}
     assert config.cuda_libraries == ("*",) and config.cpu_libraries == ()
@@ -39,7 +41,7 @@ def test_a_name_is_all_a_classic_setup_py_project_needs(tmp_path: Path) -> None:
 
 
 def test_farm_checkout_is_the_default_project() -> None:
-    config = project.load()
+    config = reading.load()
     assert config.root == ROOT and config.abi == "stable" and config.is_farm_itself
     assert targets.default_target(config).id == "fusedops-stable-cu130-cp310abi3-linux_x86_64"
 
@@ -65,36 +67,36 @@ def test_farm_checkout_is_the_default_project() -> None:
     ],
 )
 def test_bad_configuration_names_the_key(tmp_path: Path, table: str, message: str) -> None:
-    with pytest.raises(project.ConfigError, match=message) as info:
-        project.load(write_project(tmp_path, table))
+    with pytest.raises(ConfigError, match=message) as info:
+        reading.load(write_project(tmp_path, table))
     assert info.value.line().startswith("error: ") and "\n" not in info.value.line()
 
 
 def test_missing_project_folder_and_files(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="project folder does not exist"):
-        project.load(tmp_path / "nope")
+        reading.load(tmp_path / "nope")
     with pytest.raises(UsageError, match=r"no pyproject\.toml or setup\.py"):
-        project.load(tmp_path)
+        reading.load(tmp_path)
     (tmp_path / "setup.py").write_text("")
     with pytest.raises(UsageError, match=r"has no pyproject\.toml"):
-        project.load(tmp_path)
+        reading.load(tmp_path)
     (tmp_path / "pyproject.toml").write_text("[tool.other]\n")
     with pytest.raises(UsageError, match="has no name"):
-        project.load(tmp_path)
+        reading.load(tmp_path)
 
 
 def test_config_file_for_a_project_you_cannot_edit(tmp_path: Path) -> None:
     (tmp_path / "setup.py").write_text("")
     config_file = tmp_path / "farm.toml"
     config_file.write_text('name = "vendored-op"\ntorch = ["2.13"]\npython = ["3.12"]\n')
-    config = project.load(tmp_path, config_file)
+    config = reading.load(tmp_path, config_file)
     assert [t.id for t in targets.targets_for(config)] == ["vendored_op-torch2.13-cu130-cp312-linux_x86_64"]
     with pytest.raises(UsageError, match="configuration file does not exist"):
-        project.load(tmp_path, tmp_path / "missing.toml")
+        reading.load(tmp_path, tmp_path / "missing.toml")
 
 
 def test_classic_targets_prune_pythons_torch_has_no_wheel_for(tmp_path: Path) -> None:
-    config = project.load(write_project(tmp_path, '[tool.cuda-ext-farm]\ntorch = ["2.13", "2.15"]\n'
+    config = reading.load(write_project(tmp_path, '[tool.cuda-ext-farm]\ntorch = ["2.13", "2.15"]\n'
                                         'python = ["3.10", "3.15"]\n'))
     ids = [t.id for t in targets.targets_for(config)]
     # torch 2.13 has no cp315 wheel, 2.15 no cp310 wheel (PyPI).
@@ -102,25 +104,25 @@ def test_classic_targets_prune_pythons_torch_has_no_wheel_for(tmp_path: Path) ->
 
 
 def test_python_with_no_torch_wheel_is_refused(tmp_path: Path) -> None:
-    config = project.load(write_project(tmp_path, '[tool.cuda-ext-farm]\ntorch = ["2.15"]\npython = ["3.10"]\n'))
-    with pytest.raises(targets.TargetError, match=r"torch 2.15 has no wheel for the requested Python on PyPI \(3.10\)"):
+    config = reading.load(write_project(tmp_path, '[tool.cuda-ext-farm]\ntorch = ["2.15"]\npython = ["3.10"]\n'))
+    with pytest.raises(TargetError, match=r"torch 2.15 has no wheel for the requested Python on PyPI \(3.10\)"):
         targets.targets_for(config)
 
 
 def test_torch_without_a_matching_cuda_cell_is_refused(tmp_path: Path) -> None:
-    config = project.load(write_project(tmp_path, '[tool.cuda-ext-farm]\ntorch = ["2.10"]\ncuda = ["13"]\n'))
-    with pytest.raises(targets.TargetError, match=r"torch 2.10 is built with CUDA 12.8"):
+    config = reading.load(write_project(tmp_path, '[tool.cuda-ext-farm]\ntorch = ["2.10"]\ncuda = ["13"]\n'))
+    with pytest.raises(TargetError, match=r"torch 2.10 is built with CUDA 12.8"):
         targets.targets_for(config)
 
 
 def test_requires_python_narrows_the_pythons(tmp_path: Path) -> None:
-    config = project.load(write_project(tmp_path, '[tool.cuda-ext-farm]\ntorch = ["2.13"]\n', header=(
+    config = reading.load(write_project(tmp_path, '[tool.cuda-ext-farm]\ntorch = ["2.13"]\n', header=(
         '[project]\nname = "x"\nversion = "1"\nrequires-python = ">=3.13"\n')))
     assert [t.python for t in targets.targets_for(config)] == ["3.13", "3.14"]
 
 
 def test_abi3_classic_builds_one_wheel_per_torch(tmp_path: Path) -> None:
-    config = project.load(write_project(tmp_path, '[tool.cuda-ext-farm]\npython-abi = "abi3"\n'
+    config = reading.load(write_project(tmp_path, '[tool.cuda-ext-farm]\npython-abi = "abi3"\n'
                                         'torch = ["2.11", "2.13"]\n'))
     built = targets.targets_for(config)
     assert [t.id for t in built] == ["my_ext-torch2.11-cu130-cp310abi3-linux_x86_64",
@@ -129,7 +131,7 @@ def test_abi3_classic_builds_one_wheel_per_torch(tmp_path: Path) -> None:
 
 
 def test_classic_identity_local_version_and_pin() -> None:
-    config = project.load(CLASSIC)
+    config = reading.load(CLASSIC)
     target = select(config, Selection(torch="2.13", python="3.12"))[0]
     assert target.id == "classic_ext-torch2.13-cu130-cp312-linux_x86_64"
     assert target.local_version == "pt2.13.cu130" and target.torch_pin == "torch==2.13.*"
@@ -138,7 +140,7 @@ def test_classic_identity_local_version_and_pin() -> None:
 
 
 def test_stable_identity_labels_only_the_variants_pypi_does_not_get() -> None:
-    config = project.load(ROOT)
+    config = reading.load(ROOT)
     target = targets.default_target(config)
     assert target.local_version == "" and target.torch_pin is None and target.abi3
     assert targets.targets_for(config, "windows")[0].id.endswith("-win_amd64")
@@ -159,20 +161,20 @@ def test_stable_identity_labels_only_the_variants_pypi_does_not_get() -> None:
 )
 def test_selection_that_matches_nothing_names_the_filter(selection: Selection, message: str) -> None:
     with pytest.raises(UsageError, match=message):
-        select(project.load(CLASSIC), selection)
+        select(reading.load(CLASSIC), selection)
 
 
 def test_targets_never_share_an_id() -> None:
-    for config in (project.load(ROOT), project.load(CLASSIC)):
+    for config in (reading.load(ROOT), reading.load(CLASSIC)):
         for os_name in ("linux", "windows"):
             ids = [t.id for t in targets.targets_for(config, os_name)]
             assert len(ids) == len(set(ids))
 
 
 def test_build_env_adds_to_the_default_force_cuda(tmp_path: Path) -> None:
-    config = project.load(write_project(tmp_path, '[tool.cuda-ext-farm]\nbuild-env = { MY_EXT_FORCE_BUILD = "1" }\n'))
+    config = reading.load(write_project(tmp_path, '[tool.cuda-ext-farm]\nbuild-env = { MY_EXT_FORCE_BUILD = "1" }\n'))
     assert config.build_env == {"FORCE_CUDA": "1", "MY_EXT_FORCE_BUILD": "1"}
-    config = project.load(write_project(tmp_path, '[tool.cuda-ext-farm]\nbuild-env = { FORCE_CUDA = "0" }\n'))
+    config = reading.load(write_project(tmp_path, '[tool.cuda-ext-farm]\nbuild-env = { FORCE_CUDA = "0" }\n'))
     assert config.build_env == {"FORCE_CUDA": "0"}
 
 
@@ -181,16 +183,16 @@ def test_os_linux_opts_out_of_windows_targets(tmp_path: Path) -> None:
     from ci.gha import steps as gha_steps
     from ci.release import plan
 
-    config = project.load(write_project(tmp_path, '[tool.cuda-ext-farm]\nos = "linux"\n'))
+    config = reading.load(write_project(tmp_path, '[tool.cuda-ext-farm]\nos = "linux"\n'))
     assert config.oses == ("linux",)
     assert targets.platform_targets(config, "windows") == ()
     assert targets.workflow_targets(config)[1] == ()
     assert gha_steps.context(config, gha_steps.FarmSource()).windows == ()
     assert all(t.os == "linux" for t in plan.all_targets(config).values())
-    with pytest.raises(targets.TargetError, match=r'my-ext is not built for windows \(linux\): add "windows" to '
+    with pytest.raises(TargetError, match=r'my-ext is not built for windows \(linux\): add "windows" to '
                        r"\[tool.cuda-ext-farm\] os"):
         select(config, Selection(cuda="13"), "windows")
-    both = project.load(write_project(tmp_path, ""))
+    both = reading.load(write_project(tmp_path, ""))
     assert both.oses == ("linux", "windows") and targets.platform_targets(both, "windows")
 
 
@@ -199,7 +201,7 @@ def test_every_key_is_documented_in_the_module_and_the_readme() -> None:
     own section)."""
     readme = (ROOT / "README.md").read_text()
     doc = project.__doc__ or ""
-    assert not [k for k in sorted(project._KEYS) if not re.search(rf"^\s+{re.escape(k)} = ", doc, re.MULTILINE)
+    assert not [k for k in sorted(validation._KEYS) if not re.search(rf"^\s+{re.escape(k)} = ", doc, re.MULTILINE)
                 and k != "commands"]
-    assert not [k for k in sorted(project._KEYS) if f"| `{k}` |" not in readme and k != "commands"]
+    assert not [k for k in sorted(validation._KEYS) if f"| `{k}` |" not in readme and k != "commands"]
     assert "[tool.cuda-ext-farm.commands]" in doc and "[tool.cuda-ext-farm.commands]" in readme

@@ -14,7 +14,9 @@ import pytest
 from packaging.specifiers import SpecifierSet
 
 from ci.audit import checks, naming, wheel_audit
+from ci.errors import TargetError
 from ci.universe import build_files, project, targets
+from ci.universe.project import reading
 from ci.universe.selection import Selection, select
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -27,7 +29,7 @@ def write_project(tmp_path: Path, table: str, requires_python: str | None = ">=3
     (tmp_path / "pyproject.toml").write_text(
         f'[project]\nname = "tmpl"\nversion = "0.1.0"\n{requires}\n[tool.cuda-ext-farm]\n{table}')
     (tmp_path / "setup.py").write_text("")
-    return project.load(tmp_path)
+    return reading.load(tmp_path)
 
 
 def template(tmp_path: Path, requires_python: str | None = ">=3.9") -> targets.Target:
@@ -73,9 +75,9 @@ def test_a_stable_project_builds_with_a_torch_python_but_keeps_its_floor(tmp_pat
 
 
 def test_fusedops_ids_keep_their_floor() -> None:
-    built = targets.targets_for(project.load(ROOT))
+    built = targets.targets_for(reading.load(ROOT))
     assert {t.python_tag for t in built} == {"cp310abi3"} and {t.python for t in built} == {"3.10"}
-    assert targets.default_target(project.load(ROOT)).id == "fusedops-stable-cu130-cp310abi3-linux_x86_64"
+    assert targets.default_target(reading.load(ROOT)).id == "fusedops-stable-cu130-cp310abi3-linux_x86_64"
 
 
 def test_a_per_python_target_has_no_floor(tmp_path: Path) -> None:
@@ -120,10 +122,10 @@ def test_python_selection_of_an_abi3_target_is_judged_by_its_floor(tmp_path: Pat
     assert (chosen.python, chosen.oldest_python) == ("3.10", "3.9")
     assert chosen.id == "tmpl-torch2.11-cu130-cp39abi3-linux_x86_64"
     assert select(config, Selection(python="3.13"))[0].python == "3.13"
-    with pytest.raises(targets.TargetError, match=r"torch 2.11 has no wheel for the Python asked for \(3.99\): its "
+    with pytest.raises(TargetError, match=r"torch 2.11 has no wheel for the Python asked for \(3.99\): its "
                        r"wheels are for .*\(the project's cp39-abi3 wheel serves every one of them\)"):
         select(config, Selection(python="3.99"))
-    with pytest.raises(targets.TargetError, match=r"builds abi3 wheels for CPython 3.9 and newer \(3.8\)"):
+    with pytest.raises(TargetError, match=r"builds abi3 wheels for CPython 3.9 and newer \(3.8\)"):
         select(config, Selection(python="3.8"))
 
 
@@ -152,7 +154,7 @@ def test_auditing_a_cp39_abi3_wheel_built_with_312(tmp_path: Path) -> None:
 def test_the_floor_comes_from_py_limited_api_before_the_build(tmp_path: Path, file: str, text: str) -> None:
     config = write_project(tmp_path, 'python-abi = "abi3"\ntorch = ["2.11"]\npython = ["3.12"]\n', None)
     (tmp_path / file).write_text(text)
-    config = project.load(tmp_path)
+    config = reading.load(tmp_path)
     assert config.limited_api_floor == "3.9"
     (target,) = targets.targets_for(config)
     assert (target.id, target.wheel_tag_prefix) == ("tmpl-torch2.11-cu130-cp39abi3-linux_x86_64", "cp39-abi3")
@@ -164,12 +166,12 @@ def test_a_build_that_says_py_limited_api_makes_the_project_abi3(tmp_path: Path)
     config = write_project(tmp_path, 'torch = ["2.11"]\npython = ["3.12"]\n', None)
     assert config.python_abi == "per-python"  # an empty setup.py says nothing
     (tmp_path / "setup.py").write_text('setup(options={"bdist_wheel": {"py_limited_api": "cp39"}} if abi3 else {})\n')
-    config = project.load(tmp_path)
+    config = reading.load(tmp_path)
     assert config.python_abi == "abi3"
     (target,) = targets.targets_for(config)
     assert target.wheel_tag_prefix == "cp39-abi3"
     (tmp_path / "pyproject.toml").write_text((tmp_path / "pyproject.toml").read_text() + 'python-abi = "per-python"\n')
-    assert project.load(tmp_path).python_abi == "per-python"  # the key, where given, decides
+    assert reading.load(tmp_path).python_abi == "per-python"  # the key, where given, decides
 
 
 def test_coverage_takes_any_abi3_wheel_at_or_below_the_targets_python(tmp_path: Path) -> None:

@@ -9,7 +9,8 @@ from pathlib import Path, PureWindowsPath
 import pebuild
 import pytest
 
-from ci.universe import project, targets
+from ci.universe import targets
+from ci.universe.project import reading
 from windows import vswhere
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -51,12 +52,12 @@ def machine() -> Callable[[str], vswhere.Discovery]:
 
 @pytest.fixture(scope="session")
 def fusedops_targets() -> tuple[targets.Target, ...]:
-    return targets.targets_for(project.load(ROOT), os="windows")
+    return targets.targets_for(reading.load(ROOT), os="windows")
 
 
 @pytest.fixture(scope="session")
 def classic_targets() -> tuple[targets.Target, ...]:
-    return targets.targets_for(project.load(ROOT / "tests" / "fixtures" / "classic_ext"), os="windows")
+    return targets.targets_for(reading.load(ROOT / "tests" / "fixtures" / "classic_ext"), os="windows")
 
 
 @pytest.fixture(scope="session")

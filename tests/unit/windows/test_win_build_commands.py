@@ -13,7 +13,8 @@ from ci.builds import arch_flags, cuda_available, project_source
 from ci.errors import UsageError
 from ci.universe import matrix
 from ci.universe.targets import Target
-from windows import cibw, dlls, repair, toolkit, torchenv
+from windows import cibw, dlls, repair, torchenv
+from windows.toolkit import installer, layout, wheels
 
 HOME = PureWindowsPath(r"C:\farm\tools\cuda-win-13.0-0123456789ab\nvidia\cu13")
 SITE = PureWindowsPath(r"C:\farm\torch-win\torch2.11.0-py3.10-cu13-abcdef0123")
@@ -23,44 +24,44 @@ SITE = PureWindowsPath(r"C:\farm\torch-win\torch2.11.0-py3.10-cu13-abcdef0123")
 
 def test_pypi_toolkit_uses_the_cells_pins() -> None:
     cell = matrix.get_cell("13.0")
-    assert toolkit.requirements(cell) == ("nvidia-cuda-nvcc==13.0.88", "nvidia-nvvm==13.0.88",
+    assert wheels.requirements(cell) == ("nvidia-cuda-nvcc==13.0.88", "nvidia-nvvm==13.0.88",
                                           "nvidia-cuda-crt==13.0.88", "nvidia-cuda-runtime==13.0.96",
                                           "nvidia-cuda-cccl==13.0.85")
     # nvcc, nvvm and crt of one version, every pin exact.
     for c in matrix.CELLS:
         if c.windows is not None and c.windows.toolkit == "pypi":
-            pins = dict(p.split("==") for p in toolkit.requirements(c))
+            pins = dict(p.split("==") for p in wheels.requirements(c))
             assert pins["nvidia-cuda-nvcc"] == pins["nvidia-nvvm"] == pins["nvidia-cuda-crt"]
     with pytest.raises(UsageError, match="does not take its Windows toolkit from PyPI"):
-        toolkit.requirements(matrix.get_cell("12.4"))
+        wheels.requirements(matrix.get_cell("12.4"))
 
 
 def test_required_files_and_missing_ones() -> None:
     cell = matrix.get_cell("13.0")
-    files = toolkit.required_files(cell)
+    files = layout.required_files(cell)
     assert {"bin/nvcc.exe", "nvvm/bin/cicc.exe", "lib/x64/cudart.lib", "include/crt/host_config.h"} <= set(files)
     assert "include/cublas_v2.h" in files  # classic extensions include ATen/cuda/CUDAContext.h
     present = {str(HOME / f) for f in files if f != "include/cusolverDn.h"}
-    assert toolkit.missing_files(HOME, cell, present.__contains__) == ["include/cusolverDn.h"]
-    assert "include/cublas_v2.h" in toolkit.required_files(matrix.get_cell("12.4"))
+    assert layout.missing_files(HOME, cell, present.__contains__) == ["include/cusolverDn.h"]
+    assert "include/cublas_v2.h" in layout.required_files(matrix.get_cell("12.4"))
 
 
 def test_toolkit_environment() -> None:
-    assert toolkit.toolkit_env(HOME) == {"CUDA_HOME": str(HOME), "CUDA_PATH": str(HOME)}
-    assert toolkit.path_entries(HOME) == [str(HOME / "bin"), str(HOME / "bin" / "x86_64")]
+    assert layout.toolkit_env(HOME) == {"CUDA_HOME": str(HOME), "CUDA_PATH": str(HOME)}
+    assert layout.path_entries(HOME) == [str(HOME / "bin"), str(HOME / "bin" / "x86_64")]
 
 
 def test_cuda12_installer() -> None:
     cell = matrix.get_cell("12.4")
-    assert toolkit.installer_command(cell, "cuda_12.4.1_windows_network.exe") == [
+    assert installer.installer_command(cell, "cuda_12.4.1_windows_network.exe") == [
         "cuda_12.4.1_windows_network.exe", "-s", "nvcc_12.4", "cudart_12.4", "thrust_12.4", "cublas_dev_12.4",
         "cusparse_dev_12.4", "cusolver_dev_12.4", "-n"]
-    assert str(toolkit.installer_dir(cell, {})) == r"C:\Program Files\NVIDIA GPU Computing Toolkit\CUDA\v12.4"
-    assert str(toolkit.installer_dir(cell, {"CUDA_PATH_V12_4": r"D:\cuda\12.4"})) == r"D:\cuda\12.4"
-    hint = toolkit.installer_hint(cell)
+    assert str(installer.installer_dir(cell, {})) == r"C:\Program Files\NVIDIA GPU Computing Toolkit\CUDA\v12.4"
+    assert str(installer.installer_dir(cell, {"CUDA_PATH_V12_4": r"D:\cuda\12.4"})) == r"D:\cuda\12.4"
+    hint = installer.installer_hint(cell)
     assert "cuda_12.4.1_windows_network.exe -s nvcc_12.4" in hint and "FARM_CUDA_HOME" in hint
     with pytest.raises(UsageError):
-        toolkit.installer_command(matrix.get_cell("13.0"))
+        installer.installer_command(matrix.get_cell("13.0"))
 
 
 # --- torch ----------------------------------------------------------------------------------------

@@ -23,6 +23,8 @@ from ci.errors import CommandFailed, MissingRequirement, UsageError
 from ci.toolchain import toolkit as linux_toolkit
 from ci.universe import matrix, pins, shapes
 from windows import toolkit
+from windows.toolkit import installer, layout, wheels
+from windows.toolkit.found import find_toolkit
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "windows_toolkit"
 TOOLKIT_LISTING = "cu130-win_amd64.txt"
@@ -64,8 +66,8 @@ def test_the_recording_is_the_pinned_wheels() -> None:
 
 def test_the_recorded_wheels_are_found(tmp_path: Path) -> None:
     root = materialize(tmp_path / "cuda-win-13.0", listing(TOOLKIT_LISTING) + listing(HEADERS_LISTING))
-    home = toolkit.wheel_home(root, CU130)
-    found = toolkit.find_toolkit(home, CU130, source="pypi")
+    home = wheels.wheel_home(root, CU130)
+    found = find_toolkit(home, CU130, source="pypi")
     assert home == root / "nvidia" / "cu13"
     assert found.nvcc == home / "bin" / "nvcc.exe"
     assert (home / "bin" / "nvcc.profile").is_file()  # nvcc.exe reads it beside itself: CICC_PATH, -I, /LIBPATH
@@ -76,7 +78,7 @@ def test_the_recorded_wheels_are_found(tmp_path: Path) -> None:
     assert found.cudart == home / "lib" / "x64" / "cudart.lib"
     assert found.dll_dirs == (home / "bin", home / "bin" / "x86_64")
     assert (home / "bin" / "x86_64" / "nvvm64_40_0.dll").is_file()  # cicc.exe's DLL: why bin\x86_64 is on PATH
-    assert toolkit.wheel_version(root, "nvidia-cuda-nvcc") == "13.0.88"
+    assert wheels.wheel_version(root, "nvidia-cuda-nvcc") == "13.0.88"
     # What `python -m ci toolkit` ran on Windows before: the Linux code finds no nvcc in this layout.
     assert linux_toolkit.nvcc_version(home) is None
 
@@ -85,7 +87,7 @@ def test_a_layout_without_nvcc_exe_fails_with_one_line(tmp_path: Path) -> None:
     files = [p for p in listing(TOOLKIT_LISTING) + listing(HEADERS_LISTING) if not p.endswith("/bin/nvcc.exe")]
     root = materialize(tmp_path / "cuda-win-13.0", files)
     with pytest.raises(MissingRequirement) as exc:
-        toolkit.find_toolkit(toolkit.wheel_home(root, CU130), CU130, source="pypi", remove=root)
+        find_toolkit(wheels.wheel_home(root, CU130), CU130, source="pypi", remove=root)
     line = one_line(exc)
     assert "the CUDA 13.0 toolkit (pypi) has no nvcc.exe" in line
     assert str(root / "nvidia" / "cu13" / "bin" / "nvcc.exe") in line
@@ -95,7 +97,7 @@ def test_a_layout_without_nvcc_exe_fails_with_one_line(tmp_path: Path) -> None:
 def test_a_classic_cell_needs_the_library_headers(tmp_path: Path) -> None:
     root = materialize(tmp_path / "cuda-win-13.0", listing(TOOLKIT_LISTING))
     with pytest.raises(MissingRequirement) as exc:
-        toolkit.find_toolkit(toolkit.wheel_home(root, CU130), CU130, source="pypi")
+        find_toolkit(wheels.wheel_home(root, CU130), CU130, source="pypi")
     assert "include/cublas_v2.h, include/cusparse.h, include/cusolverDn.h" in one_line(exc)
 
 
@@ -123,27 +125,27 @@ def fake_pip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]
 def test_the_wheels_are_installed_into_the_folder_the_workflow_caches(tmp_path: Path,
                                                                       fake_pip: list[list[str]]) -> None:
     windows = ("--platform", "win_amd64", "--python-version", "3.12")
-    tk = toolkit.ensure_pypi(CU130, probe=None, pip_platform=windows)
-    folder = tmp_path / "cache" / "tools" / toolkit.install_name(CU130)
-    assert toolkit.install_name(CU130).startswith("cuda-win-13.0-")
-    assert tk == toolkit.WindowsToolkit(folder / "nvidia" / "cu13", "13.0.88", "pypi")
+    tk = wheels.ensure_pypi(CU130, probe=None, pip_platform=windows)
+    folder = tmp_path / "cache" / "tools" / wheels.install_name(CU130)
+    assert wheels.install_name(CU130).startswith("cuda-win-13.0-")
+    assert tk == layout.WindowsToolkit(folder / "nvidia" / "cu13", "13.0.88", "pypi")
     assert (folder / ".complete").is_file() and not (folder / "library-wheels").exists()
     assert [Path(c[c.index("-r") + 1]).name for c in fake_pip] == ["toolkit-cu130.txt", "headers-cu130.txt"]
     for call in fake_pip:
         assert "--require-hashes" in call and "--no-deps" in call and call[call.index("--platform") + 1] == "win_amd64"
     # Reused: nothing is installed again.
-    assert toolkit.ensure_pypi(CU130, probe=None) == tk and len(fake_pip) == 2
+    assert wheels.ensure_pypi(CU130, probe=None) == tk and len(fake_pip) == 2
 
 
 def test_a_cached_toolkit_that_lost_nvcc_is_installed_again(tmp_path: Path, fake_pip: list[list[str]]) -> None:
-    tk = toolkit.ensure_pypi(CU130, probe=None)
+    tk = wheels.ensure_pypi(CU130, probe=None)
     Path(tk.cuda_home, "bin", "nvcc.exe").unlink()
-    assert toolkit.ensure_pypi(CU130, probe=None) == tk and len(fake_pip) == 4
+    assert wheels.ensure_pypi(CU130, probe=None) == tk and len(fake_pip) == 4
 
 
 def test_nvcc_of_another_release_is_refused(fake_pip: list[list[str]]) -> None:
     with pytest.raises(UsageError) as exc:
-        toolkit.ensure_pypi(CU130, probe=lambda home: "13.2.86")
+        wheels.ensure_pypi(CU130, probe=lambda home: "13.2.86")
     assert "the toolkit (pypi) is not CUDA 13.0" in one_line(exc)
 
 
@@ -179,7 +181,7 @@ def test_the_installer_is_checked_then_run_with_the_cells_sub_packages(tmp_path:
     tools = tmp_path / "tools"
     tk = toolkit.ensure_installer(cell, env=env, tools=tools, install=True, probe=lambda h: "12.4.131",
                                   run_installer=run_installer)
-    assert tk == toolkit.WindowsToolkit(home, "12.4.131", "nvidia-installer")
+    assert tk == layout.WindowsToolkit(home, "12.4.131", "nvidia-installer")
     installer = tools / "installers" / "cuda_12.4.1_windows_network.exe"
     assert ran == [[str(installer), "-s", "nvcc_12.4", "cudart_12.4", "thrust_12.4", "cublas_dev_12.4",
                     "cusparse_dev_12.4", "cusolver_dev_12.4", "-n"]]
@@ -224,10 +226,10 @@ def test_a_failed_installer_and_a_missing_toolkit_say_what_to_run(tmp_path: Path
 def test_installer_cells_pin_a_checksum() -> None:
     for cell in matrix.CELLS:
         if cell.windows is not None and cell.windows.toolkit == "nvidia-installer":
-            algorithm, digest = toolkit.parse_hash(cell.windows.installer_hash)
-            assert algorithm in toolkit.HASH_ALGORITHMS and digest
+            algorithm, digest = installer.parse_hash(cell.windows.installer_hash)
+            assert algorithm in installer.HASH_ALGORITHMS and digest
     with pytest.raises(UsageError):
-        toolkit.parse_hash("sha256:abc")
+        installer.parse_hash("sha256:abc")
 
 
 # --- `python -m ci toolkit` on Windows ------------------------------------------------------------------------
@@ -238,9 +240,9 @@ def test_the_toolkit_command_runs_the_windows_code_on_windows(monkeypatch: pytes
     calls: list[tuple[str, bool]] = []
     home = Path("C:/farm/tools/cuda-win-13.0-0123456789ab/nvidia/cu13")
 
-    def ensure(cell: shapes.Cell, *, install: bool = False) -> toolkit.WindowsToolkit:
+    def ensure(cell: shapes.Cell, *, install: bool = False) -> layout.WindowsToolkit:
         calls.append((cell.cuda, install))
-        return toolkit.WindowsToolkit(home, "13.0.88", "pypi")
+        return layout.WindowsToolkit(home, "13.0.88", "pypi")
 
     def linux(cell: shapes.Cell) -> linux_toolkit.InstalledToolkit:
         raise AssertionError("the Linux toolkit code ran on Windows")
@@ -258,9 +260,9 @@ def test_the_toolkit_command_runs_the_windows_code_on_windows(monkeypatch: pytes
 
 
 def test_the_cached_folder_is_the_one_the_toolkit_is_found_in(tmp_path: Path, fake_pip: list[list[str]]) -> None:
-    name = toolkit.install_name(CU130)
-    assert str(toolkit.cached_folder(CU130, "C:\\farm")) == f"C:\\farm\\tools\\{name}"
-    tk = toolkit.ensure_pypi(CU130, probe=None)  # FARM_CACHE_DIR is tmp_path/cache here
+    name = wheels.install_name(CU130)
+    assert str(wheels.cached_folder(CU130, "C:\\farm")) == f"C:\\farm\\tools\\{name}"
+    tk = wheels.ensure_pypi(CU130, probe=None)  # FARM_CACHE_DIR is tmp_path/cache here
     assert Path(tk.cuda_home).parent.parent == tmp_path / "cache" / "tools" / name
-    assert str(toolkit.cached_folder(CU124, "C:\\farm")) == \
+    assert str(wheels.cached_folder(CU124, "C:\\farm")) == \
         "C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v12.4"

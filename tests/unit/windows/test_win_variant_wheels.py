@@ -1,4 +1,4 @@
-"""Windows wheels as PEP 825 variant wheels (ci/release/variants.py), from real PE files that hold real fatbins:
+"""Windows wheels as PEP 825 variant wheels (ci/release/variants/), from real PE files that hold real fatbins:
 nvcc (the farm's PyPI CUDA 13.0 toolkit) writes fatbins, or fusedops' real Linux library gives its ``.nv_fatbin``,
 and LLVM links them into a .pyd's ``.nv_fatb`` section. The properties come from the import tables
 (``cudart64_13.dll``) and cuobjdump's reading of the section; the Linux path (cuobjdump on the ELF library) and the
@@ -22,8 +22,10 @@ from ci.audit import gpu_code
 from ci.doctor import diagnose
 from ci.errors import UsageError
 from ci.release import variants
+from ci.release.variants import binary, validation, writing
 from ci.toolchain import toolkit
-from ci.universe import matrix, project, targets
+from ci.universe import matrix, targets
+from ci.universe.project import reading
 
 ROOT = Path(__file__).resolve().parents[3]
 ENVS = ROOT / "tests" / "fixtures" / "doctor"
@@ -118,7 +120,7 @@ def _wheel(folder: Path, modules: dict[str, Path], cuda_module: str | Path | Non
 
 
 def _target(os: str, cpu: bool = False) -> targets.Target:
-    found = next(t for t in targets.platform_targets(project.load(ROOT), os) if t.cell.name == "cu130"
+    found = next(t for t in targets.platform_targets(reading.load(ROOT), os) if t.cell.name == "cu130"
                  and t.arch in ("x86_64", "amd64"))
     return dataclasses.replace(found, cpu=cpu)
 
@@ -133,9 +135,9 @@ def test_the_windows_path_reads_fusedops_real_fatbin_as_the_linux_path_does(
         built_wheel: Path, modules: dict[str, Path], cuobjdump: Path, tmp_path: Path) -> None:
     """The same fatbin, once in fusedops' real ELF library (cuobjdump on the .so) and once in a PE file's .nv_fatb
     section (the Windows path): the same SASS and PTX, the same properties."""
-    linux = variants.variant_of(built_wheel, _target("linux"), cuobjdump)
+    linux = binary.variant_of(built_wheel, _target("linux"), cuobjdump)
     pyd = _fusedops_pyd(built_wheel, tmp_path)
-    windows = variants.variant_of(_wheel(tmp_path / "win", modules, pyd), _target("windows"), cuobjdump)
+    windows = binary.variant_of(_wheel(tmp_path / "win", modules, pyd), _target("windows"), cuobjdump)
     assert windows.label == linux.label == "cuda13.0"
     assert windows.properties == linux.properties
     assert linux.properties[variants.SM_ARCH] == ("75_real", "80_real", "86_real", "90_real", "100_real", "120_real")
@@ -150,19 +152,19 @@ def test_nvcc_fatbins_in_a_pe_file(modules: dict[str, Path], fatbins: dict[str, 
                                    tmp_path: Path) -> None:
     """Two containers (one Zstandard-compressed) in one .nv_fatb: every architecture cuobjdump lists in nvcc's own
     files, sm_90a left out of the values."""
-    variant = variants.variant_of(_wheel(tmp_path, modules, "nvcc"), _target("windows"), cuobjdump)
+    variant = binary.variant_of(_wheel(tmp_path, modules, "nvcc"), _target("windows"), cuobjdump)
     sass, ptx = gpu_code.list_archs(cuobjdump, [fatbins["low"], fatbins["high"]])
     # Sets: cuobjdump's lists are parsed into a set, and sm_90/sm_90a tie in gpu_code's order.
     assert set(sass) == {"sm_75", "sm_80", "sm_86", "sm_90", "sm_90a", "sm_100", "sm_120"} and ptx == ()
     assert set(_listed(variant.source, "SASS")) == set(sass) and _listed(variant.source, "PTX") == []
     assert variant.properties == {variants.LOWER_BOUND: ("13.0",), variants.SM_ARCH: (
         "75_real", "80_real", "86_real", "90_real", "100_real", "120_real")}
-    padded = variants.variant_of(_wheel(tmp_path / "p", modules, "padded"), _target("windows"), cuobjdump)
+    padded = binary.variant_of(_wheel(tmp_path / "p", modules, "padded"), _target("windows"), cuobjdump)
     assert padded.properties == variant.properties
-    ptx86 = variants.variant_of(_wheel(tmp_path / "b", modules, "ptx86"), _target("windows"), cuobjdump)
+    ptx86 = binary.variant_of(_wheel(tmp_path / "b", modules, "ptx86"), _target("windows"), cuobjdump)
     assert ptx86.properties[variants.SM_ARCH] == ("80_real", "86_real", "86_virtual")
     # A delay-loaded cudart64_13.dll is linked as well.
-    delayed = variants.variant_of(_wheel(tmp_path / "c", modules, "delay_cudart"), _target("windows"), cuobjdump)
+    delayed = binary.variant_of(_wheel(tmp_path / "c", modules, "delay_cudart"), _target("windows"), cuobjdump)
     assert delayed.properties[variants.LOWER_BOUND] == ("13.0",)
 
 
@@ -177,7 +179,7 @@ def test_nvcc_fatbins_in_a_pe_file(modules: dict[str, Path], fatbins: dict[str, 
 def test_a_windows_wheel_the_rules_give_no_single_answer_is_refused(
         module: str, message: str, modules: dict[str, Path], cuobjdump: Path, tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=message) as refused:
-        variants.variant_of(_wheel(tmp_path, modules, module), _target("windows"), cuobjdump)
+        binary.variant_of(_wheel(tmp_path, modules, module), _target("windows"), cuobjdump)
     assert "\n" not in str(refused.value)
 
 
@@ -208,20 +210,20 @@ def test_linux_and_windows_wheels_of_a_cell_share_its_label(
     windows_cpu = _wheel(tmp_path / "win-cpu", modules, None)
     built = [(built_wheel, _target("linux")), (windows, _target("windows")),
              (windows_cpu, _target("windows", cpu=True))]
-    items = variants.release_items(built, _target("linux").torch, cuobjdump)
+    items = writing.release_items(built, _target("linux").torch, cuobjdump)
     assert [(w.name, v.label) for w, v in items] == [
         ("fusedops-0.1.0-cp310-abi3-manylinux_2_31_x86_64.whl", "cuda13.0"),
         ("fusedops-0.1.0-cp310-abi3-win_amd64.whl", "cuda13.0"),
         ("fusedops-0.1.0-cp310-abi3-win_amd64.whl", "null")]
-    written = variants.write_folder(tmp_path / "a", items, "fusedops")
+    written = writing.write_folder(tmp_path / "a", items, "fusedops")
     assert [w.name for w in written.wheels] == ["fusedops-0.1.0-cp310-abi3-manylinux_2_31_x86_64-cuda13.0.whl",
                                                 "fusedops-0.1.0-cp310-abi3-win_amd64-cuda13.0.whl",
                                                 "fusedops-0.1.0-cp310-abi3-win_amd64-null.whl"]
-    assert variants.validate(written.folder).startswith("variantlib accepts 3 variant wheels (cuda13.0, null)")
+    assert validation.validate(written.folder).startswith("variantlib accepts 3 variant wheels (cuda13.0, null)")
     ours = json.loads(written.index_file.read_text())["variants"]
     assert _same_as_generated(written.wheels, written.index_file, tmp_path / "theirs")
     assert sorted(ours) == ["cuda13.0", "null"]
-    again = variants.write_folder(tmp_path / "b", items, "fusedops")
+    again = writing.write_folder(tmp_path / "b", items, "fusedops")
     assert [p.read_bytes() for p in again.wheels] == [p.read_bytes() for p in written.wheels]
     # The doctor: a Windows machine gets the Windows wheel of the label, a Linux machine the Linux one.
     assert _pick(written.folder, "windows_rtx4090")[0] == "fusedops-0.1.0-cp310-abi3-win_amd64-cuda13.0.whl"
@@ -234,13 +236,13 @@ def test_windows_wheels_with_other_properties_get_their_own_label(
     of its cell is ``cuda13.0.win``; on a Windows machine whose GPU ranks the Linux label first, the doctor (as an
     installer filters by platform first) still picks the Windows wheel."""
     windows = _wheel(tmp_path / "win", modules, "ptx86")
-    items = variants.release_items([(built_wheel, _target("linux")), (windows, _target("windows"))],
+    items = writing.release_items([(built_wheel, _target("linux")), (windows, _target("windows"))],
                                    _target("linux").torch, cuobjdump)
     assert [v.label for _, v in items] == ["cuda13.0", "cuda13.0.win"]
     assert items[1][1].properties[variants.SM_ARCH] == ("80_real", "86_real", "86_virtual")
     assert items[1][1].source.endswith("the label's other wheels hold other properties")
-    written = variants.write_folder(tmp_path / "a", items, "fusedops")
-    assert "(cuda13.0, cuda13.0.win)" in variants.validate(written.folder)
+    written = writing.write_folder(tmp_path / "a", items, "fusedops")
+    assert "(cuda13.0, cuda13.0.win)" in validation.validate(written.folder)
     assert _same_as_generated(written.wheels, written.index_file, tmp_path / "theirs")
     # RTX 4090 (8.9): both labels' best sm_arch is 86_real; the tie goes to the label, cuda13.0 (Linux only).
     wheel, labels = _pick(written.folder, "windows_rtx4090")

@@ -14,7 +14,7 @@ CPython it installs on (requires-python's lower bound, else the target's lowest
 Python), not ``Target.python``, the CPython that builds it.
 
 A project's targets are the farm's universe (``ci/universe/matrix.py``) filtered by the
-project's configuration (``ci/universe/project.py``):
+project's configuration (``ci/universe/project/``):
 
 * stable ABI: one abi3 wheel per toolkit cell (default: every cell), built
   against the cell's torch; it serves every later torch.
@@ -23,36 +23,23 @@ project's configuration (``ci/universe/project.py``):
   (or in each cell the project lists), with torch pinned in its metadata and a
   local version ``+pt2.11.cu130`` so several torch builds coexist on an index.
 
-Only the standard library and ``packaging``: ``noxfile.py`` uses this module.
+The package: the :class:`Target` and the enumeration of a project's targets (:func:`targets_for`,
+:func:`default_target`, :func:`workflow_targets`) here; ``axes`` the torch releases, Pythons and cells a project's
+configuration selects (each cell with one target's architectures); ``platforms`` the platforms and CPU
+architectures, and this machine's.
+
+Only the standard library and ``packaging``: ``noxfile.py`` uses this package.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import platform
-import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
-from packaging.version import Version
-
-from ci.errors import UsageError
-from ci.universe import arch_gates, archs, build_files, matrix, shapes
+from ci.errors import TargetError
+from ci.universe import archs, matrix, shapes
 from ci.universe.project import ProjectConfig
-
-PLATFORMS = {"linux": "linux_x86_64", "windows": "win_amd64"}
-#: The CPU architectures of each OS the farm builds for; the first is the default (the one a plain ``build`` makes).
-ARCHS = {"linux": ("x86_64", "aarch64"), "windows": ("amd64",)}
-
-
-def current_python() -> str:
-    """The running CPython's ``X.Y``: the default Python of a per-Python target."""
-    return f"{sys.version_info.major}.{sys.version_info.minor}"
-
-
-def host_arch() -> str:
-    """This machine's CPU architecture as the farm spells it (``x86_64``, ``aarch64``)."""
-    machine = platform.machine().lower()
-    return {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+from ci.universe.targets import axes, platforms
 
 
 def stand_in(target: Target) -> Target | None:
@@ -60,31 +47,7 @@ def stand_in(target: Target) -> Target | None:
     cell = matrix.stand_in_of(target.cell)
     if cell is None:
         return None
-    return dataclasses.replace(target, cell=target_cell(target.project, cell, target.torch, target.arch))
-
-
-def target_cell(config: ProjectConfig, cell: shapes.Cell, torch: str, arch: str) -> shapes.Cell:
-    """``cell`` with one target's architectures: those of the target torch's own build for the wheel's CPU
-    architecture (``TorchRelease.archs_for``) and those the project's ``__CUDA_ARCH__`` comparisons need
-    (ci/universe/arch_gates.py), the project's ``cuda-archs`` instead where it sets them, then its
-    ``extra-cuda-archs``."""
-    cell = archs.with_torch_archs(cell, matrix.get_torch(torch).archs_for(arch))
-    gates = arch_gates.project_gates(config.root)
-    cell = archs.per_generation(cell, gates) if _older_major(config, cell) else archs.with_gated_archs(cell, gates)
-    return archs.with_extra_archs(archs.with_arch_list(cell, config.cuda_archs), config.extra_cuda_archs)
-
-
-def _older_major(config: ProjectConfig, cell: shapes.Cell) -> bool:
-    """Whether ``cell`` is an older CUDA major of a ``pypi-cuda-majors`` project with ``older-majors-sass`` at one SASS
-    per GPU generation: every platform's build alike (one cell, one set of variant properties)."""
-    if not config.pypi_cuda_majors or config.older_majors_sass != "per-generation":
-        return False
-    cells = [matrix.get_cell(key) for key in config.cuda] if config.cuda else list(matrix.CELLS)
-    return cell.cuda_major < max(c.cuda_major for c in cells)
-
-
-class TargetError(UsageError):
-    """No target matches what was asked for, or the project asks for something the universe lacks."""
+    return dataclasses.replace(target, cell=axes.target_cell(target.project, cell, target.torch, target.arch))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +64,8 @@ class Target:
     #: abi3 only: the oldest CPython the wheel installs on (its ``cpXY-abi3`` tag); None: ``python``.
     #: Kept apart from ``python`` because a ``Py_LIMITED_API=0x03090000`` wheel built with 3.12 is a cp39 wheel.
     abi3_floor: str | None = None
-    #: The CPU architecture (``ARCHS``): ``aarch64`` targets are cross-compiled on x86_64 (ci/linux/cross.py).
+    #: The CPU architecture (``platforms.ARCHS``): ``aarch64`` targets are cross-compiled on x86_64
+    #: (ci/linux/cross.py).
     arch: str = "x86_64"
 
     @property
@@ -137,7 +101,7 @@ class Target:
     def cross(self) -> bool:
         """Built for another architecture than this machine's: cross-compiled (ci/linux/cross.py). On an arm64
         machine (GitHub's arm runners) an aarch64 target is a native container build."""
-        return self.os == "linux" and self.arch != host_arch()
+        return self.os == "linux" and self.arch != platforms.host_arch()
 
     @property
     def torch_part(self) -> str:
@@ -216,100 +180,20 @@ class Target:
         }
 
 
-def sorted_versions(values: Iterable[str]) -> list[str]:
-    return sorted(set(values), key=shapes.version_key)
-
-
-def torch_releases(config: ProjectConfig) -> list[shapes.TorchRelease]:
-    """The torch releases a classic project covers."""
-    if config.torch:
-        return [matrix.get_torch(v) for v in config.torch]
-    if config.torch_spec is not None:
-        chosen = [r for r in matrix.TORCH_RELEASES if Version(r.version) in config.torch_spec]
-        if not chosen:
-            raise TargetError(
-                f"no torch release of the farm matches [tool.cuda-ext-farm] torch of {config.name}",
-                str(config.torch_spec), f"the farm knows {', '.join(r.minor for r in matrix.TORCH_RELEASES)}",
-            )
-        return chosen
-    # Default: the newest release of each CUDA major the farm has a cell for.
-    newest: dict[int, shapes.TorchRelease] = {}
-    majors = {c.cuda_major for c in matrix.CELLS}
-    for release in matrix.TORCH_RELEASES:
-        if release.cuda_major in majors:
-            newest[release.cuda_major] = release
-    return [newest[m] for m in sorted(newest)]
-
-
-def _python_allowed(config: ProjectConfig, python: str) -> bool:
-    version = Version(python)
-    if config.python and python not in config.python:
-        return False
-    if config.python_spec is not None and version not in config.python_spec:
-        return False
-    return not (config.requires_python is not None and version not in config.requires_python)
-
-
-def _cells_for(config: ProjectConfig, cuda_major: int | None, arch: str = "x86_64",
-               torch: str | None = None) -> list[shapes.Cell]:
-    if config.cuda:
-        chosen = [matrix.get_cell(key) for key in config.cuda]
-    elif config.abi == "stable":
-        # A stand-in (cu124 for cu128) is built only when asked for (--cuda 12.4) or in place of its release
-        # cell on a machine that cannot reach that cell's toolkit (ci/linux/buildall.py local_equivalents).
-        chosen = [c for c in matrix.CELLS if not c.stand_in_for]
-    else:
-        chosen = [c for c in matrix.CELLS if c.release]
-    if cuda_major is not None:
-        chosen = [c for c in chosen if c.cuda_major == cuda_major]
-    if arch == "aarch64":
-        chosen = [c for c in chosen if c.aarch64]
-    unique: dict[str, shapes.Cell] = {c.name: c for c in chosen}
-    return [target_cell(config, c, torch or c.torch, arch) for c in unique.values()]
-
-
-def abi3_floor(config: ProjectConfig, python: str) -> str:
-    """The floor of an abi3 target built with ``python``: the ``cpXY`` its build tags the wheel with
-    (``py_limited_api`` of bdist_wheel, read before the build), else what requires-python declares, else
-    ``python``.
-
-    ``python`` satisfies requires-python, so the declared floor is never above it; ``min`` keeps that so.
-    """
-    declared = config.limited_api_floor or build_files.declared_floor(config.requires_python)
-    return python if declared is None else min(declared, python, key=shapes.version_key)
-
-
-def _abi3_python(config: ProjectConfig, candidates: Sequence[str]) -> str:
-    allowed = [p for p in sorted_versions(candidates) if _python_allowed(config, p)]
-    if not allowed:
-        raise TargetError(f"no Python allowed by the configuration of {config.name}",
-                          ", ".join(config.python) or str(config.python_spec or config.requires_python),
-                          "widen [tool.cuda-ext-farm] python or [project] requires-python")
-    return max(allowed[0], matrix.PYTHON_LIMITED_API, key=shapes.version_key) if config.abi == "stable" \
-        else allowed[0]
-
-
-def check_arch(os: str, arch: str) -> None:
-    if os not in PLATFORMS:
-        raise TargetError("unknown platform", os, f"use one of {', '.join(PLATFORMS)}")
-    if arch not in ARCHS[os]:
-        raise TargetError(f"the farm builds no {os} wheels for this architecture", arch,
-                          f"use one of {', '.join(ARCHS[os])}")
-
-
 def archs_of(config: ProjectConfig, os: str) -> tuple[str, ...]:
     """The architectures ``config`` builds on ``os`` that the universe has a cell for."""
     if os != "linux":
-        return ARCHS[os]
-    return tuple(a for a in ARCHS[os] if a in config.archs and (a == "x86_64" or _targets_or_none(config, os, a)))
+        return platforms.ARCHS[os]
+    return tuple(a for a in platforms.ARCHS[os]
+                 if a in config.archs and (a == "x86_64" or _targets_or_none(config, os, a)))
 
 
 def platform_targets(config: ProjectConfig, os: str = "linux") -> tuple[Target, ...]:
     """Every target of ``config`` on ``os``, every architecture (``targets_for`` is one architecture's); none for an
     OS the project's ``os`` leaves out."""
-    if os in PLATFORMS and os not in config.oses:
+    if os in platforms.PLATFORMS and os not in config.oses:
         return ()
-    return tuple(t for arch in ARCHS[os] if os != "linux" or arch in config.archs or arch == "x86_64"
+    return tuple(t for arch in platforms.ARCHS[os] if os != "linux" or arch in config.archs or arch == "x86_64"
                  for t in _targets_or_none(config, os, arch))
 
 
@@ -326,8 +210,8 @@ def _targets_or_none(config: ProjectConfig, os: str, arch: str) -> tuple[Target,
 
 def targets_for(config: ProjectConfig, os: str = "linux", arch: str | None = None) -> tuple[Target, ...]:
     """Every target of ``config`` on ``os`` for one architecture (default: the OS's first), in matrix order."""
-    arch = arch or ARCHS.get(os, ("",))[0]
-    check_arch(os, arch)
+    arch = arch or platforms.ARCHS.get(os, ("",))[0]
+    platforms.check_arch(os, arch)
     if os not in config.oses:
         raise TargetError(f"{config.name} is not built for {os}", ", ".join(config.oses),
                           f'add "{os}" to [tool.cuda-ext-farm] os (or remove os for every platform)')
@@ -338,16 +222,16 @@ def targets_for(config: ProjectConfig, os: str = "linux", arch: str | None = Non
     targets: list[Target] = []
     if config.abi == "stable":
         all_pythons = sorted({p for r in matrix.TORCH_RELEASES for p in r.pythons}, key=shapes.version_key)
-        python = _abi3_python(config, all_pythons)
-        for cell in _cells_for(config, None, arch):
+        python = axes.abi3_python(config, all_pythons)
+        for cell in axes.cells_for(config, None, arch):
             matrix.validate(cell)
-            targets.append(Target(config, cell, cell.torch, python, os, abi3_floor=abi3_floor(config, python),
+            targets.append(Target(config, cell, cell.torch, python, os, abi3_floor=axes.abi3_floor(config, python),
                                   arch=arch))
     else:
-        for release in torch_releases(config):
+        for release in axes.torch_releases(config):
             if cross and not release.aarch64:
                 continue
-            cells = _cells_for(config, release.cuda_major, arch, release.version)
+            cells = axes.cells_for(config, release.cuda_major, arch, release.version)
             if not cells:
                 raise TargetError(
                     f"torch {release.minor} is built with CUDA {release.cuda}, but no toolkit cell of CUDA "
@@ -355,7 +239,7 @@ def targets_for(config: ProjectConfig, os: str = "linux", arch: str | None = Non
                     "add a CUDA "
                     f"{release.cuda_major} cell to [tool.cuda-ext-farm] cuda, or drop this torch release",
                 )
-            pythons = [p for p in release.pythons if _python_allowed(config, p)]
+            pythons = [p for p in release.pythons if axes.python_allowed(config, p)]
             if config.python:
                 missing = [p for p in config.python if p not in release.pythons]
                 if missing and not pythons:
@@ -365,8 +249,8 @@ def targets_for(config: ProjectConfig, os: str = "linux", arch: str | None = Non
                     )
             if not pythons:
                 continue
-            chosen = [_abi3_python(config, pythons)] if config.python_abi == "abi3" else pythons
-            floor = abi3_floor(config, chosen[0]) if config.python_abi == "abi3" else None
+            chosen = [axes.abi3_python(config, pythons)] if config.python_abi == "abi3" else pythons
+            floor = axes.abi3_floor(config, chosen[0]) if config.python_abi == "abi3" else None
             for cell in cells:
                 for python in chosen:
                     targets.append(Target(config, cell, release.version, python, os, abi3_floor=floor, arch=arch))
