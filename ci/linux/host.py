@@ -28,7 +28,7 @@ from ci.builds import arch_flags, cuda_available, failure, project_source, repor
 from ci.errors import CommandFailed, UsageError
 from ci.linux import cross, qemu, sysroot
 from ci.log import log
-from ci.toolchain import envs, toolkit
+from ci.toolchain import compiler_cache, envs, toolkit
 from ci.universe import project
 from ci.universe.targets import Target
 
@@ -249,8 +249,9 @@ def _build(target: Target, outputs: tail.Outputs, started: float, *, max_jobs: i
             if uses_setuptools_scm(target):
                 build_env |= scm_version_env(target.project.root, env.python)
                 log.info(f"version {build_env[SCM_PRETEND]} (setuptools-scm, in {target.project.root})")
-            with log.stage("the wheel build"):
-                run_build(cmd, build_env, source, target)
+            route = "cross" if setup is not None else "host"
+            with log.stage("the wheel build"), compiler_cache.for_build(route, build_env, work, source) as cached:
+                run_build(cmd, build_env | cached, source, target)
                 built = tail.one_wheel(stage / "dist", "the wheel build")
             search = symbol_search(target, env, tk, setup, linked)
 
