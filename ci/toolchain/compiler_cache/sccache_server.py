@@ -146,11 +146,14 @@ class Server:
     def _launch(self, remote: Remote | None) -> str | None:
         """Start the server; None when it listens, else why it did not (it is stopped then)."""
         env = self._env(remote)
+        # At info its log says why a storage was refused; SCCACHE_LOG=debug adds every compile's time
+        # (ci/toolchain/scaling.py reads them).
         server_log = self.folder / "sccache-server.log"
         self.folder.mkdir(parents=True, exist_ok=True)
         with server_log.open("w") as out:
+            level = os.environ.get("SCCACHE_LOG") or "info"
             self.child = proc.spawn([self.binary, "--start-server"], env={
-                **env, "SCCACHE_NO_DAEMON": "1", "SCCACHE_LOG": "info"}, stdout=out, stderr=subprocess.STDOUT)
+                **env, "SCCACHE_NO_DAEMON": "1", "SCCACHE_LOG": level}, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + START_SECONDS
         while time.monotonic() < deadline:
             if self._listening(env):
