@@ -10,13 +10,15 @@ What the routes call, once each:
   the build ends, stops the server and prints one line with the cache's figures;
 * :func:`cache_settings`: the variables a container build passes in (``ci/linux/container.py``,
   ``ci/linux/shell.py``);
-* :func:`windows_variables`: the variables of a Windows build (``windows/build.py``);
+* :func:`container_route`: what a container build with sccache gains (``ci/linux/container.py``);
+* :func:`for_build` is the Windows build's too (``windows/build.py``), with ``sccache cl`` instead of scripts;
 * ``develop`` (``ci/linux/develop.py``): :func:`find_launcher`, :func:`launcher_env`, :func:`remote_cache_env`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -77,9 +79,9 @@ def remote_cache_env() -> dict[str, str]:
 def cache_settings() -> dict[str, str]:
     """ccache's settings a container build passes in: on/off and the shared storage (the images carry ccache)."""
     chosen = choice.choose("container")
-    if chosen.engine is None:
+    if chosen.engine != "ccache":  # none, or sccache in front (container_route): the image's ccache passes through
         return {"CCACHE_DISABLE": "1"}
-    return chosen.remote.env("ccache") if chosen.remote is not None and chosen.engine == "ccache" else {}
+    return chosen.remote.env("ccache") if chosen.remote is not None else {}
 
 
 def _report(engine: str, figures: Mapping[str, int]) -> None:
@@ -91,13 +93,19 @@ def _report(engine: str, figures: Mapping[str, int]) -> None:
 
 
 def _real_compilers(env: Mapping[str, str]) -> tuple[str, str | None]:
-    cxx = env.get("CXX") or proc.which("g++") or "c++"
-    nvcc = env.get("PYTORCH_NVCC") or (str(Path(env["CUDA_HOME"]) / "bin" / "nvcc") if env.get("CUDA_HOME") else None)
+    cxx = env.get("CXX") or ("cl" if os.name == "nt" else proc.which("g++") or "c++")
+    exe = "nvcc.exe" if os.name == "nt" else "nvcc"
+    nvcc = env.get("PYTORCH_NVCC") or (str(Path(env["CUDA_HOME"]) / "bin" / exe) if env.get("CUDA_HOME") else None)
     return cxx, nvcc
 
 
-def _fronts(engine: str, launcher: str, env: Mapping[str, str], folder: Path) -> dict[str, str]:
+def _fronts(engine: str, launcher: str, env: Mapping[str, str], folder: Path, *,
+            scripts: bool = True) -> dict[str, str]:
+    """What runs the compilers through ``launcher``: front scripts, or on Windows (no shell to run them, and torch
+    takes ``CXX`` there as a command) ``"<launcher>" cl`` and ``"<launcher>" "<nvcc>"``."""
     cxx, nvcc = _real_compilers(env)
+    if not scripts:
+        return {"CXX": f'"{launcher}" {cxx}', **({"PYTORCH_NVCC": f'"{launcher}" "{nvcc}"'} if nvcc else {})}
     out = {"CXX": str(fronts.cxx_front(folder, engine, launcher, cxx))}
     if nvcc is not None:
         out["PYTORCH_NVCC"] = str(fronts.nvcc_front(folder, engine, launcher, nvcc))
@@ -119,7 +127,8 @@ def for_build(route: str, env: Mapping[str, str], folder: Path, source: Path) ->
     server = sccache_server.Server(sccache_server.ensure_sccache(), folder, chosen, (source,))
     try:
         client = server.start()
-        yield {**_fronts("sccache", str(server.binary), env, folder / "fronts"), **client}
+        yield {**_fronts("sccache", str(server.binary), env, folder / "fronts", scripts=route != "windows"),
+               **client}
     finally:
         figures = sccache_server.counts(server.stats())
         server.stop()
@@ -147,13 +156,31 @@ def _ccache_build(chosen: choice.CacheChoice, env: Mapping[str, str], folder: Pa
         _report("ccache", figures)
 
 
-def windows_variables(nvcc: str) -> dict[str, str]:
-    """A Windows build's variables for sccache (ccache has no nvcc support there): ``CXX`` and ``PYTORCH_NVCC``
-    as ``sccache <compiler>`` (torch writes both into build.ninja; cl.exe is found on the vcvars PATH). The
-    server is the client's own: cibuildwheel's build starts it, ``SCCACHE_IDLE_TIMEOUT`` ends it."""
-    chosen = choice.choose("windows")
+#: Where a container build sees the pinned sccache and its fronts (the host's folders, read-only).
+CONTAINER_TOOLS = "/opt/farm-compile-cache"
+#: The image's ccache wrapper of nvcc (docker/Dockerfile): with sccache in front, the real nvcc is called instead.
+IMAGE_NVCC_WRAPPER = "/usr/local/bin/nvcc-ccache"
+
+
+def container_route(host_folder: Path, env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """sccache in a container build whose environment is ``env`` (its compilers as the container names them): what
+    the environment gains and the ``docker create`` arguments that mount the pinned sccache and the fronts (written
+    into ``host_folder``). Nothing for ccache: the images carry it (:func:`cache_settings`). sccache's client starts
+    the container's own server, which ends with the container; its cache is a folder of the ccache volume (the
+    images make that volume writable for the build user)."""
+    chosen = choice.choose("container")
     if chosen.engine != "sccache":
-        return {}
-    sccache = str(sccache_server.ensure_sccache())
-    out = {"CXX": f'"{sccache}" cl', "PYTORCH_NVCC": f'"{sccache}" "{nvcc}"', "SCCACHE_IDLE_TIMEOUT": "60"}
-    return out | (chosen.remote.env("sccache") if chosen.remote is not None else {})
+        return {}, []
+    binary = sccache_server.ensure_sccache()
+    launcher = f"{CONTAINER_TOOLS}/bin/{binary.name}"
+    folder = host_folder / "compile-cache-fronts"
+    nvcc = env.get("PYTORCH_NVCC") or "nvcc"
+    nvcc = f"{env.get('CUDA_HOME', '/usr/local/cuda')}/bin/nvcc" if nvcc == IMAGE_NVCC_WRAPPER else nvcc
+    cxx = fronts.cxx_front(folder, "sccache", launcher, env.get("CXX") or "g++")
+    fronts.nvcc_front(folder, "sccache", launcher, nvcc)
+    home = env.get("CCACHE_DIR", "/home/build/.cache/ccache")
+    added = {"CXX": f"{CONTAINER_TOOLS}/fronts/{cxx.name}", "PYTORCH_NVCC": f"{CONTAINER_TOOLS}/fronts/nvcc",
+             "SCCACHE_DIR": f"{home}/sccache", "SCCACHE_BASEDIRS": "/project",
+             **(chosen.remote.env("sccache") if chosen.remote is not None else {})}
+    mounts = [f"--volume={binary.parent}:{CONTAINER_TOOLS}/bin:ro", f"--volume={folder}:{CONTAINER_TOOLS}/fronts:ro"]
+    return added, mounts

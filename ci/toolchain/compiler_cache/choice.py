@@ -136,7 +136,8 @@ def choose(route: str) -> CacheChoice:
         raise UsageError(f"{what} needs sccache, but FARM_COMPILE_CACHE is ccache", asked,
                          "set FARM_COMPILE_CACHE=sccache (or leave it unset)")
     engine = asked or ("sccache" if needs_sccache else ROUTE_DEFAULT[route] or ("ccache" if remote else None))
-    if engine is None:
+    if engine is None or (route == "windows" and engine == "ccache"):
+        # ccache drives neither cl.exe's nor nvcc's Windows builds the way the farm needs: sccache does.
         return CacheChoice(None)
     if remote is not None and remote.scheme not in _REMOTE_SCHEMES[engine]:
         raise UsageError(f"{engine} cannot use this FARM_CCACHE_REMOTE", remote.url,

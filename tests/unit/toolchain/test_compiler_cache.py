@@ -200,3 +200,35 @@ def test_a_storage_that_never_answers_does_not_hang_the_build(sccache: Path, tmp
     assert err.count("warning:") == 1 and f"{url} cannot be used (no answer in 5 s)" in err
     servers = [child for child in started if "--start-server" in child.args]
     assert len(servers) == 2 and all(child.poll() is not None for child in servers)  # both servers are gone
+
+
+def test_containers_keep_their_ccache_unless_sccache_is_chosen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               sccache: Path) -> None:
+    image_env = {"CXX": "/opt/farm/sysroot/bin/g++-1/g++", "PYTORCH_NVCC": compiler_cache.IMAGE_NVCC_WRAPPER,
+                 "CCACHE_DIR": "/home/build/.cache/ccache"}
+    assert compiler_cache.container_route(tmp_path, image_env) == ({}, [])
+    assert compiler_cache.cache_settings() == {}
+    monkeypatch.setenv("FARM_COMPILE_CACHE", "sccache")
+    monkeypatch.setenv("FARM_CCACHE_REMOTE", "redis://10.0.0.2:6379")
+    added, mounts = compiler_cache.container_route(tmp_path, image_env)
+    assert compiler_cache.cache_settings() == {"CCACHE_DISABLE": "1"}  # the image's ccache passes through
+    assert added["CXX"] == f"{compiler_cache.CONTAINER_TOOLS}/fronts/g++"
+    assert added["SCCACHE_DIR"] == "/home/build/.cache/ccache/sccache"
+    assert added["SCCACHE_REDIS_ENDPOINT"] == "redis://10.0.0.2:6379"
+    fronts_dir = tmp_path / "compile-cache-fronts"
+    assert f"--volume={fronts_dir}:{compiler_cache.CONTAINER_TOOLS}/fronts:ro" in mounts
+    assert f"--volume={sccache.parent}:{compiler_cache.CONTAINER_TOOLS}/bin:ro" in mounts
+    launcher = f"{compiler_cache.CONTAINER_TOOLS}/bin/sccache"
+    assert f"exec {launcher} /usr/local/cuda/bin/nvcc" in (fronts_dir / "nvcc").read_text()  # not the ccache one
+    assert f"exec {launcher} /opt/farm/sysroot/bin/g++-1/g++" in (fronts_dir / "g++").read_text()
+
+
+def test_windows_runs_cl_and_nvcc_through_sccache_as_commands(tmp_path: Path) -> None:
+    added = compiler_cache._fronts("sccache", r"C:\t\sccache.exe", {"CUDA_HOME": r"C:\cuda"}, tmp_path, scripts=False)
+    assert added["CXX"].startswith('"C:\\t\\sccache.exe" ') and added["PYTORCH_NVCC"].count('"') == 4
+    assert not any(tmp_path.iterdir())
+
+
+def test_ccache_is_no_windows_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FARM_COMPILE_CACHE", "ccache")
+    assert choice.choose("windows").engine is None and choice.choose("host").engine == "ccache"
