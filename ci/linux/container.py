@@ -220,6 +220,8 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
     if job.sysroot is not None:
         mounts.append(f"--volume={job.sysroot.root}:{SYSROOT_MOUNT}:ro")
         build_env |= job.sysroot.build_env(compilers.cc, compilers.cxx, mount=SYSROOT_MOUNT)
+    cache_env, cache_mounts = compiler_cache.container_route(job.outputs.work_dir(target), build_env)
+    build_env, mounts = build_env | cache_env, mounts + cache_mounts
     tools = [f"--volume={project.FARM_ROOT / 'ci' / 'nvcc'}:{NVCC_TOOLS_MOUNT}:ro"]
     if not build.nvcc_has_random_seed(nvcc):
         # The same anonymous-namespace names in every build without -frandom-seed: see the script.
