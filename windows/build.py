@@ -29,7 +29,7 @@ from ci.builds import arch_flags, failure, project_source, report, standard
 from ci.builds import tail as publish
 from ci.errors import CommandFailed
 from ci.log import log
-from ci.toolchain import envs
+from ci.toolchain import compiler_cache, envs
 from ci.universe import project_commands
 from ci.universe.targets import Target
 from windows import audit, cibw, environment, hostconfig, msvc, repair, toolkit, torchenv, vcvars
@@ -100,11 +100,11 @@ def build_target(target: Target, outputs: publish.Outputs, found: Discovery,
                                              os.cpu_count() or 1, os.environ.get("PYTHONPATH"))
             env = environment.compose(os.environ, vc, tk.cuda_home)
             env.update(cibw.cibuildwheel_env(target, python, site, variables))
-            with log.stage("cibuildwheel"):
+            with log.stage("cibuildwheel"), compiler_cache.for_build("windows", env, stage, source) as cached:
                 output = stage / "build-output.log"
                 arch_list = arch_flags.early_stop_arch_list(target)
                 try:
-                    proc.run(cibw.cibuildwheel_command(source, stage / "out"), env=env, cwd=source,
+                    proc.run(cibw.cibuildwheel_command(source, stage / "out"), env=env | cached, cwd=source,
                              what=f"the Windows build of {target.id} failed",
                              hint="the compiler's output is above; nothing was written to the wheelhouse",
                              tee=output, hide=failure.hidden,
