@@ -80,7 +80,11 @@ def redis_keys(url: str) -> int:
     return int(out.stdout.strip())
 
 
-NGINX_DAV = """daemon off;
+#: The dav-ext module (Debian's libnginx-mod-http-dav-ext) adds PROPFIND, which sccache's WebDAV client (opendal)
+#: asks before it writes; nginx's own dav module has PUT, MKCOL and DELETE.
+DAV_EXT = "/usr/lib/nginx/modules/ngx_http_dav_ext_module.so"
+NGINX_DAV = """load_module {dav_ext};
+daemon off;
 user root;
 worker_processes 1;
 pid {folder}/nginx.pid;
@@ -99,6 +103,7 @@ http {{
     client_max_body_size 0;
     location / {{
       dav_methods PUT DELETE MKCOL COPY MOVE;
+      dav_ext_methods PROPFIND OPTIONS;
       create_full_put_path on;
       dav_access user:rw group:r all:r;
     }}
@@ -111,10 +116,12 @@ http {{
 def webdav(folder: Path) -> Iterator[str]:
     """nginx with its WebDAV module (PUT, MKCOL, DELETE) on loopback, storing under ``folder/store``."""
     program = require("nginx", "nginx-light")
+    if not Path(DAV_EXT).is_file():
+        pytest.skip("nginx's dav-ext module is not installed (apt-get install libnginx-mod-http-dav-ext)")
     port = free_port()
     (folder / "store").mkdir(parents=True, exist_ok=True)
     conf = folder / "nginx.conf"
-    conf.write_text(NGINX_DAV.format(folder=folder, port=port))
+    conf.write_text(NGINX_DAV.format(folder=folder, port=port, dav_ext=DAV_EXT))
     with running([program, "-c", str(conf), "-e", str(folder / "error.log")], port, folder / "nginx.out"):
         yield f"http://127.0.0.1:{port}/cache"
 

@@ -27,7 +27,8 @@ from tests.integration import cache_servers
 
 ROOT = Path(__file__).resolve().parents[2]
 MANY = ROOT / "tests" / "fixtures" / "many_kernels"
-KERNEL = '__global__ void twice(float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 2; }\n'
+KERNEL = ("__global__ void twice(float* x, int n) {\n"
+          "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 2;\n}\n")
 
 
 @pytest.fixture
@@ -52,7 +53,7 @@ def test_a_full_storage_is_read_only_with_one_warning(sccache: Path, tmp_path: P
         finally:
             server.stop()
     err = capsys.readouterr().err
-    assert err.count("warning:") == 1 and "takes no writes" in err and "OOM" in err
+    assert err.count("warning:") == 1 and f"{url} takes no writes" in err
 
 
 def compile_through(engine: str, launcher: Path, env: dict[str, str], folder: Path) -> None:
@@ -81,7 +82,9 @@ def test_sccache_shares_cuda_objects_through_a_real_server(sccache: Path, tmp_pa
         if server == "webdav":
             assert cache_servers.stored_files(tmp_path / server) > 0
     assert found[0]["hits"] == 0 and found[0]["misses"] > 0
-    assert found[1]["hits_PTX"] == 1 and found[1]["hits_CUBIN"] == 1  # the device code came from the server
+    # The object (CUDA: nvcc's whole output) and its SASS (CUBIN) came from the server; the PTX step hashes the
+    # source's path (cicc's --orig_src_path_name), which differs between the two folders.
+    assert found[1]["hits_CUDA"] == 1 and found[1]["hits_CUBIN"] == 1
 
 
 def test_ccache_shares_objects_through_nginx_webdav(tmp_path: Path) -> None:
@@ -167,8 +170,8 @@ def test_a_failing_shared_storage_is_one_warning_and_the_build_finishes(tmp_path
     project = tmp_path / "p"
     shutil.copytree(MANY, project)
     with cache_servers.redis(tmp_path / "redis", maxmemory="1") as full, cache_servers.black_hole() as hole:
-        url = {"down": f"redis://127.0.0.1:{cache_servers.free_port()}", "unresolvable": "redis://no-such-host.invalid:6379",
-               "full": full, "hangs": hole}[fault]
+        url = {"down": f"redis://127.0.0.1:{cache_servers.free_port()}", "full": full, "hangs": hole,
+               "unresolvable": "redis://no-such-host.invalid:6379"}[fault]
         said, _, _ = farm_build(project, tmp_path / "a", {"FARM_COMPILE_CACHE": "sccache", "FARM_CCACHE_REMOTE": url},
                                 "--arch-list", "9.0")
     warnings = [line for line in said.splitlines() if "warning:" in line and "compile cache" in line]
