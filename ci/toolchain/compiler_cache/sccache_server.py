@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ci import proc
+from ci import proc, settings
 from ci.errors import CommandFailed
 from ci.log import log
 from ci.toolchain import toolkit
@@ -151,7 +151,7 @@ class Server:
         server_log = self.folder / "sccache-server.log"
         self.folder.mkdir(parents=True, exist_ok=True)
         with server_log.open("w") as out:
-            level = os.environ.get("SCCACHE_LOG") or "info"
+            level = settings.current().environ.get("SCCACHE_LOG") or "info"
             self.child = proc.spawn([self.binary, "--start-server"], env={
                 **env, "SCCACHE_NO_DAEMON": "1", "SCCACHE_LOG": level}, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + START_SECONDS
