@@ -50,6 +50,17 @@ def ninja_jobs(text: str) -> dict[str, float]:
     return jobs
 
 
+def cuda_outputs(build_ninja: str) -> set[str]:
+    """The outputs torch's ``build.ninja`` makes with its nvcc rule (``cuda_compile``): the jobs sccache split. Needed
+    because sccache names its parts after the object's file name only (``csrc/cpu/bias_act.o`` and
+    ``csrc/cuda/bias_act.o`` are both ``bias_act``)."""
+    found = set()
+    for line in build_ninja.splitlines():
+        if line.startswith("build ") and ": cuda_compile " in line:
+            found.add(line.removeprefix("build ").split(": cuda_compile ", 1)[0].replace("$ ", " ").replace("$:", ":"))
+    return found
+
+
 def device_parts(text: str) -> dict[str, dict[str, float]]:
     """Object stem -> part -> seconds, from sccache's debug log: ``ptx:compute_90``, ``cubin:compute_90``,
     ``front`` (cudafe++). A part compiled twice (a rebuild) keeps its last time."""
@@ -64,12 +75,15 @@ def device_parts(text: str) -> dict[str, dict[str, float]]:
     return dict(parts)
 
 
-def graph(jobs: dict[str, float], devices: dict[str, dict[str, float]], *, split: bool = True) -> list[Task]:
-    """The task graph of the build (see the module's docstring); ``split=False``: every job one task."""
+def graph(jobs: dict[str, float], devices: dict[str, dict[str, float]], *, split: bool = True,
+          nvcc_jobs: set[str] | None = None) -> list[Task]:
+    """The task graph of the build (see the module's docstring); ``split=False``: every job one task.
+    ``nvcc_jobs``: the outputs of nvcc jobs (None: any job whose file name sccache timed parts of)."""
     tasks: list[Task] = []
     for output, seconds in sorted(jobs.items()):
         stem = Path(output).name.removesuffix(".o")
-        parts = devices.get(stem) if split else None
+        is_nvcc = nvcc_jobs is None or output in nvcc_jobs
+        parts = devices.get(stem) if split and is_nvcc else None
         if not parts:
             tasks.append(Task(output, seconds))
             continue
@@ -164,14 +178,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--servers", default="1,2,4,8,16", help="build server counts (default 1,2,4,8,16)")
     args = parser.parse_args(argv)
     jobs: dict[str, float] = {}
+    nvcc_jobs: set[str] | None = None
     for log_file in args.ninja_log:
         if not log_file.is_file():
             print(f"error: no such ninja log ({log_file}): pass the .ninja_log of a build's temp folder",
                   file=sys.stderr)
             return 2
         jobs |= ninja_jobs(log_file.read_text())
+        rules = log_file.with_name("build.ninja")
+        if rules.is_file():
+            nvcc_jobs = (nvcc_jobs or set()) | cuda_outputs(rules.read_text())
     devices = device_parts(args.sccache_log.read_text(errors="replace")) if args.sccache_log else {}
-    tasks = graph(jobs, devices)
+    tasks = graph(jobs, devices, nvcc_jobs=nvcc_jobs)
     print(f"{len(jobs)} ninja jobs, {sum(jobs.values()):.1f} s of compiling; {len(tasks)} tasks "
           f"({sum(len(p) for p in devices.values())} device parts timed by sccache)\n")
     print("\n".join(table(tasks, graph(jobs, devices, split=False), args.cores,

@@ -62,3 +62,13 @@ def test_the_table_compares_one_machine_with_build_servers(tmp_path: Path, capsy
     assert "| this machine, nvcc one architecture after another | 1 | 20.0 | 1.0x |" in out
     assert "| 2 build servers (sccache-dist) | 2 |" in out
     assert scaling.main(["--ninja-log", str(tmp_path / "missing")]) == 2
+
+
+def test_only_the_nvcc_jobs_of_build_ninja_are_split() -> None:
+    rules = ("rule cuda_compile\nbuild /b/temp/csrc/cuda/a.cuda.o: cuda_compile /s/csrc/cuda/a.cu\n"
+             "build /b/temp/csrc/a.cuda.o: compile /s/csrc/a.cuda.cpp\n")
+    assert scaling.cuda_outputs(rules) == {"/b/temp/csrc/cuda/a.cuda.o"}
+    jobs = {"/b/temp/csrc/cuda/a.cuda.o": 10.0, "/b/temp/csrc/a.cuda.o": 3.0}  # the same file name, C++
+    names = {t.name for t in scaling.graph(jobs, scaling.device_parts(SCCACHE_LOG),
+                                           nvcc_jobs=scaling.cuda_outputs(rules))}
+    assert "/b/temp/csrc/a.cuda.o" in names and "/b/temp/csrc/cuda/a.cuda.o:back" in names
