@@ -112,6 +112,18 @@ def _fronts(engine: str, launcher: str, env: Mapping[str, str], folder: Path, *,
     return out
 
 
+def sccache_nvcc_flags(env: Mapping[str, str]) -> dict[str, str]:
+    """``NVCC_APPEND_FLAGS`` without ``-objtemp`` for sccache. sccache 0.16 replays nvcc's steps (``--dryrun``) in
+    a folder of its own and loses the object when ``-objtemp`` names the intermediate files after it (measured: the
+    compile succeeds, no ``.o`` is written). Its own names for them (``x_0.cudafe1.cpp``) are fixed, so the objects
+    stay byte-identical from build to build, machine to machine; they differ from an uncached build's by that one
+    name."""
+    flags = env.get("NVCC_APPEND_FLAGS")
+    if flags is None or "-objtemp" not in flags.split():
+        return {}
+    return {"NVCC_APPEND_FLAGS": " ".join(f for f in flags.split(" ") if f != "-objtemp")}
+
+
 @contextlib.contextmanager
 def for_build(route: str, env: Mapping[str, str], folder: Path, source: Path) -> Iterator[dict[str, str]]:
     """Around a build on ``route`` whose environment is ``env``, in the work folder ``folder`` from sources in
@@ -128,7 +140,7 @@ def for_build(route: str, env: Mapping[str, str], folder: Path, source: Path) ->
     try:
         client = server.start()
         yield {**_fronts("sccache", str(server.binary), env, folder / "fronts", scripts=route != "windows"),
-               **client}
+               **sccache_nvcc_flags(env), **client}
     finally:
         figures = sccache_server.counts(server.stats())
         server.stop()
@@ -180,7 +192,7 @@ def container_route(host_folder: Path, env: Mapping[str, str]) -> tuple[dict[str
     fronts.nvcc_front(folder, "sccache", launcher, nvcc)
     home = env.get("CCACHE_DIR", "/home/build/.cache/ccache")
     added = {"CXX": f"{CONTAINER_TOOLS}/fronts/{cxx.name}", "PYTORCH_NVCC": f"{CONTAINER_TOOLS}/fronts/nvcc",
-             "SCCACHE_DIR": f"{home}/sccache", "SCCACHE_BASEDIRS": "/project",
+             "SCCACHE_DIR": f"{home}/sccache", "SCCACHE_BASEDIRS": "/project", **sccache_nvcc_flags(env),
              **(chosen.remote.env("sccache") if chosen.remote is not None else {})}
     mounts = [f"--volume={binary.parent}:{CONTAINER_TOOLS}/bin:ro", f"--volume={folder}:{CONTAINER_TOOLS}/fronts:ro"]
     return added, mounts

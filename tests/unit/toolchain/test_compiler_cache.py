@@ -232,3 +232,10 @@ def test_windows_runs_cl_and_nvcc_through_sccache_as_commands(tmp_path: Path) ->
 def test_ccache_is_no_windows_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FARM_COMPILE_CACHE", "ccache")
     assert choice.choose("windows").engine is None and choice.choose("host").engine == "ccache"
+
+
+def test_sccache_builds_drop_objtemp_only() -> None:
+    env = {"NVCC_APPEND_FLAGS": '-objtemp --threads 0 -frandom-seed=t -Xcompiler="-ffile-prefix-map=/a b=."'}
+    assert compiler_cache.sccache_nvcc_flags(env) == {
+        "NVCC_APPEND_FLAGS": '--threads 0 -frandom-seed=t -Xcompiler="-ffile-prefix-map=/a b=."'}
+    assert compiler_cache.sccache_nvcc_flags({"NVCC_APPEND_FLAGS": "--threads 0"}) == {}
