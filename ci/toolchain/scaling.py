@@ -107,6 +107,21 @@ def critical_path(tasks: Sequence[Task]) -> float:
     return max(_tails(tasks).values(), default=0.0)
 
 
+def critical_chain(tasks: Sequence[Task]) -> list[Task]:
+    """The tasks of the longest chain, first to last: what no number of build servers shortens."""
+    tails = _tails(tasks)
+    by_name = {t.name: t for t in tasks}
+    children: dict[str, list[str]] = defaultdict(list)
+    for task in tasks:
+        for parent in task.after:
+            children[parent].append(task.name)
+    starts = [t.name for t in tasks if not t.after]
+    chain = [max(starts, key=lambda n: tails[n])] if starts else []
+    while chain and children[chain[-1]]:
+        chain.append(max(children[chain[-1]], key=lambda n: tails[n]))
+    return [by_name[n] for n in chain]
+
+
 def _tails(tasks: Sequence[Task]) -> dict[str, float]:
     """Each task's longest path to the end of the graph (itself included): the list scheduler's priority."""
     children: dict[str, list[str]] = defaultdict(list)
@@ -192,8 +207,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     tasks = graph(jobs, devices, nvcc_jobs=nvcc_jobs)
     print(f"{len(jobs)} ninja jobs, {sum(jobs.values()):.1f} s of compiling; {len(tasks)} tasks "
           f"({sum(len(p) for p in devices.values())} device parts timed by sccache)\n")
-    print("\n".join(table(tasks, graph(jobs, devices, split=False), args.cores,
+    print("\n".join(table(tasks, graph(jobs, devices, split=False, nvcc_jobs=nvcc_jobs), args.cores,
                           [int(s) for s in args.servers.split(",")])))
+    chain = critical_chain(tasks)
+    print("\nthe critical path: " + " -> ".join(f"{Path(t.name).name} {t.seconds:.1f} s" for t in chain))
     return 0
 
 

@@ -72,3 +72,10 @@ def test_only_the_nvcc_jobs_of_build_ninja_are_split() -> None:
     names = {t.name for t in scaling.graph(jobs, scaling.device_parts(SCCACHE_LOG),
                                            nvcc_jobs=scaling.cuda_outputs(rules))}
     assert "/b/temp/csrc/a.cuda.o" in names and "/b/temp/csrc/cuda/a.cuda.o:back" in names
+
+
+def test_the_critical_chain_is_the_floor() -> None:
+    tasks = scaling.graph(scaling.ninja_jobs(NINJA_LOG), scaling.device_parts(SCCACHE_LOG))
+    chain = scaling.critical_chain(tasks)
+    assert [t.name.rsplit(":", 1)[-1] for t in chain] == ["front", "compute_90", "compute_90", "back"]
+    assert sum(t.seconds for t in chain) == pytest.approx(scaling.critical_path(tasks))
