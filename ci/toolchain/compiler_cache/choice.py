@@ -39,7 +39,7 @@ class Remote:
     def env(self, engine: str) -> dict[str, str]:
         """The engine's own variables for this storage."""
         if engine == "ccache":
-            return {"CCACHE_REMOTE_STORAGE": self.url, "CCACHE_REMOTE_ONLY": "false"}
+            return {"CCACHE_REMOTE_STORAGE": self.url}
         if self.scheme in ("redis", "rediss"):
             return {"SCCACHE_REDIS_ENDPOINT": self.url}
         if self.scheme in ("http", "https"):
