@@ -40,8 +40,9 @@ def test_many_kernels_compiles_on_the_build_server_and_writes_the_local_wheel(
     shutil.copytree(MANY, project)
     # The local build runs through sccache too (its own empty cache): sccache names nvcc's intermediate files its
     # own way, so its objects differ from an uncached build's by that name (compiler_cache.sccache_nvcc_flags).
-    _, local, _ = farm_build(project, tmp_path / "local", {"FARM_COMPILE_CACHE": "sccache"})
-    said, remote, stats = farm_build(project, tmp_path / "dist", dist_env(scheduler))
+    build = tmp_path / "build"  # one build folder path for both (farm_build empties it)
+    _, local, _ = farm_build(project, tmp_path / "local", {"FARM_COMPILE_CACHE": "sccache"}, build=build)
+    said, remote, stats = farm_build(project, tmp_path / "dist", dist_env(scheduler), build=build)
     figures = sccache_server.counts(stats)
     print(f"dist: {figures}\nlocal {sha256(local)}\ndist  {sha256(remote)}")
     # 8 kernel files x 4 architectures: a cicc and a ptxas each, and cudafe++ and the host compile per file.
@@ -56,8 +57,9 @@ def test_fusedops_compiles_on_the_build_server_and_writes_the_local_wheel(
 
     project = clone(tmp_path, "fusedops")
     archs = ("--arch-list", "9.0+PTX")
-    _, local, _ = farm_build(project, tmp_path / "local", {"FARM_COMPILE_CACHE": "sccache"}, *archs)
-    _, remote, stats = farm_build(project, tmp_path / "dist", dist_env(scheduler), *archs)
+    build = tmp_path / "build"
+    _, local, _ = farm_build(project, tmp_path / "local", {"FARM_COMPILE_CACHE": "sccache"}, *archs, build=build)
+    _, remote, stats = farm_build(project, tmp_path / "dist", dist_env(scheduler), *archs, build=build)
     figures = sccache_server.counts(stats)
     print(f"dist: {figures}\nlocal {sha256(local)}\ndist  {sha256(remote)}")
     assert figures["dist"] > 0 and figures["dist_errors"] == 0
