@@ -64,7 +64,8 @@ def compile_through(engine: str, launcher: Path, env: dict[str, str], folder: Pa
 
 
 @pytest.mark.parametrize("server", ["redis", "webdav"])
-def test_sccache_shares_cuda_objects_through_a_real_server(sccache: Path, tmp_path: Path, server: str) -> None:
+def test_sccache_shares_cuda_objects_through_a_real_server(sccache: Path, tmp_path: Path, server: str,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     starts = {"redis": cache_servers.redis, "webdav": cache_servers.webdav}
     with starts[server](tmp_path / server) as url:
         found = []
@@ -72,9 +73,10 @@ def test_sccache_shares_cuda_objects_through_a_real_server(sccache: Path, tmp_pa
             folder = tmp_path / clone
             folder.mkdir()
             chosen = choice.CacheChoice("sccache", choice.parse_remote(url))
+            monkeypatch.setenv("SCCACHE_DIR", str(folder / "local"))  # the server's local cache: empty
             run = sccache_server.Server(sccache, folder / "work", chosen, (folder,))
             try:
-                env = run.start() | {"SCCACHE_DIR": str(folder / "local")}
+                env = run.start()
                 compile_through("sccache", sccache, env, folder)
                 found.append(sccache_server.counts(run.stats()))
             finally:
