@@ -159,7 +159,8 @@ class Server:
             if self._listening(env):
                 self.client_env = env
                 return None
-            if self.child.poll() is not None:
+            # The launcher exits once the server it started (in its process group) listens, or failed.
+            if self.child.poll() is not None and not self._listening(env):
                 text = server_log.read_text(errors="replace")
                 return storage_failure(text) or (text.strip().splitlines() or ["the server exited"])[-1][:300]
             time.sleep(0.1)
