@@ -82,8 +82,15 @@ DECLARED: tuple[Setting, ...] = (
     S("FARM_SYSROOT", "`none`: link against the build machine's glibc instead of the bullseye sysroot", "the sysroot",
       group="build"),
     S("FARM_GLIBC_FLOOR", "the newest glibc the audit lets a wheel need (2.28)", "the route's floor", group="build"),
+    S("FARM_COMPILE_CACHE", "the compile cache every route runs g++ and nvcc through: `ccache`, `sccache` or `off` "
+      "(docs/compile-cache.md)", "the route's: ccache in containers and develop, none on host, cross and Windows "
+      "builds", group="build"),
     S("FARM_CCACHE", "`off`: build without a compiler cache", "on when ccache or sccache is found", group="build"),
-    S("FARM_CCACHE_REMOTE", "a remote storage for the compiler cache (ccache's remote_storage syntax)", group="build"),
+    S("FARM_CCACHE_REMOTE", "the compile cache's shared storage: redis://host:port, http://host:port/path (WebDAV), "
+      "file:///path (ccache) or gha (sccache on GitHub Actions)", group="build"),
+    S("FARM_SCCACHE_SCHEDULER", "an sccache-dist scheduler (http(s)://host:port): compiles go to its build servers "
+      "(implies sccache)", group="build"),
+    S("FARM_SCCACHE_TOKEN", "the scheduler's client token (its [client_auth] of type token); a secret", group="build"),
     S("FARM_CUDA_HOME", "a CUDA toolkit installed by other means (inside a builder image)", "the farm's own",
       group="build"),
     S("FARM_AARCH64_CXX", "the aarch64 cross C++ compiler", "Debian's aarch64-linux-gnu-g++ on PATH", group="build"),

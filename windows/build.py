@@ -29,7 +29,7 @@ from ci.builds import arch_flags, failure, preflight, project_source, report
 from ci.builds import tail as publish
 from ci.errors import CommandFailed
 from ci.log import log
-from ci.toolchain import envs
+from ci.toolchain import compiler_cache, envs
 from ci.universe import project_commands
 from ci.universe.targets import Target
 from windows import audit, cibw, environment, hostconfig, msvc, repair, toolkit, torchenv, vcvars
@@ -99,11 +99,14 @@ def build_target(target: Target, outputs: publish.Outputs, found: Discovery,
             variables = cibw.build_variables(target, tk.cuda_home, tk.nvcc_version, options.max_jobs,
                                              os.cpu_count() or 1, settings.current().environ)
             env = environment.compose(settings.current().environ, vc, tk.cuda_home)
-            env.update(cibw.cibuildwheel_env(target, python, site, variables))
-            with log.stage("cibuildwheel"):
+            with log.stage("cibuildwheel"), compiler_cache.for_build("windows", {**env, **variables}, stage,
+                                                                      source) as cached:
+                # The cache's variables go inside the build (CIBW_ENVIRONMENT), its nvcc behind the nvcc wrapper.
+                build_vars = variables | arch_flags.behind_wrapper(cached, variables)
+                run_env = env | cibw.cibuildwheel_env(target, python, site, build_vars)
                 output = stage / "build-output.log"
                 try:
-                    proc.run(cibw.cibuildwheel_command(source, stage / "out"), env=env, cwd=source,
+                    proc.run(cibw.cibuildwheel_command(source, stage / "out"), env=run_env, cwd=source,
                              what=f"the Windows build of {target.id} failed",
                              hint="the compiler's output is above; nothing was written to the wheelhouse",
                              tee=output, hide=failure.hidden,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from ci.errors import FarmError, UsageError
@@ -55,6 +55,16 @@ def wrapper_env(target: Target, python: str, script: str, next_nvcc: str, *, win
     quote = _windows_quote if windows else shlex.quote
     return {"PYTORCH_NVCC": f"{quote(python)} -I {quote(script)}", "FARM_NVCC_NEXT": next_nvcc,
             "FARM_NVCC_ARCH_LIST": arch_list_of(target), "FARM_NVCC_ARCH_MODE": target.project.arch_flags}
+
+
+def behind_wrapper(cache_env: Mapping[str, str], build_env: Mapping[str, str]) -> dict[str, str]:
+    """A compile cache's variables for a build whose nvcc runs through the wrapper (``build_env``): the cache's nvcc
+    front becomes the wrapper's next command, not ``PYTORCH_NVCC``: the wrapper stays in front, where it sees the
+    project's flags before the cache hashes them (a refused compile never reaches the cache)."""
+    env = dict(cache_env)
+    if "PYTORCH_NVCC" in env and "FARM_NVCC_NEXT" in build_env:
+        env["FARM_NVCC_NEXT"] = env.pop("PYTORCH_NVCC")
+    return env
 
 
 def _windows_quote(word: str) -> str:

@@ -43,10 +43,11 @@ ATTEST_BUILD_PROVENANCE = _pin("actions/attest-build-provenance", "a2bbfa25375fe
 UPLOAD_PAGES_ARTIFACT = _pin("actions/upload-pages-artifact", "fc324d3547104276b827a68afc52ff2a11cc49c9", "v5.0.0")
 DEPLOY_PAGES = _pin("actions/deploy-pages", "cd2ce8fcbc39b97be8ca5fce6e763baed58fa128", "v5.0.0")
 DOCKER_LOGIN = _pin("docker/login-action", "4907a6ddec9925e35a0a9e82d7399ccc52663121", "v4.1.0")
+GITHUB_SCRIPT = _pin("actions/github-script", "ed597411d8f924073f98dfc5c65a23a2325f34cd", "v8.0.0")
 PYPI_PUBLISH = _pin("pypa/gh-action-pypi-publish", "ed0c53931b1dc9bd32cbe73a98c7f6766f8a527e", "v1.13.0")
 
 ALL = (CHECKOUT, SETUP_PYTHON, SETUP_GO, UPLOAD_ARTIFACT, DOWNLOAD_ARTIFACT, CACHE, ATTEST_BUILD_PROVENANCE,
-       UPLOAD_PAGES_ARTIFACT, DEPLOY_PAGES, DOCKER_LOGIN, PYPI_PUBLISH)
+       UPLOAD_PAGES_ARTIFACT, DEPLOY_PAGES, DOCKER_LOGIN, GITHUB_SCRIPT, PYPI_PUBLISH)
 
 #: actionlint, run by the CI workflow with `go run` (the Go checksum database verifies the module).
 ACTIONLINT_MODULE = "github.com/rhysd/actionlint/cmd/actionlint"

@@ -48,6 +48,7 @@ from ci.gha.steps import (
     Job,
     Step,
     base_image_env,
+    cached_build,
     cell_summary,
     checkout,
     document,
@@ -96,14 +97,15 @@ def ci_workflow(ctx: Context) -> dict[str, Any]:
         test_steps: list[Step] = [
             *prologue(ctx),
             SYSROOT_KEYRING,
-            {"name": f"Host build of {release.id}", "run": "python -m ci build"},
+            *cached_build({"name": f"Host build of {release.id}", "run": "python -m ci build"}),
             {"name": "Smoke and CPU tests in a clean environment", "run": "python -m ci test"},
         ]
     else:
         test_steps = [
             *prologue(ctx, lock="lint"),
             SYSROOT_KEYRING,
-            {"name": f"Host build of {release.id} (hermetic toolkit, repair, audit)", "run": "nox -s build"},
+            *cached_build({"name": f"Host build of {release.id} (hermetic toolkit, repair, audit)",
+                           "run": "nox -s build"}),
             # The container tests need a bootstrapped base image; the container jobs below cover containers.
             {"name": "Unit and CPU tests, then the wheel under a CPU-only torch (nox -s tests)",
              "env": {"PIP_EXTRA_INDEX_URL": f"{matrix.PYTORCH_INDEX}/cpu"},
@@ -147,8 +149,8 @@ def ci_workflow(ctx: Context) -> dict[str, Any]:
         job["env"] = {**glibc_floor_env(), **base_image_env([cell])}
         target_args = " ".join(f"--target {i}" for i in ids)
         job["steps"] = [*prologue(ctx), free_disk(cell), registry_login(), *image_steps(ctx, cell, push=False),
-                        {"name": "cibuildwheel in the image, repair, audit",
-                         "run": f"python -m ci build-cuda {target_args} --wheelhouse wheelhouse"},
+                        *cached_build({"name": "cibuildwheel in the image, repair, audit",
+                                       "run": f"python -m ci build-cuda {target_args} --wheelhouse wheelhouse"}),
                         upload(f"ci-wheels-{cell.name}", "wheelhouse/", retention=7)]
         jobs[f"container-{cell.name}"] = job
     return document(ctx, "CI", {"push": {"branches": ["**"]}, "pull_request": None, "workflow_dispatch": None},
@@ -191,8 +193,10 @@ def linux_build_job(ctx: Context, target: targets.Target) -> Job:
                 "env": {**glibc_floor_env(), **base_image_env([cell])}}
     job["steps"] = [
         *prologue(ctx), free_disk(cell), registry_login(), *image_steps(ctx, cell, push=False, arch=target.arch),
-        {"name": f"cibuildwheel in the {cell.name} {target.arch} image, repair, audit ({cell_summary(cell)})",
-         "run": f"python -m ci build-cuda --target {target.id} --wheelhouse wheelhouse"},
+        *cached_build({"name": f"cibuildwheel in the {cell.name} {target.arch} image, repair, audit "
+                               f"({cell_summary(cell)})",
+                       "run": f"python -m ci build-cuda --target {target.id} --wheelhouse wheelhouse"},
+                      scheduler=True),
         upload(f"wheel-{target.id}", f"wheelhouse/{target.id}/"),
     ]
     return job

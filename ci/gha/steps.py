@@ -316,3 +316,39 @@ def runner_compiler(cell: shapes.Cell) -> str:
 
 def env_step(variables: Mapping[str, str]) -> Step:
     return {"env": dict(variables)} if variables else {}
+
+
+#: The compile cache of a build step, from the repository's variables (docs/compile-cache.md): the engine and the
+#: shared storage (a server's URL without a password, or ``gha`` for sccache's GitHub Actions cache backend). An
+#: unset one is empty, and the farm keeps the route's own cache.
+COMPILE_CACHE_ENV: Mapping[str, str] = {
+    "FARM_COMPILE_CACHE": "${{ vars.FARM_COMPILE_CACHE }}",
+    "FARM_CCACHE_REMOTE": "${{ vars.FARM_CCACHE_REMOTE }}",
+}
+#: An sccache-dist scheduler (a variable) and its client token (the one secret): the scheduler only where the token
+#: reached the job (not in a fork's pull request, not in a workflow called without it), so a build never asks a
+#: scheduler it cannot authenticate to.
+SCHEDULER_ENV: Mapping[str, str] = {
+    "FARM_SCCACHE_SCHEDULER": "${{ secrets.FARM_SCCACHE_TOKEN != '' && vars.FARM_SCCACHE_SCHEDULER || '' }}",
+    "FARM_SCCACHE_TOKEN": "${{ secrets.FARM_SCCACHE_TOKEN }}",
+}
+
+#: sccache's GitHub Actions cache reads the runner's cache service URL and token, which GitHub hands to
+#: JavaScript actions only: exported for the job's later steps (the farm's own), and only when the repository
+#: chose that backend. The cache service needs no permission of the job's token.
+_EXPORT_CACHE_SERVICE = ("core.exportVariable('ACTIONS_RESULTS_URL', process.env.ACTIONS_RESULTS_URL || '');\n"
+                         "core.exportVariable('ACTIONS_RUNTIME_TOKEN', process.env.ACTIONS_RUNTIME_TOKEN || '');")
+
+
+def compile_cache_steps() -> list[Step]:
+    """What a job does before a build step that carries :data:`COMPILE_CACHE_ENV`."""
+    return [{"name": "sccache's GitHub Actions cache service (when FARM_CCACHE_REMOTE is gha)",
+             "if": "vars.FARM_CCACHE_REMOTE == 'gha'", "uses": actions.GITHUB_SCRIPT.uses(),
+             "with": {"script": _EXPORT_CACHE_SERVICE}}]
+
+
+def cached_build(step: Step, *, scheduler: bool = False) -> list[Step]:
+    """A build step with the compile cache's settings (``scheduler``: and sccache-dist's, with its secret), after
+    the step that serves sccache's GitHub cache."""
+    env = {**step.get("env", {}), **COMPILE_CACHE_ENV, **(SCHEDULER_ENV if scheduler else {})}
+    return [*compile_cache_steps(), {**step, "env": env}]

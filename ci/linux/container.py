@@ -222,6 +222,9 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
     if job.sysroot is not None:
         mounts.append(f"--volume={job.sysroot.root}:{SYSROOT_MOUNT}:ro")
         build_env |= job.sysroot.build_env(build_env["CC"], build_env["CXX"], mount=SYSROOT_MOUNT)
+    # sccache in front of the compilers (FARM_COMPILE_CACHE=sccache); its nvcc front runs behind the nvcc wrapper.
+    cache_env, cache_mounts = compiler_cache.container_route(job.outputs.work_dir(target), build_env)
+    build_env, mounts = build_env | cache_env, mounts + cache_mounts
     mounts.append(f"--volume={project.FARM_ROOT / 'ci' / 'nvcc'}:{NVCC_TOOLS_MOUNT}:ro")
     next_nvcc = build_env["PYTORCH_NVCC"]
     if not environment.nvcc_has_random_seed(nvcc):

