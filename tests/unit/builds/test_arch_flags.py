@@ -196,3 +196,13 @@ def test_replace_audits_the_farms_list_with_the_specific_targets_asked_for() -> 
     assert (audited.cell.sass_archs, audited.cell.ptx_arch) == (("8.0", "9.0", "9.0a"), "9.0")
     plain = output_of("-gencode=arch=compute_70,code=sm_70")
     assert arch_flags.audited_target(target, plain) == target
+
+
+def test_a_compile_cache_goes_behind_the_wrapper() -> None:
+    """The cache's nvcc front is the wrapper's next command: the wrapper sees the project's flags first (a refused
+    compile never reaches the cache), the cache hashes what nvcc will really be given."""
+    build_env = {"PYTORCH_NVCC": f"python -I {arch_flags.WRAPPER}", "FARM_NVCC_NEXT": "/tk/bin/nvcc"}
+    cache = {"PYTORCH_NVCC": "/work/fronts/nvcc", "CXX": "/work/fronts/g++", "SCCACHE_DIR": "/c"}
+    assert arch_flags.behind_wrapper(cache, build_env) == {"FARM_NVCC_NEXT": "/work/fronts/nvcc",
+                                                           "CXX": "/work/fronts/g++", "SCCACHE_DIR": "/c"}
+    assert arch_flags.behind_wrapper(cache, {}) == cache  # a CPU build: no wrapper, the front is torch's nvcc
