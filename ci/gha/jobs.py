@@ -67,7 +67,7 @@ from ci.gha.steps import (
 )
 from ci.gha.windows_jobs import windows_build_job, windows_runner
 from ci.release import import_steps
-from ci.universe import matrix, targets
+from ci.universe import matrix, shapes, targets
 
 if TYPE_CHECKING:
     from ci.universe.project import ProjectConfig
@@ -83,37 +83,52 @@ FILES = ("ci.yml", "images.yml", "wheels.yml", "gpu-tests.yml", "release.yml", "
 SYSROOT_KEYRING: Step = {"name": "Debian's archive keyring (the host build's bullseye sysroot)",
                          "run": "sudo apt-get update -qq\nsudo apt-get install -y -qq debian-archive-keyring\n"}
 
-def ci_workflow(ctx: Context) -> dict[str, Any]:
-    release = ctx.release_target
-    lint_steps: list[Step] = [*prologue(ctx, lock="lint")]
+def ci_lint_steps(ctx: Context) -> list[Step]:
+    """The lint job: for the farm itself nox -s lint's commands (ci/toolenv.py), for every project the workflows'
+    drift check and linters."""
+    steps: list[Step] = [*prologue(ctx, lock="lint")]
     if not ctx.external:
-        # The farm's own lint is nox -s lint's, command for command (ci/toolenv.py).
-        lint_steps += [{"name": name, "run": shlex.join(["python", *args])} for name, args in toolenv.LINT_COMMANDS]
-    lint_steps += [
-        {"name": "Workflows follow the matrix", "run": "python -m ci workflows check"},
-        {"name": "zizmor and the GitHub workflow schema", "run": "python -m ci workflows lint"},
-    ]
+        steps += [{"name": name, "run": shlex.join(["python", *args])} for name, args in toolenv.LINT_COMMANDS]
+    return [*steps, {"name": "Workflows follow the matrix", "run": "python -m ci workflows check"},
+            {"name": "zizmor and the GitHub workflow schema", "run": "python -m ci workflows lint"}]
+
+
+def ci_test_steps(ctx: Context) -> list[Step]:
+    """The tests job: the release target's host build, then a project's smoke and CPU tests, or the farm's own
+    suite (whose markers leave the container and extended tests out; the container jobs cover containers)."""
+    release = ctx.release_target
     if ctx.external:
-        test_steps: list[Step] = [
-            *prologue(ctx),
-            SYSROOT_KEYRING,
-            *cached_build({"name": f"Host build of {release.id}", "run": "python -m ci build"}),
-            {"name": "Smoke and CPU tests in a clean environment", "run": "python -m ci test"},
-        ]
-    else:
-        test_steps = [
-            *prologue(ctx, lock="lint"),
-            SYSROOT_KEYRING,
+        return [*prologue(ctx), SYSROOT_KEYRING,
+                *cached_build({"name": f"Host build of {release.id}", "run": "python -m ci build"}),
+                {"name": "Smoke and CPU tests in a clean environment", "run": "python -m ci test"}]
+    return [*prologue(ctx, lock="lint"), SYSROOT_KEYRING,
             *cached_build({"name": f"Host build of {release.id} (hermetic toolkit, repair, audit)",
                            "run": "nox -s build"}),
-            # The container tests need a bootstrapped base image; the container jobs below cover containers.
             {"name": "Unit and CPU tests, then the wheel under a CPU-only torch (nox -s tests)",
-             "env": {"PIP_EXTRA_INDEX_URL": f"{matrix.PYTORCH_INDEX}/cpu"},
-             "run": "nox -s tests"},
-        ]
+             "env": {"PIP_EXTRA_INDEX_URL": f"{matrix.PYTORCH_INDEX}/cpu"}, "run": "nox -s tests"}]
+
+
+def ci_container_job(ctx: Context, cell: shapes.Cell) -> Job:
+    """One cell's container build of its x86_64 targets, when the cell's image changed."""
+    ids = [t.id for t in ctx.linux if t.cell.name == cell.name and t.arch == "x86_64"]
+    target_args = " ".join(f"--target {i}" for i in ids)
+    return {
+        "name": f"container build {cell.name} ({', '.join(ids)})", "needs": "changes",
+        "if": f"contains(fromJSON(needs.changes.outputs.cells), '{cell.name}')",
+        "runs-on": LINUX_RUNNER, "timeout-minutes": 180, "permissions": permissions(contents="read", packages="read"),
+        "env": {**glibc_floor_env(), **base_image_env([cell])},
+        "steps": [*prologue(ctx), free_disk(cell), registry_login(), *image_steps(ctx, cell, push=False),
+                  *cached_build({"name": "cibuildwheel in the image, repair, audit",
+                                 "run": f"python -m ci build-cuda {target_args} --wheelhouse wheelhouse"}),
+                  upload(f"ci-wheels-{cell.name}", "wheelhouse/", retention=7)],
+    }
+
+
+def ci_workflow(ctx: Context) -> dict[str, Any]:
+    release = ctx.release_target
     jobs: dict[str, Job] = {
         "lint": {"name": "lint (ruff, mypy, zizmor, schema, drift)", "runs-on": LINUX_RUNNER,
-                 "timeout-minutes": 20, "permissions": permissions(contents="read"), "steps": lint_steps},
+                 "timeout-minutes": 20, "permissions": permissions(contents="read"), "steps": ci_lint_steps(ctx)},
         "actionlint": {
             "name": "actionlint", "runs-on": LINUX_RUNNER, "timeout-minutes": 10,
             "permissions": permissions(contents="read"),
@@ -125,7 +140,7 @@ def ci_workflow(ctx: Context) -> dict[str, Any]:
                       {"name": f"actionlint {actions.ACTIONLINT_VERSION}",
                        "run": f"go run {actions.ACTIONLINT_MODULE}@{actions.ACTIONLINT_VERSION} -color"}]},
         "tests": {"name": f"tests (unit, CPU; host build of {release.id})", "runs-on": LINUX_RUNNER,
-                  "timeout-minutes": 150, "permissions": permissions(contents="read"), "steps": test_steps},
+                  "timeout-minutes": 150, "permissions": permissions(contents="read"), "steps": ci_test_steps(ctx)},
         "changes": {
             "name": "builder images that changed", "runs-on": LINUX_RUNNER, "timeout-minutes": 15,
             "permissions": permissions(contents="read", packages="read"),
@@ -137,22 +152,7 @@ def ci_workflow(ctx: Context) -> dict[str, Any]:
     }
     if jobs["changes"]["env"] is None:
         del jobs["changes"]["env"]
-    for cell in ctx.linux_cells:
-        ids = [t.id for t in ctx.linux if t.cell.name == cell.name and t.arch == "x86_64"]
-        job: Job = {
-            "name": f"container build {cell.name} ({', '.join(ids)})",
-            "needs": "changes",
-            "if": f"contains(fromJSON(needs.changes.outputs.cells), '{cell.name}')",
-            "runs-on": LINUX_RUNNER, "timeout-minutes": 180,
-            "permissions": permissions(contents="read", packages="read"),
-        }
-        job["env"] = {**glibc_floor_env(), **base_image_env([cell])}
-        target_args = " ".join(f"--target {i}" for i in ids)
-        job["steps"] = [*prologue(ctx), free_disk(cell), registry_login(), *image_steps(ctx, cell, push=False),
-                        *cached_build({"name": "cibuildwheel in the image, repair, audit",
-                                       "run": f"python -m ci build-cuda {target_args} --wheelhouse wheelhouse"}),
-                        upload(f"ci-wheels-{cell.name}", "wheelhouse/", retention=7)]
-        jobs[f"container-{cell.name}"] = job
+    jobs |= {f"container-{cell.name}": ci_container_job(ctx, cell) for cell in ctx.linux_cells}
     return document(ctx, "CI", {"push": {"branches": ["**"]}, "pull_request": None, "workflow_dispatch": None},
                     jobs, {"group": "ci-${{ github.event.pull_request.number || github.ref }}",
                            "cancel-in-progress": True})
@@ -284,39 +284,40 @@ def assemble_step_name(config: ProjectConfig) -> str:
             "into one wheel across CUDA majors")
 
 
-def release_workflow(ctx: Context) -> dict[str, Any]:
-    name = ctx.config.name
-    # A run started by hand on a tag is a rehearsal: only the tag's own push publishes.
-    is_tag = "github.event_name == 'push' && github.ref_type == 'tag'"
-    assemble_script = (
-        "tag_args=()\n"
-        'if [ "$GITHUB_REF_TYPE" = tag ]; then tag_args=(--tag "$GITHUB_REF_NAME"); fi\n'
-        "python -m ci release assemble artifacts --sdist-dir sdist --out release "
-        '"${tag_args[@]}"\n'
-    )
-    release_script = (
-        # A re-run finds the release it made: it uploads again (same names, --clobber) instead of failing.
+#: The assemble job's script: the downloaded wheels and sdist into the release folder, a tag's name when it is one.
+ASSEMBLE_SCRIPT = (
+    "tag_args=()\n"
+    'if [ "$GITHUB_REF_TYPE" = tag ]; then tag_args=(--tag "$GITHUB_REF_NAME"); fi\n'
+    "python -m ci release assemble artifacts --sdist-dir sdist --out release "
+    '"${tag_args[@]}"\n'
+)
+
+
+def github_release_script(name: str) -> str:
+    """The GitHub Release's upload: a re-run finds the release it made and uploads again (same names, --clobber)
+    instead of failing; GitHub renames assets with characters it dislikes, and the indexes link the names uploaded,
+    so the names are compared."""
+    return (
         'if gh release view "$GITHUB_REF_NAME" --repo "$GITHUB_REPOSITORY" > /dev/null 2>&1; then\n'
         '  gh release upload "$GITHUB_REF_NAME" --repo "$GITHUB_REPOSITORY" --clobber assets/*\n'
         "else\n"
         '  gh release create "$GITHUB_REF_NAME" --repo "$GITHUB_REPOSITORY" --verify-tag \\\n'
         f'    --title "{name} $GITHUB_REF_NAME" --notes-file notes/release-notes.md assets/*\n'
         "fi\n"
-        # GitHub renames assets with characters it dislikes; the indexes link the names we uploaded.
         'gh release view "$GITHUB_REF_NAME" --repo "$GITHUB_REPOSITORY" --json assets --jq ".assets[].name" \\\n'
         "  | sort > uploaded.txt\n"
         "(cd assets && ls -1) | sort > expected.txt\n"
         "diff expected.txt uploaded.txt\n"
     )
-    jobs: dict[str, Job] = {
-        "images": {"name": "builder images", "uses": local_workflow("images.yml"),
-                   "permissions": permissions(contents="read", packages="write")},
-        "wheels": {"name": "wheels", "needs": "images", "uses": local_workflow("wheels.yml"),
-                   "with": {"cache": False}, "permissions": permissions(contents="read", packages="read")},
+
+
+def sdist_jobs(ctx: Context) -> dict[str, Job]:
+    """The sdist (without the CUDA torch: a CPU one only when setup.py imports torch), and the release target's wheel
+    built from it alone."""
+    return {
         "sdist": {"name": "sdist", "runs-on": LINUX_RUNNER, "timeout-minutes": 30,
                   "permissions": permissions(contents="read"),
                   "steps": [*prologue(ctx),
-                            # No CUDA torch: a CPU one only when the project's setup.py imports torch.
                             {"name": "python -m build --sdist (without the CUDA torch), then its file list checked",
                              "run": f"python -m ci release sdist dist --torch-index {matrix.PYTORCH_INDEX}/cpu"},
                             upload("sdist", "dist/")]},
@@ -326,18 +327,15 @@ def release_workflow(ctx: Context) -> dict[str, Any]:
             "steps": [*prologue(ctx), download("sdist", "sdist"),
                       {"name": "python -m ci release wheel-from-sdist",
                        "run": "python -m ci release wheel-from-sdist sdist --out sdist-wheel"}]},
-        "gpu-tests": {"name": "GPU tests", "needs": "wheels", "uses": local_workflow("gpu-tests.yml"),
-                      "permissions": permissions(contents="read")},
-        "assemble": {
-            "name": "assemble: indexes, SHA256SUMS, manifest; audit again; check the indexes install",
-            "needs": ["wheels", "sdist", "sdist-wheel", "gpu-tests"], "runs-on": LINUX_RUNNER, "timeout-minutes": 30,
-            "permissions": permissions(contents="read"),
-            "steps": [*prologue(ctx), download(None, "artifacts", pattern="wheel-*"), download("sdist", "sdist"),
-                      {"name": assemble_step_name(ctx.config), "run": assemble_script},
-                      upload("release-pypi", "release/pypi/"), upload("release-assets", "release/assets/"),
-                      upload("release-notes", "release/release-notes.md"), upload("release-index", "release/index/")]},
+    }
+
+
+def publish_jobs(ctx: Context, is_tag: str) -> dict[str, Job]:
+    """A tag's publishing: the GitHub Release with provenance first, then PyPI (it cannot take a file back), then
+    the index site."""
+    name = ctx.config.name
+    return {
         "publish-pypi": {
-            # After the GitHub Release: PyPI cannot take a file back, so it comes last.
             "name": "publish to PyPI (trusted publishing, attestations)", "if": is_tag, "needs": "publish-github",
             "runs-on": LINUX_RUNNER, "timeout-minutes": 20,
             "environment": {"name": "pypi", "url": f"https://pypi.org/project/{name}/"},
@@ -356,8 +354,31 @@ def release_workflow(ctx: Context) -> dict[str, Any]:
                        "uses": actions.ATTEST_BUILD_PROVENANCE.uses(),
                        "with": {"subject-checksums": "assets/SHA256SUMS"}},
                       {"name": "Create the release", "env": {"GH_TOKEN": "${{ github.token }}"},
-                       "run": release_script}]},
+                       "run": github_release_script(name)}]},
         "publish-index": index_site_job(ctx, is_tag, "publish-github"),
+    }
+
+
+def release_workflow(ctx: Context) -> dict[str, Any]:
+    # A run started by hand on a tag is a rehearsal: only the tag's own push publishes.
+    is_tag = "github.event_name == 'push' && github.ref_type == 'tag'"
+    jobs: dict[str, Job] = {
+        "images": {"name": "builder images", "uses": local_workflow("images.yml"),
+                   "permissions": permissions(contents="read", packages="write")},
+        "wheels": {"name": "wheels", "needs": "images", "uses": local_workflow("wheels.yml"),
+                   "with": {"cache": False}, "permissions": permissions(contents="read", packages="read")},
+        **sdist_jobs(ctx),
+        "gpu-tests": {"name": "GPU tests", "needs": "wheels", "uses": local_workflow("gpu-tests.yml"),
+                      "permissions": permissions(contents="read")},
+        "assemble": {
+            "name": "assemble: indexes, SHA256SUMS, manifest; audit again; check the indexes install",
+            "needs": ["wheels", "sdist", "sdist-wheel", "gpu-tests"], "runs-on": LINUX_RUNNER, "timeout-minutes": 30,
+            "permissions": permissions(contents="read"),
+            "steps": [*prologue(ctx), download(None, "artifacts", pattern="wheel-*"), download("sdist", "sdist"),
+                      {"name": assemble_step_name(ctx.config), "run": ASSEMBLE_SCRIPT},
+                      upload("release-pypi", "release/pypi/"), upload("release-assets", "release/assets/"),
+                      upload("release-notes", "release/release-notes.md"), upload("release-index", "release/index/")]},
+        **publish_jobs(ctx, is_tag),
     }
     return document(ctx, "Release", {"push": {"tags": ["v*"]}, "workflow_dispatch": None}, jobs,
                     {"group": "release-${{ github.ref }}", "cancel-in-progress": False})

@@ -189,20 +189,18 @@ def ensure_torch_volume(job: ContainerBuild, python: str) -> str:
     return volume
 
 
-def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: Path | None) -> dict[str, str]:
+def farm_settings(job: ContainerBuild, nvcc: str) -> dict[str, str]:
+    """The farm's layer of a container build's environment (ci/builds/environment.py): the cell's list, the image's
+    compilers and ccache wrapper of nvcc, the deterministic and compression flags, the compile cache's settings (with
+    the caller's own CCACHE_*), and ci/buildsite first on PYTHONPATH (torch.cuda.is_available() True)."""
     target = job.target
-    cell = target.cell
-    excluded = (*matrix.TORCH_LIBRARIES, *matrix.cuda_libraries(cell.cuda_major))
-    excludes = " ".join(f"--exclude {lib}" for lib in excluded)
-    nvcc = nvcc_version(cell) or ""
-    values = project_source.build_values(target, nvcc or None)
     compilers = job.compilers()
     farm = {
-        "TORCH_CUDA_ARCH_LIST": cell.arch_list,
+        "TORCH_CUDA_ARCH_LIST": target.cell.arch_list,
         "MAX_JOBS": str(job.max_jobs or os.cpu_count() or 2),
         "CXX": compilers.cxx,
         "CC": compilers.cc,
-        "PYTORCH_NVCC": "/usr/local/bin/nvcc-ccache",  # see docker/Dockerfile
+        "PYTORCH_NVCC": compiler_cache.IMAGE_NVCC_WRAPPER,  # see docker/Dockerfile
         # Deterministic objects (see ci/builds/environment.py); toolkits older than 12.8 lack -frandom-seed.
         **environment.farm_flags(target, nvcc or None),
         "CCACHE_DIR": f"{CONTAINER_HOME}/.cache/ccache",
@@ -212,11 +210,20 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
         # torch.cuda.is_available() True for the project's build (the image's Python has no PYTHONPATH of its own).
         **cuda_available.pythonpath(target, BUILDSITE_MOUNT, {}),
     }
-    caller = settings.current().environ
     # The caller's own ccache settings (CCACHE_LOGFILE, CCACHE_MAXSIZE, ...) reach the container too.
-    farm |= {k: v for k, v in caller.items() if k.startswith("CCACHE_") and k not in farm}
+    return farm | {k: v for k, v in settings.current().environ.items() if k.startswith("CCACHE_") and k not in farm}
+
+
+def build_environment(job: ContainerBuild, ca_bundle: Path | None) -> tuple[dict[str, str], list[str]]:
+    """What the project's build sees in the container, and the mounts that gives it: the farm's settings under the
+    project's build-env (composed as on every route), the CA bundle, the sysroot's compilers, the compile cache, and
+    in front of nvcc the nvcc wrapper (then the module anchor for nvcc < 12.8, then the cache or the image's
+    ccache wrapper)."""
+    target = job.target
+    nvcc = nvcc_version(target.cell) or ""
+    values = project_source.build_values(target, nvcc or None)
     own = {k: project.expand(v, values) for k, v in target.project.build_env.items()}
-    build_env = environment.compose(caller, farm, own, inherit=False)
+    build_env = environment.compose(settings.current().environ, farm_settings(job, nvcc), own, inherit=False)
     mounts, ca_env = ca_mount(ca_bundle)
     build_env |= ca_env
     if job.sysroot is not None:
@@ -235,6 +242,20 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
     build_env |= arch_flags.wrapper_env(target, "python", f"{NVCC_TOOLS_MOUNT}/{arch_flags.WRAPPER.name}", next_nvcc)
     if cuda_available.applies(target):
         mounts.append(f"--volume={cuda_available.SITE}:{BUILDSITE_MOUNT}:ro")
+    # The compile cache's hits and misses of this build alone, from a stats log in the build container (the
+    # cache volume's own counters are shared by every build that runs at the same time).
+    build_env["CCACHE_STATSLOG"] = CCACHE_STATS_LOG
+    return build_env, mounts
+
+
+def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: Path | None) -> dict[str, str]:
+    """cibuildwheel's settings for ``job``: one build identifier in the cell's image, the build's environment
+    (:func:`build_environment`), torch from its read-only volume, the repair and the smoke test in the image."""
+    target = job.target
+    excluded = (*matrix.TORCH_LIBRARIES, *matrix.cuda_libraries(target.cell.cuda_major))
+    excludes = " ".join(f"--exclude {lib}" for lib in excluded)
+    build_env, mounts = build_environment(job, ca_bundle)
+    _, ca_env = ca_mount(ca_bundle)
     create_args = [f"--label=farm.job={job.job}",
                    f"--volume={PIP_CACHE_VOLUME}:{CONTAINER_HOME}/.cache/pip",
                    f"--volume={volume_name(CCACHE_VOLUME)}:{CONTAINER_HOME}/.cache/ccache",
@@ -244,9 +265,6 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
     in_image = set(pins.pinned_in(pins.lock_path(images.IMAGE_TOOLS_LOCK)))
     extra = [r for r in target.project.build_requires if envs.requirement_name(r) not in in_image]
     before_build = _pth_command(site) + (f" && pip install {' '.join(shlex.quote(r) for r in extra)}" if extra else "")
-    # The compile cache's hits and misses of this build alone, from a stats log in the build container (the
-    # cache volume's own counters are shared by every build that runs at the same time).
-    build_env["CCACHE_STATSLOG"] = CCACHE_STATS_LOG
     before_build += f" && rm -f {CCACHE_STATS_LOG}"
     smoke = container_command(target.project.commands.smoke)
     # The farm's steps in the container never see ci/buildsite: an empty PYTHONPATH is none to Python.

@@ -92,14 +92,7 @@ def develop(
     folder.mkdir(parents=True, exist_ok=True)
     if archs:
         target = dataclasses.replace(target, cell=with_arch_list(target.cell, archs))
-    compile_env = build.compiler_env(target, tk, cpu=cpu, max_jobs=max_jobs)
-    if debug:
-        values = project_source.build_values(target, tk.nvcc_version if tk else None)
-        compile_env |= {k: project.expand(v, values) for k, v in config.debug_env.items()}
-    launcher = compiler_cache.find_launcher() if use_cache and compiler_cache.cache_enabled() else None
-    if launcher:
-        compile_env |= compiler_cache.launcher_env(launcher, tk, folder / "launcher", config.root)
-    compile_env |= compiler_cache.remote_cache_env()
+    compile_env, launcher = _compile_env(target, tk, folder, debug=debug, max_jobs=max_jobs, use_cache=use_cache)
     cmd: list[str | Path] = [env.python, "setup.py", "build", "--build-base", folder, "build_ext", "--inplace",
                              "--build-temp", folder / "temp"]
     # Nothing changed since the last successful build (sources, command, environment, outputs): skip
@@ -110,8 +103,29 @@ def develop(
         log.note("up to date:", "nothing changed since the last in-place build", style="green")
         return DevResult(seconds=time.monotonic() - started, compiled=0, launcher=launcher, arch_list=archs)
     stamp.unlink(missing_ok=True)
-    compiled = 0
+    compiled = _run_in_place(cmd, compile_env, config.root, cpu=tk is None)
+    fsutil.atomic_write_text(stamp, _state(config.root, cmd, compile_env, outputs))
+    return DevResult(seconds=time.monotonic() - started, compiled=compiled, launcher=launcher, arch_list=archs)
 
+
+def _compile_env(target: Target, tk: toolkit.InstalledToolkit | None, folder: Path, *, debug: bool,
+                 max_jobs: int | None, use_cache: bool) -> tuple[dict[str, str], str | None]:
+    """The in-place build's environment (the host build's, with debug-env in a debug build) and the compile cache
+    it runs through (None: none)."""
+    compile_env = build.compiler_env(target, tk, cpu=target.cpu, max_jobs=max_jobs)
+    if debug:
+        values = project_source.build_values(target, tk.nvcc_version if tk else None)
+        compile_env |= {k: project.expand(v, values) for k, v in target.project.debug_env.items()}
+    launcher = compiler_cache.find_launcher() if use_cache and compiler_cache.cache_enabled() else None
+    if launcher:
+        compile_env |= compiler_cache.launcher_env(launcher, tk, folder / "launcher", target.project.root)
+    return compile_env | compiler_cache.remote_cache_env(), launcher
+
+
+def _run_in_place(cmd: list[str | Path], env: dict[str, str], root: Path, *, cpu: bool) -> int:
+    """Run setup.py's in-place build; the number of objects ninja compiled. A failure names its cause
+    (ci/builds/failure/)."""
+    compiled = 0
     said: collections.deque[str] = collections.deque(maxlen=5000)
 
     def count(line: str) -> None:
@@ -121,13 +135,11 @@ def develop(
             compiled += 1
 
     try:
-        proc.stream(cmd, count, env=compile_env, cwd=config.root, what="the in-place build failed",
+        proc.stream(cmd, count, env=env, cwd=root, what="the in-place build failed",
                     hint="the compiler output above shows the failing file and line")
     except CommandFailed as exc:
-        raise failure.explain_build(exc, "".join(said), build="the in-place build", source=config.root,
-                                    cpu=tk is None) from None
-    fsutil.atomic_write_text(stamp, _state(config.root, cmd, compile_env, outputs))
-    return DevResult(seconds=time.monotonic() - started, compiled=compiled, launcher=launcher, arch_list=archs)
+        raise failure.explain_build(exc, "".join(said), build="the in-place build", source=root, cpu=cpu) from None
+    return compiled
 
 
 def _state(root: Path, cmd: list[str | Path], env: dict[str, str], outputs: tail.Outputs) -> str:
