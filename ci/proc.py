@@ -181,7 +181,8 @@ def spawn(
     return child
 
 
-def _release(child: subprocess.Popen[str]) -> None:
+def release(child: subprocess.Popen[str]) -> None:
+    """The end of a child the farm started (spawn): SIGTERM to its group, a bounded wait, SIGKILL, unregistered."""
     if child.poll() is None:
         _signal_tree(child, hard=False)
         try:
@@ -234,7 +235,7 @@ def run(
     try:
         out, err = child.communicate(input=input_text)
     finally:
-        _release(child)
+        release(child)
     result = subprocess.CompletedProcess(args, child.returncode, out or "", err or "")
     if check and result.returncode != 0:
         if capture:
@@ -284,7 +285,7 @@ def _run_teed(args: list[str], tee: Path, hide: Callable[[str], bool] | None,
         try:
             child.wait()
         finally:
-            _release(child)
+            release(child)
             done.set()
             echo.join(timeout=5)
     if stopped:
@@ -316,7 +317,7 @@ def stream(
             on_line(line)
         code = child.wait()
     finally:
-        _release(child)
+        release(child)
     if code != 0:
         raise failure([str(c) for c in cmd], code, what, hint)
     return code

@@ -220,4 +220,4 @@ class Server:
         child, self.child = self.child, None
         if child is not None:
             # proc's own end of a child it started: SIGTERM to its group, a bounded wait, SIGKILL, unregistered.
-            proc._release(child)
+            proc.release(child)
