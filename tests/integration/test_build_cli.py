@@ -52,6 +52,7 @@ def test_cuda_torch_major_mismatch_exits_nonzero(tmp_path: Path) -> None:
     assert not (tmp_path / "wh").exists()
 
 
+@pytest.mark.extended
 def test_compile_error_is_shown_and_leaves_no_wheel(project: Path) -> None:
     kernel = project / "csrc" / "cuda" / "round_ste.cu"
     kernel.write_text(kernel.read_text() + "\nstatic int broken = undefined_symbol_for_test;\n")

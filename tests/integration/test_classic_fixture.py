@@ -27,7 +27,9 @@ CLASSIC = FIXTURES / "classic_ext"
 PYTHON = "3.11"
 TORCHES = ("2.11", "2.13")
 
-pytestmark = pytest.mark.slow
+# Two torch releases' environments and builds (the newer one a second 4.7 GB torch): nox -s tests-extended;
+# the default suite builds foreign projects through test_fixture_projects.py on one torch.
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 
 
 def run_ci(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -33,7 +33,8 @@ from tests.integration.test_fixture_projects import (
     files_of,
 )
 
-pytestmark = pytest.mark.slow
+# A CMake build of its own: nox -s tests-extended.
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,8 @@ from tests.integration.test_fixture_projects import (
     farm,
 )
 
-pytestmark = pytest.mark.slow
+# Its own build environment and build: nox -s tests-extended.
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 
 
 @pytest.fixture(scope="module")

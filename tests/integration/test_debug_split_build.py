@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "tests" / "fixtures" / "tiny_ext"
 TARGET = "tiny_ext-torch2.13-cpu-cp311-linux_x86_64"
 
-pytestmark = pytest.mark.slow
+# A full build with DWARF: nox -s tests-extended.
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 
 
 def build(project: Path, out: Path) -> tuple[Path, dict[str, object]]:

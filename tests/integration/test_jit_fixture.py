@@ -114,6 +114,7 @@ def jit_run(farm_command: list[str], user_env: envs.PythonEnv,
     return JitRun(folder, extensions, user_env, before, result)
 
 
+@pytest.mark.extended
 @pytest.mark.slow
 def test_the_projects_own_tests_pass_through_jit(jit_run: JitRun) -> None:
     out = jit_run.result.stdout
@@ -126,6 +127,7 @@ def test_the_projects_own_tests_pass_through_jit(jit_run: JitRun) -> None:
     assert (jit_run.extensions / "jit_round_C" / "round_kernel.cuda.o").is_file()
 
 
+@pytest.mark.extended
 @pytest.mark.slow
 def test_load_compiled_the_cuda_source_with_the_farms_nvcc(jit_run: JitRun) -> None:
     assert jit_run.result.returncode == 0, jit_run.result.stdout[-6000:]
@@ -147,12 +149,14 @@ def test_load_compiled_the_cuda_source_with_the_farms_nvcc(jit_run: JitRun) -> N
     assert gpu_code.parse_cuobjdump(elf, ptx) == (("sm_90",), ()), elf + ptx
 
 
+@pytest.mark.extended
 @pytest.mark.slow
 def test_the_project_folder_is_not_written_to(jit_run: JitRun) -> None:
     assert jit_run.result.returncode == 0, jit_run.result.stdout[-6000:]
     assert snapshot(jit_run.project) == jit_run.before
 
 
+@pytest.mark.extended
 @pytest.mark.slow
 def test_the_command_runs_the_users_python_and_torch_without_the_farms_code(jit_run: JitRun,
                                                                            farm_command: list[str]) -> None:

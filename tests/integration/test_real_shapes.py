@@ -79,6 +79,7 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return project
 
 
+@pytest.mark.extended
 def test_h_the_submodule_header_reaches_the_build(farm_command: list[str], checkout: Path, tmp_path: Path) -> None:
     built = cpu_build(farm_command, checkout, tmp_path)
     wheel = built.wheel
@@ -116,12 +117,14 @@ def cpu_test(command: list[str], built: Built) -> subprocess.CompletedProcess[st
     return farm(command, built.project, "test", "--python", "3.11", "--wheel", str(built.wheel))
 
 
+@pytest.mark.extended
 def test_k_test_requires_installs_what_the_tests_import(farm_command: list[str], test_requires: Built) -> None:
     result = cpu_test(farm_command, test_requires)
     assert result.returncode == 0, result.stdout[-4000:]
     assert "2 passed" in result.stdout
 
 
+@pytest.mark.extended
 def test_k_without_test_requires_the_same_tests_cannot_run(farm_command: list[str], test_requires: Built) -> None:
     config = test_requires.project / "pyproject.toml"
     text = config.read_text()
@@ -138,6 +141,7 @@ def test_k_without_test_requires_the_same_tests_cannot_run(farm_command: list[st
 # -- i: prebuilt_download ------------------------------------------------------------------------------------
 
 
+@pytest.mark.extended
 def test_i_a_download_during_the_build_is_named_with_the_variable_that_stops_it(farm_command: list[str],
                                                                                 tmp_path: Path) -> None:
     folder = copy_fixture("prebuilt_download", tmp_path)
@@ -226,6 +230,7 @@ def test_j_a_flag_that_contains_arch_drops_torchs_list_and_is_refused(farm_comma
     assert not list((tmp_path / "wheelhouse").glob("*/*.whl"))
 
 
+@pytest.mark.extended
 def test_j_with_its_own_list_in_build_env_the_sass_failure_names_it(farm_command: list[str],
                                                                      tmp_path: Path) -> None:
     """A project that sets TORCH_CUDA_ARCH_LIST in build-env chose its architectures: its compiles are held to that

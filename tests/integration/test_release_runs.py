@@ -27,6 +27,7 @@ def fusedops() -> project.ProjectConfig:
     return reading.load(Path(__file__).resolve().parents[2])
 
 
+@pytest.mark.extended
 def test_assemble_writes_a_release_folder_from_workflow_artifacts(tmp_path: Path,
                                                                   fusedops: project.ProjectConfig) -> None:
     build_artifacts(tmp_path / "artifacts", fusedops)

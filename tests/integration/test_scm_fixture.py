@@ -33,7 +33,9 @@ TORCH = "2.11"
 PYTHON = "3.11"
 LABEL = "pt2.11.cu130"
 
-pytestmark = pytest.mark.slow
+# Two full builds of a two-module project: nox -s tests-extended; the version logic is unit-tested
+# (tests/unit/test_wheelmeta.py: the merged local label).
+pytestmark = [pytest.mark.slow, pytest.mark.extended]
 
 
 def git(folder: Path, *args: str) -> str:
