@@ -3,8 +3,12 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from ci.universe.project import ProjectConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 # The farm's code (ci/) is imported from the checkout. fusedops' own tests are in package/tests/.
@@ -36,3 +40,27 @@ def farm_command(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "--quiet", str(ROOT / "farm")], check=True,
                    env={**os.environ, "PIP_CONSTRAINT": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
     return [str(bin_dir / "cuda-ext-farm")]
+
+
+@pytest.fixture(scope="session")
+def config() -> ProjectConfig:
+    """fusedops' own configuration: this repository's ``[tool.cuda-ext-farm]``."""
+    from ci.universe.project import reading
+
+    return reading.load(ROOT)
+
+
+@pytest.fixture(scope="session")
+def documents(config: ProjectConfig) -> dict[str, dict[str, Any]]:
+    """The workflows rendered from :func:`config`: what ``.github/workflows/`` must hold."""
+    from ci.gha import jobs, steps
+
+    return jobs.render(steps.context(config, steps.FarmSource()))
+
+
+@pytest.fixture(scope="session")
+def committed() -> dict[str, str]:
+    """The workflow files as committed, by name."""
+    from ci.gha import jobs
+
+    return {name: (ROOT / ".github" / "workflows" / name).read_text() for name in jobs.FILES}

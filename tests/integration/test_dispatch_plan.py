@@ -37,16 +37,6 @@ from tests.unit.release.test_dispatch import (
 
 
 @pytest.fixture(scope="module")
-def config() -> project.ProjectConfig:
-    return reading.load(ROOT)
-
-
-@pytest.fixture(scope="module")
-def documents(config: project.ProjectConfig) -> dict[str, dict[str, Any]]:
-    return gha.render(gha_steps.context(config, gha_steps.FarmSource()))
-
-
-@pytest.fixture(scope="module")
 def classic_documents() -> dict[str, dict[str, Any]]:
     return gha.render(gha_steps.context(reading.load(CLASSIC), gha_steps.FarmSource("owner/farm", FARM_REF)))
 

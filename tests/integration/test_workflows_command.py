@@ -17,18 +17,7 @@ from ci.errors import UsageError
 from ci.gha import jobs as gha
 from ci.gha import workflows
 from ci.universe import matrix, project
-from ci.universe.project import reading
 from tests.unit.gha.test_workflows import CLASSIC, FARM_REF, FOLDER, ROOT
-
-
-@pytest.fixture(scope="module")
-def config() -> project.ProjectConfig:
-    return reading.load(ROOT)
-
-
-@pytest.fixture(scope="module")
-def committed() -> dict[str, str]:
-    return {name: (FOLDER / name).read_text() for name in gha.FILES}
 
 
 def run_ci(*args: str) -> subprocess.CompletedProcess[str]:

@@ -32,21 +32,6 @@ ACTION = ROOT / "action.yml"
 REUSABLE = FOLDER / "farm-build.yml"
 
 
-@pytest.fixture(scope="module")
-def config() -> project.ProjectConfig:
-    return reading.load(ROOT)
-
-
-@pytest.fixture(scope="module")
-def documents(config: project.ProjectConfig) -> dict[str, dict[str, Any]]:
-    return gha.render(gha_steps.context(config, gha_steps.FarmSource()))
-
-
-@pytest.fixture(scope="module")
-def committed() -> dict[str, str]:
-    return {name: (FOLDER / name).read_text() for name in gha.FILES}
-
-
 # --- the workflows follow the matrix ------------------------------------------------------------------
 
 
