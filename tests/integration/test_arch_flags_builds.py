@@ -6,8 +6,9 @@ configuration only, by the installed command from the project's folder:
 * ``replace`` on the host: the wheel holds exactly the farm's SASS (sm_90 for ``--arch-list 9.0``), and the
   project's own ``NVCC_APPEND_FLAGS`` reaches nvcc beside the farm's deterministic and compression flags;
 * the extended runs: ``keep`` on the host (the project's nine architectures, the audit holding the wheel to them),
-  ``replace`` twice from two build folders (the same bytes), and ``replace`` and ``keep`` in the CUDA 13.0 cell's
-  container (tests/integration/test_containers.py builds its image).
+  ``replace`` twice in one build folder (the same bytes), and ``replace`` and ``keep`` in the CUDA 13.0 cell's
+  container (tests/integration/test_containers.py builds its image), the project's ``NVCC_APPEND_FLAGS`` again beside
+  the farm's.
 """
 
 from __future__ import annotations
@@ -55,6 +56,20 @@ def sha256(out: Path) -> str:
     return hashlib.sha256(wheel.read_bytes()).hexdigest()
 
 
+def assert_project_flags_beside_the_farms(output: str) -> list[str]:
+    """Each nvcc compile's line (the wrapper's, one per compile): the project's build-env ``NVCC_APPEND_FLAGS``
+    first, then the farm's deterministic flags and its fatbin compression. Returns the flags part of each line."""
+    compiled = [line for line in output.splitlines() if line.startswith("cuda-ext-farm nvcc: ")]
+    assert compiled, output[-3000:]
+    flags = []
+    for line in compiled:
+        own, _, appended = line.partition("; NVCC_APPEND_FLAGS: ")
+        assert appended.startswith("-DPROJECT_OWN -objtemp --threads 0 -frandom-seed="), line
+        assert appended.endswith(" --compress-mode=size"), line
+        flags.append(own)
+    return flags
+
+
 def test_refuse_is_the_default_and_names_the_key_first(farm_command: list[str], tmp_path: Path) -> None:
     folder = configured(tmp_path, f"build-env = {{ {FORCE_BUILD} }}\n")
     result = build(farm_command, folder, tmp_path)
@@ -72,13 +87,8 @@ def test_replace_builds_the_farms_list_with_the_projects_own_nvcc_flags(farm_com
     assert result.returncode == 0, result.stdout[-4000:]
     report = report_of(tmp_path)
     assert (report["sass"], report["ptx"]) == (["sm_90"], [])
-    compiled = [line for line in result.stdout.splitlines() if line.startswith("cuda-ext-farm nvcc: ")]
-    assert compiled, result.stdout[-3000:]
-    for line in compiled:  # each nvcc compile: the farm's list, and the project's flags beside the farm's
-        flags, _, appended = line.partition("; NVCC_APPEND_FLAGS: ")
-        assert flags.endswith(": -gencode=arch=compute_90,code=sm_90"), line
-        assert appended.startswith("-DPROJECT_OWN -objtemp --threads 0 -frandom-seed="), line
-        assert appended.endswith(" --compress-mode=size"), line
+    for line in assert_project_flags_beside_the_farms(result.stdout):
+        assert line.endswith(": -gencode=arch=compute_90,code=sm_90"), line  # the farm's list, the project's gone
     assert not developers_words(result.stdout)  # no nox session, no farm file in the farm's own lines
 
 
@@ -127,7 +137,9 @@ def test_the_container_build_takes_the_same_configuration(farm_command: list[str
     monkeypatch.setenv("FARM_BASE_IMAGE", images.BASE_REPO)  # no registry here: the bootstrapped Debian base
     base = farm(farm_command, tmp_path, "base-image")
     assert base.returncode == 0, base.stdout[-3000:]
-    folder = configured(tmp_path, f'project-arch-flags = "{mode}"\nbuild-env = {{ {FORCE_BUILD} }}\n')
+    folder = configured(tmp_path, f'project-arch-flags = "{mode}"\n'
+                                  f'build-env = {{ {FORCE_BUILD}, NVCC_APPEND_FLAGS = "-DPROJECT_OWN" }}\n')
     result = build(farm_command, folder, tmp_path, "build-cuda", "--cuda", "13.0", "--torch", "2.11")
     assert result.returncode == 0, result.stdout[-4000:]
     assert report_of(tmp_path)["sass"] == sass
+    assert_project_flags_beside_the_farms(result.stdout)
