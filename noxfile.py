@@ -27,6 +27,8 @@ from ci import cli, errors, settings, toolenv  # noqa: E402  (stdlib + packaging
 from ci.universe import matrix  # noqa: E402
 
 REQUIREMENTS = ROOT / "ci" / "requirements"
+#: pytest-xdist's workers for the default suite (one per core, at most 4) and how it shares the tests out.
+PARALLEL = ("--numprocesses", "auto", "--maxprocesses", "4", "--dist", "loadfile")
 
 
 def _fail(exc: errors.FarmError) -> None:
@@ -220,9 +222,11 @@ def tests(session: nox.Session) -> None:
     else:
         # Container builds (a bootstrapped base, builder images) and the long runs of paths the suite already covers
         # briefly (reproducibility from two clones, the dev loop, signals and locks) would take CI past 30 minutes.
-        # The fast tests first: a broken unit test shows in minutes, not after the integration tests' builds.
+        # The fast tests first: a broken unit test shows in minutes, not after the integration tests' builds. Each
+        # part on a worker per core (at most 4: an integration build compiles on every core itself), a test file a
+        # worker, so a module's fixture builds once.
         for folders in (("tests/unit", "package/tests"), ("tests/integration",)):
-            session.run("pytest", *folders, "-m", "not docker and not extended", "--durations=25", env=env)
+            session.run("pytest", *folders, "-m", "not docker and not extended", "--durations=25", *PARALLEL, env=env)
     session.notify("compat(torch='2.13.0+cpu')")
 
 
@@ -253,7 +257,7 @@ def compat(session: nox.Session, torch: str) -> None:
     _torch_from_the_farm(session, version, "cpu" if local == "cpu" else "cuda")
     session.install("--require-hashes", "--no-deps", "-r", str(REQUIREMENTS / "test.txt"))
     session.install("--no-deps", "--force-reinstall", str(wheels[-1]))
-    session.run("pytest", "package/tests/ops", "-m", "not cuda", *session.posargs)
+    session.run("pytest", "package/tests/ops", "-m", "not cuda and not extended", *session.posargs)
 
 
 @nox.session(name="compat-floor")
