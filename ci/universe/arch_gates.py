@@ -10,7 +10,7 @@ path of an Ada GPU (``>= 890``), or run the ``#else`` that traps.
 
 What is read: every file with a C/C++/CUDA suffix under the project's folder, comments removed, except hidden folders,
 build outputs (``build``, ``dist``, ``wheelhouse``, virtual environments) and folders that are projects of their own
-(a ``pyproject.toml`` or ``setup.py`` of their own: the farm's test fixtures beside fusedops, a vendored package).
+(a ``pyproject.toml`` or ``setup.py`` of their own: test fixtures inside a project, a vendored package).
 Headers of the toolkit and of torch are not the project's: their gates (``cuda_fp8.hpp``'s hardware conversions on
 8.9) fall back to portable code, and the docs say so. Each file's gates are cached by its size and time.
 

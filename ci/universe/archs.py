@@ -207,7 +207,7 @@ def with_gated_archs(cell: CellT, gates: Sequence[Gate] = ()) -> CellT:
     """``cell`` with SASS added for every architecture whose code takes another side of one of the project's
     ``gates`` than the build its GPUs would run otherwise (:func:`gated_archs`): torch's own lists carry no 8.9, so
     without it an Ada GPU (L4, L40S, RTX 4090) would run the sm_86 build and miss a ``__CUDA_ARCH__ >= 890`` path.
-    A project without gates (fusedops) keeps torch's list as it is."""
+    A project without gates keeps torch's list as it is."""
     added = gated_archs(cell.cuda, cell.sass_archs, cell.sass_archs, cell.ptx_arch, gates)
     if not added:
         return cell
