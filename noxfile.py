@@ -222,19 +222,32 @@ def tests(session: nox.Session) -> None:
     else:
         # Container builds (a bootstrapped base, builder images) and the long runs of paths the suite already covers
         # briefly (reproducibility from two clones, the dev loop, signals and locks) would take CI past 30 minutes.
-        # The fast tests first: a broken unit test shows in minutes, not after the integration tests' builds. Each
-        # part on a worker per core (at most 4: an integration build compiles on every core itself), a test file a
-        # worker, so a module's fixture builds once.
-        for folders in (("tests/unit", "package/tests"), ("tests/integration",)):
-            session.run("pytest", *folders, "-m", "not docker and not extended", "--durations=25", *PARALLEL, env=env)
+        # Each part (ci/toolenv.py PYTEST_RUNS) on a worker per core (at most 4: an integration build compiles on
+        # every core itself), a test file a worker, so a module's fixture builds once.
+        for run in toolenv.PYTEST_RUNS["tests"]:
+            session.run("pytest", *run.paths, "-m", run.markers, "--durations=25", *PARALLEL, env=env)
     session.notify("compat(torch='2.13.0+cpu')")
 
 
 @nox.session(name="tests-extended")
 def tests_extended(session: nox.Session) -> None:
-    """The container tests and the long runs (-m 'docker or extended'), run and reported by hand."""
+    """The container tests and the long runs (-m 'docker or extended'): on a schedule in GitHub's extended-tests
+    workflow, or by hand (.ci/run extended installs their system packages first)."""
+    _missing_system_packages(session)
     wheel = _test_venv(session)
-    session.run("pytest", "-m", "docker or extended", *session.posargs, env={"FARM_TEST_WHEEL": str(wheel)})
+    (run,) = toolenv.PYTEST_RUNS["tests-extended"]
+    session.run("pytest", *run.paths, "-m", run.markers, *session.posargs, env={"FARM_TEST_WHEEL": str(wheel)})
+
+
+def _missing_system_packages(session: nox.Session) -> None:
+    """One warning naming the extended suite's system packages this machine lacks (their tests skip)."""
+    script = ROOT / ".ci" / "system-packages"
+    if sys.platform != "linux" or not script.is_file():
+        return
+    missing = str(session.run("bash", str(script), "extended", "--missing", external=True, silent=True)).split()
+    if missing:
+        session.warn(f"system packages missing: {', '.join(missing)}: the tests that need them skip; install them "
+                     f"with `bash {script.relative_to(ROOT)} extended` (as root) or run `.ci/run extended`")
 
 
 COMPAT_TORCH = ["2.13.0+cpu", "2.11.0", "2.13.0", "2.15.0"]
@@ -257,7 +270,8 @@ def compat(session: nox.Session, torch: str) -> None:
     _torch_from_the_farm(session, version, "cpu" if local == "cpu" else "cuda")
     session.install("--require-hashes", "--no-deps", "-r", str(REQUIREMENTS / "test.txt"))
     session.install("--no-deps", "--force-reinstall", str(wheels[-1]))
-    session.run("pytest", "package/tests/ops", "-m", "not cuda and not extended", *session.posargs)
+    (run,) = toolenv.PYTEST_RUNS["compat"]
+    session.run("pytest", *run.paths, "-m", run.markers, *session.posargs)
 
 
 @nox.session(name="compat-floor")

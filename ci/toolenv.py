@@ -19,6 +19,7 @@ import subprocess
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 REQUIREMENTS = Path(__file__).resolve().parent / "requirements"
 COMPLETE_MARKER = ".farm-complete"
@@ -29,6 +30,25 @@ LINT_COMMANDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("mypy (strict)", ("-m", "mypy", "ci", "windows")),
     ("the floor plan (floors, cycles, re-exports, sizes)", ("tests/structure.py", "--check")),
 )
+
+
+class PytestRun(NamedTuple):
+    """One pytest run of a test session: its folders (none: pyproject's ``testpaths``, every test) and markers."""
+
+    paths: tuple[str, ...]
+    markers: str
+
+
+#: The pytest runs of the farm's test sessions (noxfile.py), by session: one table, so that a test can check that
+#: every run collects (tests/unit/test_collection.py); a collection error, such as two test files of one basename in
+#: one run, stops a whole run before its first test.
+PYTEST_RUNS: Mapping[str, tuple[PytestRun, ...]] = {
+    # The fast tests first: a broken unit test shows in minutes, not after the integration tests' builds.
+    "tests": (PytestRun(("tests/unit", "package/tests"), "not docker and not extended"),
+              PytestRun(("tests/integration",), "not docker and not extended")),
+    "tests-extended": (PytestRun((), "docker or extended"),),
+    "compat": (PytestRun(("package/tests/ops",), "not cuda and not extended"),),
+}
 
 
 def cache_root(env: Mapping[str, str] | None = None) -> Path:

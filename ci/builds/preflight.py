@@ -15,7 +15,7 @@ image or compile: :func:`preflight`, the first call of every build (host, contai
   target.
 
 Nothing here installs, downloads or writes: a refusal costs the time to list the project's files (seconds on a cold
-cache; ``tests/integration/test_preflight.py`` prints it).
+cache; ``tests/integration/test_preflight_cold.py`` prints it).
 """
 
 from __future__ import annotations

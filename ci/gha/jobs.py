@@ -1,7 +1,7 @@
 """The GitHub Actions workflows of a project, as data: one job per target id, derived from the matrix.
 
 ``python -m ci workflows`` writes these documents with :mod:`ci.gha.yamlout`; nothing here touches the disk.
-Eight workflows (``.github/workflows/``):
+Nine workflows (``.github/workflows/``):
 
 ``ci.yml``         every push and pull request: lint (ruff, mypy, zizmor, the workflow schema, actionlint,
                    drift from the matrix), the unit and CPU tests with a host build of the release target, and
@@ -26,6 +26,8 @@ Eight workflows (``.github/workflows/``):
 ``adopt-torch.yml``, ``torch-canary.yml``  daily: a new torch from PyPI adopted (the farm: a pull request; a
                    project: its release's missing targets through dispatch.yml), and the project against torch's
                    release candidate, CPU only (``ci/gha/adopt_jobs.py``).
+``extended-tests.yml``  the farm's own only: ``nox -s tests-extended`` weekly and by hand
+                   (``ci/gha/extended_jobs.py``).
 
 Standard library only (``packaging`` through ``ci.universe.targets``).
 """
@@ -37,7 +39,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ci import toolenv
-from ci.gha import actions, adopt_jobs
+from ci.gha import actions, adopt_jobs, extended_jobs
 from ci.gha.dispatch_jobs import TARGETS_INPUT, dispatch_workflow, index_site_job, local_workflow, only_selected
 from ci.gha.steps import (
     GPU_RUNNER_VARIABLE,
@@ -72,7 +74,9 @@ from ci.universe import matrix, shapes, targets
 if TYPE_CHECKING:
     from ci.universe.project import ProjectConfig
 
-FILES = ("ci.yml", "images.yml", "wheels.yml", "gpu-tests.yml", "release.yml", "dispatch.yml", *adopt_jobs.FILES)
+#: The farm's own workflows (another project's have no ``extended-tests.yml``: the extended suite is the farm's).
+FILES = ("ci.yml", "images.yml", "wheels.yml", "gpu-tests.yml", "release.yml", "dispatch.yml", *adopt_jobs.FILES,
+         extended_jobs.FILE)
 
 # --- ci.yml ------------------------------------------------------------------------------------------------
 
@@ -386,10 +390,13 @@ def release_workflow(ctx: Context) -> dict[str, Any]:
 
 def render(ctx: Context) -> dict[str, dict[str, Any]]:
     """Every workflow document, by file name."""
-    return {"ci.yml": ci_workflow(ctx), "images.yml": images_workflow(ctx), "wheels.yml": wheels_workflow(ctx),
-            "gpu-tests.yml": gpu_workflow(ctx), "release.yml": release_workflow(ctx),
-            "dispatch.yml": dispatch_workflow(ctx), "adopt-torch.yml": adopt_jobs.adopt_workflow(ctx),
-            "torch-canary.yml": adopt_jobs.canary_workflow(ctx)}
+    rendered = {"ci.yml": ci_workflow(ctx), "images.yml": images_workflow(ctx), "wheels.yml": wheels_workflow(ctx),
+                "gpu-tests.yml": gpu_workflow(ctx), "release.yml": release_workflow(ctx),
+                "dispatch.yml": dispatch_workflow(ctx), "adopt-torch.yml": adopt_jobs.adopt_workflow(ctx),
+                "torch-canary.yml": adopt_jobs.canary_workflow(ctx)}
+    if not ctx.external:
+        rendered[extended_jobs.FILE] = extended_jobs.extended_workflow(ctx)
+    return rendered
 
 
 def iter_uses(document: Mapping[str, Any]) -> Sequence[tuple[str, str, object]]:

@@ -204,18 +204,22 @@ UNUSED_SDKS = ("/usr/share/dotnet", "/usr/local/lib/android", "/opt/ghc", "/opt/
 def free_disk(cell: shapes.Cell) -> Step:
     """Make room for the cell's image and torch when there is too little (removing SDKs takes a minute or two),
     then stop early, with the figures, when there still is too little."""
-    need = DISK_NEEDED_GIB[cell.toolkit.kind]
+    return make_room(DISK_NEEDED_GIB[cell.toolkit.kind], f"the {cell.name} image and torch", f"the {cell.name} build")
+
+
+def make_room(need: int, what: str, who: str) -> Step:
+    """Free ``need`` GiB on / for ``what`` (a step's name) or stop, naming ``who`` needs it."""
     free = "$(df --output=avail -BG / | tail -n 1 | tr -dc 0-9)"
-    return {"name": f"Free disk for the {cell.name} image and torch ({need} GiB)", "run":
+    return {"name": f"Free disk for {what} ({need} GiB)", "run":
             f"free={free}\n"
             f'if [ "$free" -lt {need} ]; then\n'
             f"  sudo rm -rf {' '.join(UNUSED_SDKS)}\n"
             "  sudo docker image prune --all --force > /dev/null\n"
             f"  free={free}\n"
             "fi\n"
-            f'echo "free on /: ${{free}} GiB (the {cell.name} build needs {need})"\n'
+            f'echo "free on /: ${{free}} GiB ({who} needs {need})"\n'
             f'if [ "$free" -lt {need} ]; then\n'
-            f'  echo "::error title=Disk::${{free}} GiB free, the {cell.name} build needs {need} GiB: '
+            f'  echo "::error title=Disk::${{free}} GiB free, {who} needs {need} GiB: '
             'use a larger runner"\n'
             "  exit 1\n"
             "fi\n"}

@@ -30,7 +30,7 @@ def _engine_reason() -> str | None:
         images.require_engine()
     except images.ImageError as exc:
         return str(exc)
-    return None if shutil.which("debootstrap") else "debootstrap is not installed"
+    return None if shutil.which("debootstrap") else "debootstrap is not installed (apt-get install debootstrap)"
 
 
 REASON = _engine_reason()

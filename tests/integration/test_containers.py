@@ -31,7 +31,7 @@ def _engine_reason() -> str | None:
     except images.ImageError as exc:
         return str(exc)
     if shutil.which("debootstrap") is None:
-        return "debootstrap is not installed"
+        return "debootstrap is not installed (apt-get install debootstrap)"
     return None
 
 

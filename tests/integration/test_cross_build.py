@@ -26,8 +26,10 @@ CLASSIC = ROOT / "tests" / "fixtures" / "classic_ext"
 
 pytestmark = [
     pytest.mark.extended,
-    pytest.mark.skipif(shutil.which("aarch64-linux-gnu-g++") is None, reason="needs g++-aarch64-linux-gnu"),
-    pytest.mark.skipif(not any(shutil.which(n) for n in qemu.QEMU_NAMES), reason="needs qemu-user-static"),
+    pytest.mark.skipif(shutil.which("aarch64-linux-gnu-g++") is None,
+                       reason="needs the aarch64 cross g++ (apt-get install g++-aarch64-linux-gnu)"),
+    pytest.mark.skipif(not any(shutil.which(n) for n in qemu.QEMU_NAMES),
+                       reason="needs qemu-user for aarch64 (apt-get install qemu-user-static)"),
 ]
 
 

@@ -1,7 +1,8 @@
 """What the source alone refuses, before anything is installed (ci/builds/preflight.py), on real git checkouts: an
 empty submodule that the build uses (named by a file the backend reads, or holding a header the project's sources
 include) stops the build in one line; one it does not use (a documentation theme) is a warning and the build goes
-on; a link to what git ignores is a warning. The time it takes on a cold cache: tests/integration/test_preflight.py.
+on; a link to what git ignores is a warning. The time it takes on a cold cache:
+tests/integration/test_preflight_cold.py.
 """
 
 from __future__ import annotations
