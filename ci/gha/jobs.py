@@ -123,7 +123,8 @@ def ci_container_job(ctx: Context, cell: shapes.Cell) -> Job:
         "env": {**glibc_floor_env(), **base_image_env([cell])},
         "steps": [*prologue(ctx), free_disk(cell), registry_login(), *image_steps(ctx, cell, push=False),
                   *cached_build({"name": "cibuildwheel in the image, repair, audit",
-                                 "run": f"python -m ci build-cuda {target_args} --wheelhouse wheelhouse"}),
+                                 "run": f"python -m ci build-cuda {target_args} --wheelhouse wheelhouse"},
+                                container=True),
                   upload(f"ci-wheels-{cell.name}", "wheelhouse/", retention=7)],
     }
 
@@ -200,7 +201,7 @@ def linux_build_job(ctx: Context, target: targets.Target) -> Job:
         *cached_build({"name": f"cibuildwheel in the {cell.name} {target.arch} image, repair, audit "
                                f"({cell_summary(cell)})",
                        "run": f"python -m ci build-cuda --target {target.id} --wheelhouse wheelhouse"},
-                      scheduler=True),
+                      scheduler=True, container=True),
         upload(f"wheel-{target.id}", f"wheelhouse/{target.id}/"),
     ]
     return job

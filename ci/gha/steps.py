@@ -322,14 +322,16 @@ def env_step(variables: Mapping[str, str]) -> Step:
     return {"env": dict(variables)} if variables else {}
 
 
-#: The compile cache of a build step, from the repository's variables (docs/compile-cache.md): the engine and the
-#: shared storage (a server's URL without a password, or ``gha`` for sccache's GitHub Actions cache backend). An
-#: unset one is empty, and the farm keeps the route's own cache.
+#: The compile cache of a build step (docs/compile-cache.md): the engine from a repository variable, the shared
+#: storage from a secret, since its URL may carry a password (``redis://:pw@host``) and a variable's value is printed
+#: in the job's log where a secret's is masked. An unset one is empty, and the farm keeps the route's own cache. A
+#: workflow another one calls (wheels.yml from release.yml and dispatch.yml) is handed no secret: its builds use no
+#: shared storage, so a release never reads objects another build wrote.
 COMPILE_CACHE_ENV: Mapping[str, str] = {
     "FARM_COMPILE_CACHE": "${{ vars.FARM_COMPILE_CACHE }}",
-    "FARM_CCACHE_REMOTE": "${{ vars.FARM_CCACHE_REMOTE }}",
+    "FARM_CCACHE_REMOTE": "${{ secrets.FARM_CCACHE_REMOTE }}",
 }
-#: An sccache-dist scheduler (a variable) and its client token (the one secret): the scheduler only where the token
+#: An sccache-dist scheduler (a variable) and its client token (a secret): the scheduler only where the token
 #: reached the job (not in a fork's pull request, not in a workflow called without it), so a build never asks a
 #: scheduler it cannot authenticate to.
 SCHEDULER_ENV: Mapping[str, str] = {
@@ -339,20 +341,27 @@ SCHEDULER_ENV: Mapping[str, str] = {
 
 #: sccache's GitHub Actions cache reads the runner's cache service URL and token, which GitHub hands to
 #: JavaScript actions only: exported for the job's later steps (the farm's own), and only when the repository
-#: chose that backend. The cache service needs no permission of the job's token.
-_EXPORT_CACHE_SERVICE = ("core.exportVariable('ACTIONS_RESULTS_URL', process.env.ACTIONS_RESULTS_URL || '');\n"
-                         "core.exportVariable('ACTIONS_RUNTIME_TOKEN', process.env.ACTIONS_RUNTIME_TOKEN || '');")
+#: chose that backend (a step's ``if`` cannot read a secret, so the script does). The cache service needs no
+#: permission of the job's token.
+_EXPORT_CACHE_SERVICE = ("if ((process.env.FARM_CCACHE_REMOTE || '').trim().toLowerCase() === 'gha') {\n"
+                         "  core.exportVariable('ACTIONS_RESULTS_URL', process.env.ACTIONS_RESULTS_URL || '');\n"
+                         "  core.exportVariable('ACTIONS_RUNTIME_TOKEN', process.env.ACTIONS_RUNTIME_TOKEN || '');\n"
+                         "}")
 
 
 def compile_cache_steps() -> list[Step]:
     """What a job does before a build step that carries :data:`COMPILE_CACHE_ENV`."""
-    return [{"name": "sccache's GitHub Actions cache service (when FARM_CCACHE_REMOTE is gha)",
-             "if": "vars.FARM_CCACHE_REMOTE == 'gha'", "uses": actions.GITHUB_SCRIPT.uses(),
+    return [{"name": "sccache's GitHub Actions cache service (when the secret FARM_CCACHE_REMOTE is gha)",
+             "uses": actions.GITHUB_SCRIPT.uses(),
+             "env": {"FARM_CCACHE_REMOTE": COMPILE_CACHE_ENV["FARM_CCACHE_REMOTE"]},
              "with": {"script": _EXPORT_CACHE_SERVICE}}]
 
 
-def cached_build(step: Step, *, scheduler: bool = False) -> list[Step]:
+def cached_build(step: Step, *, scheduler: bool = False, container: bool = False) -> list[Step]:
     """A build step with the compile cache's settings (``scheduler``: and sccache-dist's, with its secret), after
-    the step that serves sccache's GitHub cache."""
+    the step that serves sccache's GitHub cache to a build on the runner. A ``container`` build gets no such step:
+    the runner's cache token stays out of the container, where the project's build runs, and out of the
+    environment the container route echoes; with ``gha`` that route says so in one warning and keeps its own
+    cache (a server's URL reaches it as on every route)."""
     env = {**step.get("env", {}), **COMPILE_CACHE_ENV, **(SCHEDULER_ENV if scheduler else {})}
-    return [*compile_cache_steps(), {**step, "env": env}]
+    return [*([] if container else compile_cache_steps()), {**step, "env": env}]
