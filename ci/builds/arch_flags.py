@@ -264,6 +264,28 @@ def _arch_key(arch: str) -> tuple[int, int, str]:
     return int(major), int(minor.rstrip("af") or 0), minor[len(minor.rstrip("af")):]
 
 
+#: How the wrapper's line for a compile it let through (``wrapper.COMPILED``) starts, and where its flags end.
+COMPILED_START = wrapper.COMPILED.partition("{")[0]
+APPENDED = "; NVCC_APPEND_FLAGS: "
+
+
+def emitted_flags(output: str) -> list[str]:
+    """Every architecture flag nvcc ran with, read from the wrapper's line for each compile it let through
+    (:data:`wrapper.COMPILED`): those it gave nvcc on the command line (in ``replace`` the farm's, not the
+    project's that ninja's line shows) and those nvcc reads from ``NVCC_APPEND_FLAGS``, which no printed command
+    shows. First seen first."""
+    seen: dict[str, None] = {}
+    for line in output.splitlines():
+        start = line.find(COMPILED_START)
+        if start < 0 or APPENDED not in line:
+            continue
+        head, _, appended = line[start + len(COMPILED_START):].partition(APPENDED)
+        given = head.partition(": ")[2].split()
+        for flag in (*wrapper.find_flags(given).flags, *wrapper.find_flags(appended.split()).flags):
+            seen.setdefault(flag)
+    return list(seen)
+
+
 def _holding(target: Target, held: HeldArchs) -> Target:
     """``target`` whose wheel must hold ``held``: set as they are, not through an arch list's grammar or its range
     check (nvcc already compiled them; a ``-arch=all`` list has 8.8, which torch's extension builder refuses)."""
@@ -276,12 +298,12 @@ def audited_target(target: Target, output: str) -> Target:
     """``target`` with the architectures its wheel must hold, those nvcc was given: the farm's list; in
     ``replace``, what the wrapper emits (:func:`wrapper.replacement`: an architecture-specific SASS the project asked
     for in place of the plain one, the PTX plain); in ``keep``, every architecture flag of the compile lines in the
-    build's ``output``, the project's and torch's alike (unchanged when none was printed). A kept ``-arch=native``
-    is refused here (:func:`native_error`)."""
+    build's ``output`` and of the wrapper's lines (:func:`emitted_flags`), the project's and torch's alike
+    (unchanged when none was printed). A kept ``-arch=native`` is refused here (:func:`native_error`)."""
     mode = target.project.arch_flags
     if target.cpu or mode == "refuse":
         return target
-    seen = flags_in_output(output)
+    seen = list(dict.fromkeys([*flags_in_output(output), *emitted_flags(output)]))
     if mode == "keep":
         return _holding(target, archs_from_flags(seen, target.cell)) if seen else target
     own = [f for f in seen if f not in torch_arch_flags(target.cell.arch_list)]
@@ -298,17 +320,21 @@ def whose_list(target: Target) -> str:
 
 def arch_flags_advice(output: str, target: Target) -> str:
     """What a failed ``sass``/``ptx`` check adds when the build's nvcc compiles were not given the flags the cell's
-    list implies: the flags of the project's own and what to do, or that build-env's list replaced the farm's.
-    Empty: nothing to add (no nvcc line in the output, or exactly the cell's flags)."""
+    list implies: the flags of the project's own and what to do, or that build-env's list replaced the farm's (in
+    ``replace`` too: the wrapper builds that list). Empty: nothing to add (no nvcc line in the output, or exactly
+    the cell's flags, or ``keep``: the audit holds the wheel to the project's flags)."""
     seen = flags_in_output(output)
     cell = target.cell.arch_list
-    if target.cpu or not seen or set(seen) == torch_arch_flags(cell) or target.project.arch_flags != "refuse":
-        return ""
     listed = target.project.build_env.get("TORCH_CUDA_ARCH_LIST")
-    if listed and set(seen) == torch_arch_flags(listed):
+    if target.cpu or not seen or target.project.arch_flags == "keep":
+        return ""
+    replaced = target.project.arch_flags == "replace" and listed and listed != cell
+    if replaced or (listed and set(seen) == torch_arch_flags(listed) != torch_arch_flags(cell)):
         return (f"nvcc compiled for TORCH_CUDA_ARCH_LIST={listed}, which build-env of [tool.cuda-ext-farm] sets: "
                 f"remove it there and let the farm's list apply ({cell} here: cuda-archs in [tool.cuda-ext-farm] or "
                 "--arch-list choose it)")
+    if set(seen) == torch_arch_flags(cell) or target.project.arch_flags != "refuse":
+        return ""
     own = _own(seen, listed or cell)
     also = " and remove TORCH_CUDA_ARCH_LIST from build-env of [tool.cuda-ext-farm]" if listed else ""
     return (f"nvcc compiled with architecture flags of the project's own: {' '.join(own)}: set {KEY} = \"replace\" "

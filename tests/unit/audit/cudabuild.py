@@ -57,17 +57,21 @@ class Compiled:
         return f"{self.line}\n{self.printed}"
 
 
-def compile_through_wrapper(folder: Path, target: targets.Target, project_flags: Sequence[str]) -> Compiled:
+def compile_through_wrapper(folder: Path, target: targets.Target, project_flags: Sequence[str],
+                            appended: str = "") -> Compiled:
     """Compile the kernel with the project's ``project_flags`` as torch's ninja does under the farm: through the
-    wrapper, with the target's list and mode (``project-arch-flags``), the cell's real nvcc behind it."""
+    wrapper, with the target's list and mode (``project-arch-flags``), the cell's real nvcc behind it;
+    ``appended``: ``NVCC_APPEND_FLAGS`` (the project's build-env), which ninja's line does not show."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "k.cu").write_text(KERNEL)
     args = ["-c", "k.cu", "-o", "k.o", "-Xcompiler", "-fPIC", *project_flags]
     command = [sys.executable, "-I", str(arch_flags.WRAPPER), *args]
     env = {**os.environ, "FARM_NVCC_NEXT": str(toolkit_nvcc(target.cell)),
            "FARM_NVCC_ARCH_LIST": arch_flags.arch_list_of(target), "FARM_NVCC_ARCH_MODE": target.project.arch_flags}
-    env.pop("NVCC_APPEND_FLAGS", None)
     env.pop("NVCC_PREPEND_FLAGS", None)
+    env.pop("NVCC_APPEND_FLAGS", None)
+    if appended:
+        env["NVCC_APPEND_FLAGS"] = appended
     done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     return Compiled(folder / "k.o", f"[1/1] {shlex.join(command)}", done.stdout + done.stderr)

@@ -19,10 +19,11 @@ from tests.unit.audit import cudabuild
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def farm_target(arch_list: str, mode: str) -> targets.Target:
+def farm_target(arch_list: str, mode: str, build_env: dict[str, str] | None = None) -> targets.Target:
     """The farm's release target (its newest cell), with ``arch_list`` and ``project-arch-flags = mode``."""
     target = targets.with_arch_list(targets.default_target(reading.load(ROOT)), arch_list)
-    return dataclasses.replace(target, project=dataclasses.replace(target.project, arch_flags=mode))
+    project = dataclasses.replace(target.project, arch_flags=mode, build_env=build_env or target.project.build_env)
+    return dataclasses.replace(target, project=project)
 
 
 def assert_audit_holds_what_nvcc_built(target: targets.Target, compiled: cudabuild.Compiled) -> None:
@@ -43,6 +44,41 @@ def test_replace_holds_the_wheel_to_the_specific_sass_and_the_plain_ptx(tmp_path
     compiled = cudabuild.compile_through_wrapper(tmp_path, target, ["-gencode=arch=compute_90a,code=sm_90a"])
     assert cudabuild.held(compiled.path) == (("sm_90a",), ("sm_90",))
     assert_audit_holds_what_nvcc_built(target, compiled)
+
+
+def test_replace_reads_a_specific_target_the_project_passes_through_its_environment(tmp_path: Path) -> None:
+    """The project's ``sm_90a`` in build-env's NVCC_APPEND_FLAGS, torch's flags on ninja's line: the wrapper's own
+    line says what it gave nvcc."""
+    target = farm_target("9.0+PTX", "replace")
+    torch_flags = sorted(arch_flags.torch_arch_flags("9.0+PTX"))
+    compiled = cudabuild.compile_through_wrapper(tmp_path, target, torch_flags,
+                                                 appended="-gencode=arch=compute_90a,code=sm_90a")
+    assert cudabuild.held(compiled.path) == (("sm_90a",), ("sm_90",))
+    assert_audit_holds_what_nvcc_built(target, compiled)
+
+
+def test_keep_reads_the_projects_flags_in_its_environment(tmp_path: Path) -> None:
+    """``keep`` with an architecture in build-env's NVCC_APPEND_FLAGS beside torch's: nvcc builds both."""
+    target = farm_target("9.0", "keep")
+    compiled = cudabuild.compile_through_wrapper(tmp_path, target, sorted(arch_flags.torch_arch_flags("9.0")),
+                                                 appended="-gencode arch=compute_86,code=sm_86")
+    assert cudabuild.held(compiled.path) == (("sm_86", "sm_90"), ())
+    assert_audit_holds_what_nvcc_built(target, compiled)
+
+
+def test_replace_with_build_envs_own_list_names_it_when_the_audit_fails(tmp_path: Path) -> None:
+    """build-env's TORCH_CUDA_ARCH_LIST is the wrapper's list in ``replace`` too; the audit holds the wheel to the
+    farm's (as in ``refuse``), and its failed sass check says where the other list came from."""
+    target = farm_target("9.0", "replace", {"TORCH_CUDA_ARCH_LIST": "8.0"})
+    compiled = cudabuild.compile_through_wrapper(tmp_path, target, ["-gencode=arch=compute_86,code=sm_86"])
+    sass, ptx = cudabuild.held(compiled.path)
+    assert (sass, ptx) == (("sm_80",), ())
+    audited = arch_flags.audited_target(target, compiled.output).cell
+    (failed,) = [c for c in gpu_code.check_archs(sass, ptx, audited.sass_archs, audited.ptx_arch) if not c.ok]
+    assert failed.detail == "SASS for sm_80; missing sm_90; unexpected sm_80"
+    assert arch_flags.arch_flags_advice(compiled.output, target) == (
+        "nvcc compiled for TORCH_CUDA_ARCH_LIST=8.0, which build-env of [tool.cuda-ext-farm] sets: remove it there "
+        "and let the farm's list apply (9.0 here: cuda-archs in [tool.cuda-ext-farm] or --arch-list choose it)")
 
 
 @pytest.mark.parametrize(("arch_list", "flags"), [
