@@ -11,9 +11,10 @@ none, so the farm's ``TORCH_CUDA_ARCH_LIST`` (``--arch-list``, ``cuda-archs``) w
   own when setuptools runs nvcc without ninja (torch's ``PYTORCH_NVCC`` is ninja's alone).
 * The audit checks the wheel against what nvcc was given (:func:`audited_target`): the farm's list; in ``replace``
   what the wrapper emitted (an architecture-specific SASS the project asked for in place of the plain one, the PTX
-  plain); in ``keep`` the project's own flags as written, read from the compile lines ninja printed
-  (``-arch=all``/``all-major`` resolved for the cell's toolkit, ``-arch=native`` refused); a failed ``sass``/``ptx``
-  check names the flags nvcc was given (:func:`arch_flags_advice`).
+  plain); in ``keep`` the project's own flags as written (``-arch=all``/``all-major`` resolved for the cell's
+  toolkit, ``-arch=native`` refused); both read from the compile lines ninja printed and the wrapper's own line for
+  each compile, which also shows what nvcc read from ``NVCC_APPEND_FLAGS``; a failed ``sass``/``ptx`` check names
+  the flags nvcc was given (:func:`arch_flags_advice`).
 """
 
 from __future__ import annotations
