@@ -12,7 +12,9 @@ Each check is reported separately; a build publishes its wheel only when all pas
   the build Python): an older floor serves every CPython the target does, a newer
   one would not install on Pythons the project promises (or on the build Python);
   and a manylinux platform tag (auditwheel repaired it);
-* ``module-suffix``: extension modules are named for that ABI (``.abi3.so``);
+* ``module-suffix``: no extension library is named for a CPython that will not import it: in an abi3 wheel
+  ``.abi3.so`` or no suffix, in a classic one the target's ``.cpython-XY-<platform>.so``, ``.abi3.so`` or none
+  (a library without one, ``no_python_abi_suffix=True``, is imported as ``NAME.so`` or loaded by path);
 * ``metadata``: a classic wheel pins torch to the release it was built against
   and carries the target's local version (``+pt2.11.cu130``);
 * ``needed:<lib>``: NEEDED only system libraries, torch's libraries, the CUDA

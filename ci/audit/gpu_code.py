@@ -59,10 +59,13 @@ def expects_cuda_code(path: str, project: ProjectConfig | None, cuda: bool) -> b
     return matches(path, project.cuda_libraries) and not matches(path, project.cpu_libraries)
 
 
-def no_cuda_code_advice(project: ProjectConfig, cell: Cell, found: str = "") -> str:
+def no_cuda_code_advice(project: ProjectConfig, cell: Cell, found: str = "",
+                        globs: Sequence[str] | None = None) -> str:
     """Why a library of a CUDA build holds no CUDA code, and what to do (Linux and Windows audits). The build saw
     torch.cuda.is_available() True unless the project turned ``cuda-available-in-build`` off
-    (ci/builds/cuda_available.py): then that is the usual cause; else the build decided on something else."""
+    (ci/builds/cuda_available.py): then that is the usual cause; else the build decided on something else.
+    ``globs``: the ``cuda-libraries`` that pass on this wheel (:func:`cuda_library_globs`), named first where
+    other libraries of the wheel hold CUDA code (a project that pairs ``*_cpu`` and ``*_cuda`` libraries)."""
     keys = ", ".join(f"{k}={v}" for k, v in project.build_env.items()) or "nothing"
     if project.cuda_available_in_build:
         cause = ("The build saw torch.cuda.is_available() True (the farm's cuda-available-in-build), so it decided "
@@ -75,8 +78,45 @@ def no_cuda_code_advice(project: ProjectConfig, cell: Cell, found: str = "") -> 
                  "builder without a GPU, and [tool.cuda-ext-farm] cuda-available-in-build = false keeps that "
                  "answer: remove that line (the build then sees True), or make setup.py read an environment "
                  f"variable and set that in [tool.cuda-ext-farm] build-env (the farm sets {keys})")
+    if globs:
+        listed = ", ".join(f'"{g}"' for g in globs)
+        return (f"holds no CUDA code{found} although this is a CUDA build ({cell.name}), and other libraries of the "
+                f"wheel do. If this one is meant to be CPU-only, set cuda-libraries = [{listed}] in "
+                "[tool.cuda-ext-farm]: they match exactly the libraries that hold CUDA code. If it must hold CUDA "
+                f"code too: {cause[0].lower()}{cause[1:]}")
     return (f"holds no CUDA code{found} although this is a CUDA build ({cell.name}). {cause}; if this library is "
             "meant to be CPU-only, list the ones that must hold CUDA code in [tool.cuda-ext-farm] cuda-libraries")
+
+
+def cuda_library_globs(libraries: Sequence[tuple[str, bool]], project: ProjectConfig) -> tuple[str, ...] | None:
+    """``cuda-libraries`` globs that make every ``cuda-code`` check of a wheel's ``libraries`` (path, holds CUDA
+    code) pass and still check each library that holds CUDA code: the fewest of a shared name part (``*_cuda.*``
+    for ``ops_cuda``/``_C_cuda`` beside ``ops_cpu``), else each library's name (``ops.*``), else its path. None:
+    no library holds CUDA code (the build's decision is the cause, not the list), or none lacks it."""
+    holders = [p for p, code in libraries if code]
+    lacking = [p for p, code in libraries if not code and not matches(p, project.cpu_libraries)]
+    if not holders or not lacking:
+        return None
+    for globs in _glob_candidates(holders):
+        if all(matches(p, globs) for p in holders) and not any(matches(p, globs) for p in lacking):
+            return globs
+    return None
+
+
+def _glob_candidates(holders: Sequence[str]) -> list[tuple[str, ...]]:
+    places = [MAJOR_PART.sub(r"\1", p.replace("\\", "/")) for p in holders]
+    stems = [Path(p).name.split(".")[0] for p in places]
+    parts = [s.strip("_").split("_") for s in stems]
+    found: list[tuple[str, ...]] = []
+    if all(len(p) > 1 for p in parts) and len({p[-1] for p in parts}) == 1:
+        found.append((f"*_{parts[0][-1]}.*",))
+    if all(len(p) > 1 for p in parts) and len({p[0] for p in parts}) == 1:
+        found.append((f"*{parts[0][0]}_*",))
+    found.append(tuple(dict.fromkeys(f"{s}.*" for s in stems)))
+    found.append(tuple(dict.fromkeys(f"{p.rsplit('/', 1)[0]}/{s}.*" if "/" in p else f"{s}.*"
+                                     for p, s in zip(places, stems, strict=True))))
+    found.append(tuple(dict.fromkeys(places)))
+    return found
 
 
 def parse_cuobjdump(list_elf: str, list_ptx: str) -> tuple[tuple[str, ...], tuple[str, ...]]:

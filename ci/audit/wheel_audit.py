@@ -5,6 +5,7 @@ The checks it runs, and what each proves, are listed once: ``ci/audit/__init__.p
 
 from __future__ import annotations
 
+import re
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -14,7 +15,15 @@ from ci import proc, wheelmeta
 from ci.audit import cuda_majors, debug_info, describe, symbols, wheel_size
 from ci.audit import glibc_floor as floors
 from ci.audit.checks import AuditResult, Check, LibraryInfo
-from ci.audit.gpu_code import GpuCode, expects_cpu_only, expects_cuda_code, major_of, no_cuda_code_advice, read_gpu_code
+from ci.audit.gpu_code import (
+    GpuCode,
+    cuda_library_globs,
+    expects_cpu_only,
+    expects_cuda_code,
+    major_of,
+    no_cuda_code_advice,
+    read_gpu_code,
+)
 from ci.audit.naming import check_metadata, check_tags, expected_prefix
 from ci.errors import AuditFailed
 from ci.universe import matrix
@@ -82,10 +91,11 @@ def check_cpu_only(lib: LibraryInfo) -> Check:
                  "(it is listed in [tool.cuda-ext-farm] cpu-libraries)")
 
 
-def check_cuda_code(lib: LibraryInfo, target: Target) -> list[Check]:
+def check_cuda_code(lib: LibraryInfo, target: Target, globs: Sequence[str] | None = None) -> list[Check]:
+    """``globs``: the ``cuda-libraries`` that would pass on this wheel (gpu_code.cuda_library_globs), for the advice."""
     if not lib.has_cuda_code:
         return [Check(
-            f"cuda-code:{lib.path}", False, no_cuda_code_advice(target.project, target.cell),
+            f"cuda-code:{lib.path}", False, no_cuda_code_advice(target.project, target.cell, globs=globs),
         )]
     runtime = f"libcudart.so.{major_of(lib.path) or target.cell.cuda_major}"
     linked = runtime in lib.needed
@@ -180,22 +190,42 @@ def run_abi3audit(wheel: Path) -> Check:
     return Check("abi3audit", result.returncode == 0, last or f"exit status {result.returncode}")
 
 
-def _extension_suffix_ok(path: Path, target: Target | None, python: str) -> bool:
+#: The suffix of a Python extension module named for one CPython (``.cpython-311-x86_64-linux-gnu.so``) or for the
+#: stable ABI (``.abi3.so``); a name without either (``_C.so``, what ``no_python_abi_suffix=True`` gives) has none.
+PYTHON_SUFFIX = re.compile(r"\.(?:cpython-(?P<version>\d+t?)-(?P<platform>[^.]+)|abi3)\.so$")
+
+
+def suffix_problem(path: str, target: Target | None, python: str) -> str | None:
+    """What is wrong with a library's Python suffix (None: nothing). A suffix matters where an importer finds the
+    module by it (``importlib.machinery.EXTENSION_SUFFIXES``): CPython 3.11 finds ``.cpython-311-<platform>.so``,
+    ``.abi3.so`` and a bare ``.so``. A library without a suffix is found as ``NAME.so`` by every CPython, and one
+    loaded by path (``torch.ops.load_library``) by any name, so only a suffix for another CPython is wrong: in an
+    abi3 wheel (or without a target) any one CPython's, in a classic wheel another CPython's or platform's."""
+    found = PYTHON_SUFFIX.search(path)
+    if found is None or found["version"] is None:
+        return None
+    one = f"CPython {found['version'][0]}.{found['version'][1:]} ({found['platform']})"
     if target is None or target.abi3:
-        return path.name.endswith(".abi3.so")
-    return f".cpython-{python.replace('.', '')}-" in path.name
+        return f"{path} is named for {one} alone, while the wheel installs on every CPython from its floor"
+    if found["version"] != python.replace(".", "") or not found["platform"].startswith(f"{target.arch}-"):
+        return f"{path} is named for {one}, so CPython {python} ({target.arch}) does not import it"
+    return None
 
 
-def check_module_suffix(ext_files: Sequence[Path], libs: Sequence[LibraryInfo], target: Target | None,
-                        python: str) -> Check:
-    """``module-suffix``: the wheel holds extension modules, each named for the target's ABI."""
-    wrong_suffix = [lib.path for p, lib in zip(ext_files, libs, strict=True)
-                    if not _extension_suffix_ok(p, target, python)]
-    return Check(
-        "module-suffix", bool(libs) and not wrong_suffix,
-        f"{len(libs)} extension libraries" if libs else "no extension library in the wheel",
-    ) if not wrong_suffix else Check(
-        "module-suffix", False, f"not named for {expected_prefix(target, python)}: {', '.join(wrong_suffix)}")
+def check_module_suffix(libs: Sequence[LibraryInfo], target: Target | None, python: str) -> Check:
+    """``module-suffix``: the wheel holds extension libraries, and none is named for a CPython it will not be
+    imported by (:func:`suffix_problem`)."""
+    if not libs:
+        return Check("module-suffix", False, "no extension library in the wheel")
+    wrong = [found for lib in libs if (found := suffix_problem(lib.path, target, python)) is not None]
+    bare = sum(1 for lib in libs if PYTHON_SUFFIX.search(lib.path) is None)
+    if not wrong:
+        return Check("module-suffix", True, f"{len(libs)} extension libraries"
+                     + (f" ({bare} without a Python suffix: imported as NAME.so, or loaded by path)" if bare else ""))
+    fix = ("build the extension with py_limited_api=True (setuptools names it .abi3.so), or without a suffix "
+           "(BuildExtension.with_options(no_python_abi_suffix=True))" if target is None or target.abi3 else
+           f"build it with CPython {python} for {target.arch}, as the target says")
+    return Check("module-suffix", False, f"not named for {expected_prefix(target, python)}: {'; '.join(wrong)}: {fix}")
 
 
 def _symbols_check(path: Path, lib: LibraryInfo, target: Target | None, cell: Cell | None,
@@ -224,11 +254,12 @@ def _library_checks(ext_files: Sequence[Path], libs: Sequence[LibraryInfo], unde
     libraries that hold the CUDA code the project asks for."""
     checks: list[Check] = []
     cuda_libs: list[Path] = []
+    globs = cuda_library_globs([(lib.path, lib.has_cuda_code) for lib in libs], target.project) if target else None
     for path, lib in zip(ext_files, libs, strict=True):
         if expects_cpu_only(lib.path, target.project if target else None, cuda):
             checks.append(check_cpu_only(lib))
         if target is not None and expects_cuda_code(lib.path, target.project, cuda):
-            checks += check_cuda_code(lib, target)
+            checks += check_cuda_code(lib, target, globs)
             if lib.has_cuda_code:
                 cuda_libs.append(path)
         checks += check_cuda_namespaces(lib.path, lib.needed, undefined[path])
@@ -288,7 +319,7 @@ def audit_wheel(
         infos = {p: symbols.read_elf(p) for p in ext_files}
         libs = tuple(LibraryInfo(str(p.relative_to(root)), i.needed, i.rpaths, i.has_cuda_code)
                      for p, i in infos.items())
-        checks.append(check_module_suffix(ext_files, libs, target, python))
+        checks.append(check_module_suffix(libs, target, python))
         if target is not None:
             checks.append(check_metadata(wheel, target))
         checks += check_needed(libs, cell.cuda_major if cell else None, bundled)

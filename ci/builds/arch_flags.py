@@ -9,22 +9,27 @@ none, so the farm's ``TORCH_CUDA_ARCH_LIST`` (``--arch-list``, ``cuda-archs``) w
 * The build's output is watched (:func:`watch_output`): the wrapper's refusal (ninja prints a failed edge's output
   at once) stops the build and becomes the farm's error; so does a printed nvcc line with flags of the project's
   own when setuptools runs nvcc without ninja (torch's ``PYTORCH_NVCC`` is ninja's alone).
-* The audit checks the wheel against the list the build was meant to have (:func:`audited_target`): the farm's,
-  with the architecture-specific targets the project asked for in ``replace``, or the project's own in ``keep``
-  (read from the compile lines ninja printed); a failed ``sass``/``ptx`` check names the flags nvcc was given
-  (:func:`arch_flags_advice`).
+* The audit checks the wheel against what nvcc was given (:func:`audited_target`): the farm's list; in ``replace``
+  what the wrapper emitted (an architecture-specific SASS the project asked for in place of the plain one, the PTX
+  plain); in ``keep`` the project's own flags as written (``-arch=all``/``all-major`` resolved for the cell's
+  toolkit, ``-arch=native`` refused); both read from the compile lines ninja printed and the wrapper's own line for
+  each compile, which also shows what nvcc read from ``NVCC_APPEND_FLAGS``; a failed ``sass``/``ptx`` check names
+  the flags nvcc was given (:func:`arch_flags_advice`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 from ci.errors import FarmError, UsageError
 from ci.nvcc import wrapper
-from ci.universe import targets
+from ci.universe import archs
+from ci.universe.shapes import Cell
 from ci.universe.targets import Target
 
 #: The project key and its values (``refuse`` first: the default).
@@ -179,10 +184,26 @@ def watch_output(target: Target, sources: Iterable[str] = ()) -> Callable[[str],
 
 # --- what the audit holds the wheel to ----------------------------------------------------------------------
 
+#: nvcc's ``-arch`` values that name no architecture: a list of the toolkit's own (``all``, ``all-major``) or the
+#: build machine's GPUs (``native``).
+TOOLKIT_LISTS = ("all", "all-major")
+NATIVE = "native"
 
-def arch_list_from_flags(flags: Iterable[str]) -> str:
-    """A ``TORCH_CUDA_ARCH_LIST`` for the SASS and PTX that nvcc ``flags`` ask for (``sm_90a`` -> ``9.0a``; PTX of
-    the newest architecture that has some). ``-arch=sm_XY`` alone means SASS and PTX of XY, as nvcc reads it."""
+
+class HeldArchs(NamedTuple):
+    """What nvcc flags put in an object: SASS per architecture (``9.0a``) and the PTX a newer GPU can JIT (the
+    newest asked for; empty: none). Not a ``TORCH_CUDA_ARCH_LIST``: that grammar has no PTX without its SASS
+    (``9.0+PTX`` is both), which the wrapper's replacement of ``9.0+PTX`` for a project that asks for ``sm_90a``
+    emits (SASS ``sm_90a``, PTX ``compute_90``)."""
+
+    sass: tuple[str, ...]
+    ptx: str
+
+
+def archs_from_flags(flags: Iterable[str], cell: Cell) -> HeldArchs:
+    """The SASS and PTX that nvcc ``flags`` of ``cell``'s toolkit ask for (``sm_90a`` -> ``9.0a``). ``-arch=sm_XY``
+    alone means SASS and PTX of XY, as nvcc reads it; ``-arch=all``/``all-major``: what that toolkit's nvcc builds for
+    them (:func:`toolkit_list`); ``-arch=native`` is refused (:func:`native_error`)."""
     flags = list(flags)
     sass: set[str] = set()
     ptx: set[str] = set()
@@ -192,14 +213,46 @@ def arch_list_from_flags(flags: Iterable[str]) -> str:
         if option == "-gencode":
             value = value.partition("code=")[2]  # arch=compute_XY names the virtual architecture, not an output
         elif option in ("-arch", "--gpu-architecture"):
+            if value == NATIVE:
+                raise native_error(flag, cell.arch_list)
+            if value in TOOLKIT_LISTS:
+                listed = toolkit_list(value, cell.cuda, flag)
+                sass.update(listed.sass)
+                ptx.add(listed.ptx)
+                continue
             if with_code:
                 continue
             value = f"{value},compute_{value[3:]}" if value.startswith("sm_") else value
         for kind, num in re.findall(r"(sm|compute)_(\d+[af]?)", value):
             (sass if kind == "sm" else ptx).add(_dotted(num))
-    ptx_arch = max(ptx, key=_arch_key) if ptx else None
-    items = sorted(sass | ({ptx_arch} if ptx_arch else set()), key=_arch_key)
-    return ";".join(a + ("+PTX" if a == ptx_arch else "") for a in items)
+    return HeldArchs(tuple(sorted(sass, key=_arch_key)), max(ptx, key=_arch_key) if ptx else "")
+
+
+def toolkit_list(value: str, cuda: str, flag: str = "") -> HeldArchs:
+    """What nvcc of CUDA ``cuda`` builds for ``-arch=all`` (SASS of every architecture it compiles, the list of
+    ``nvcc --list-gpu-code``) or ``-arch=all-major`` (SASS of the oldest and of each ``X.0``), both with PTX of the
+    newest ``X.0`` (CUDA 13.0: 12.0, not 12.1), read from the farm's table of each toolkit's architectures
+    (ci/universe/archs.py), which a test holds to a real nvcc: the audit of a container build has no nvcc of that
+    toolkit on the host to ask."""
+    known = archs.toolkit_archs(cuda)
+    if known is None:
+        raise UsageError(f"the farm does not know which architectures CUDA {cuda}'s nvcc builds for the project's "
+                         f"nvcc flag ({KEY} = \"keep\" keeps it as written)", flag or f"-arch={value}",
+                         "name the architectures in setup.py (-gencode=arch=compute_XY,code=sm_XY for each), or set "
+                         f'{KEY} = "replace" in [tool.cuda-ext-farm] to build the farm\'s list')
+    majors = tuple(a for a in known if a.endswith(".0"))
+    sass = known if value == "all" else tuple(dict.fromkeys((known[0], *majors)))
+    return HeldArchs(sass, majors[-1] if majors else known[-1])
+
+
+def native_error(flag: str, arch_list: str) -> UsageError:
+    """``-arch=native`` kept: nvcc builds for the GPUs of the machine that compiles (on a builder without one, for
+    its default architecture), which no other build of the same sources reproduces."""
+    return UsageError(f'{KEY} = "keep" keeps an nvcc flag that builds for the GPU of the machine that compiles '
+                      "(on a builder without one, nvcc's default architecture), which no other build reproduces",
+                      flag, "name the architectures in setup.py (-gencode=arch=compute_XY,code=sm_XY for each, or "
+                      f'-arch=all-major), or set {KEY} = "replace" in [tool.cuda-ext-farm] to build the farm\'s list '
+                      f"({arch_list} here: cuda-archs or --arch-list choose it)")
 
 
 def _dotted(num: str) -> str:
@@ -212,20 +265,52 @@ def _arch_key(arch: str) -> tuple[int, int, str]:
     return int(major), int(minor.rstrip("af") or 0), minor[len(minor.rstrip("af")):]
 
 
+#: How the wrapper's line for a compile it let through (``wrapper.COMPILED``) starts, and where its flags end.
+COMPILED_START = wrapper.COMPILED.partition("{")[0]
+APPENDED = "; NVCC_APPEND_FLAGS: "
+
+
+def emitted_flags(output: str) -> list[str]:
+    """Every architecture flag nvcc ran with, read from the wrapper's line for each compile it let through
+    (:data:`wrapper.COMPILED`): those it gave nvcc on the command line (in ``replace`` the farm's, not the
+    project's that ninja's line shows) and those nvcc reads from ``NVCC_APPEND_FLAGS``, which no printed command
+    shows. First seen first."""
+    seen: dict[str, None] = {}
+    for line in output.splitlines():
+        start = line.find(COMPILED_START)
+        if start < 0 or APPENDED not in line:
+            continue
+        head, _, appended = line[start + len(COMPILED_START):].partition(APPENDED)
+        given = head.partition(": ")[2].split()
+        for flag in (*wrapper.find_flags(given).flags, *wrapper.find_flags(appended.split()).flags):
+            seen.setdefault(flag)
+    return list(seen)
+
+
+def _holding(target: Target, held: HeldArchs) -> Target:
+    """``target`` whose wheel must hold ``held``: set as they are, not through an arch list's grammar or its range
+    check (nvcc already compiled them; a ``-arch=all`` list has 8.8, which torch's extension builder refuses)."""
+    if not held.sass and not held.ptx:
+        return target
+    return dataclasses.replace(target, cell=dataclasses.replace(target.cell, sass_archs=held.sass, ptx_arch=held.ptx))
+
+
 def audited_target(target: Target, output: str) -> Target:
-    """``target`` with the architectures its wheel must hold: the farm's list; in ``replace``, with the
-    architecture-specific targets the project asked for in place of the plain ones; in ``keep``, the project's
-    own list, read from the compile lines in the build's ``output`` (unchanged when none was printed)."""
+    """``target`` with the architectures its wheel must hold, those nvcc was given: the farm's list; in
+    ``replace``, what the wrapper emits (:func:`wrapper.replacement`: an architecture-specific SASS the project asked
+    for in place of the plain one, the PTX plain); in ``keep``, every architecture flag of the compile lines in the
+    build's ``output`` and of the wrapper's lines (:func:`emitted_flags`), the project's and torch's alike
+    (unchanged when none was printed). A kept ``-arch=native`` is refused here (:func:`native_error`)."""
     mode = target.project.arch_flags
     if target.cpu or mode == "refuse":
         return target
-    own = [f for f in flags_in_output(output) if f not in torch_arch_flags(arch_list_of(target))]
+    seen = list(dict.fromkeys([*flags_in_output(output), *emitted_flags(output)]))
     if mode == "keep":
-        return targets.with_arch_list(target, arch_list_from_flags(own)) if own else target
-    specific = wrapper.specific_targets(own)
-    if not specific:
+        return _holding(target, archs_from_flags(seen, target.cell)) if seen else target
+    own = [f for f in seen if f not in torch_arch_flags(target.cell.arch_list)]
+    if not wrapper.specific_targets(own):
         return target
-    return targets.with_arch_list(target, arch_list_from_flags(wrapper.replacement(target.cell.arch_list, own)))
+    return _holding(target, archs_from_flags(wrapper.replacement(target.cell.arch_list, own), target.cell))
 
 
 def whose_list(target: Target) -> str:
@@ -236,17 +321,21 @@ def whose_list(target: Target) -> str:
 
 def arch_flags_advice(output: str, target: Target) -> str:
     """What a failed ``sass``/``ptx`` check adds when the build's nvcc compiles were not given the flags the cell's
-    list implies: the flags of the project's own and what to do, or that build-env's list replaced the farm's.
-    Empty: nothing to add (no nvcc line in the output, or exactly the cell's flags)."""
+    list implies: the flags of the project's own and what to do, or that build-env's list replaced the farm's (in
+    ``replace`` too: the wrapper builds that list). Empty: nothing to add (no nvcc line in the output, or exactly
+    the cell's flags, or ``keep``: the audit holds the wheel to the project's flags)."""
     seen = flags_in_output(output)
     cell = target.cell.arch_list
-    if target.cpu or not seen or set(seen) == torch_arch_flags(cell) or target.project.arch_flags != "refuse":
-        return ""
     listed = target.project.build_env.get("TORCH_CUDA_ARCH_LIST")
-    if listed and set(seen) == torch_arch_flags(listed):
+    if target.cpu or not seen or target.project.arch_flags == "keep":
+        return ""
+    replaced = target.project.arch_flags == "replace" and listed and listed != cell
+    if replaced or (listed and set(seen) == torch_arch_flags(listed) != torch_arch_flags(cell)):
         return (f"nvcc compiled for TORCH_CUDA_ARCH_LIST={listed}, which build-env of [tool.cuda-ext-farm] sets: "
                 f"remove it there and let the farm's list apply ({cell} here: cuda-archs in [tool.cuda-ext-farm] or "
                 "--arch-list choose it)")
+    if set(seen) == torch_arch_flags(cell) or target.project.arch_flags != "refuse":
+        return ""
     own = _own(seen, listed or cell)
     also = " and remove TORCH_CUDA_ARCH_LIST from build-env of [tool.cuda-ext-farm]" if listed else ""
     return (f"nvcc compiled with architecture flags of the project's own: {' '.join(own)}: set {KEY} = \"replace\" "

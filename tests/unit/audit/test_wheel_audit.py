@@ -135,7 +135,8 @@ def test_wheel_audited_for_a_classic_target_fails_its_tag_and_metadata(built_whe
     classic = dataclasses.replace(targets.targets_for(reading.load(CLASSIC))[0], project=reading.load(CLASSIC))
     result = wheel_audit.audit_wheel(built_wheel, classic, None, abi3audit=False)
     failed = {c.name.split(":")[0] for c in result.failures()}
-    assert {"wheel-tag", "metadata", "module-suffix"} <= failed
+    assert {"wheel-tag", "metadata"} <= failed
+    assert "module-suffix" not in failed  # CPython 3.11 imports .abi3.so modules: the tag is what is wrong
 
 
 @pytest.mark.wheel
