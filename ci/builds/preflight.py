@@ -7,10 +7,15 @@ image or compile: :func:`preflight`, the first call of every build (host, contai
 * **Submodules**, decided once: a submodule whose folder is empty (a clone without ``--recursive``) stops the build
   when the build uses it, that is when a file the build backend reads names its folder (``include_dirs``,
   ``add_subdirectory``) or a source file of the project includes a header under it (``#include <glm/glm.hpp>`` for
-  ``third_party/glm``); any other (a documentation theme, a benchmark's data) is a warning and the build goes on
-  without it. Should a compile still miss a header under it, the failure names the submodule
-  (``failure`` ``header``).
+  ``third_party/glm``), unless every header the build includes from it is on the build's include path elsewhere
+  (``#include <pybind11/pybind11.h>``: torch's headers carry pybind11; a CUDA build's toolkit carries CCCL's cub
+  and thrust) and no build file compiles from it (``add_subdirectory``, a source under it): then it is a warning.
+  Any other (a documentation theme, a benchmark's data) is a warning and the build goes on without it. Should a
+  compile still miss a header under it, the failure names the submodule (``failure`` ``header``).
 * **The C++ standard** (``standard.check``): an older pin than the target torch's on every path of the build.
+* **Architecture gates** (``ci/universe/arch_gates/``): each use of ``__CUDA_ARCH__`` in the sources the build
+  compiles that the farm cannot read as a comparison with a number is a warning naming its file and line (the SASS
+  kept beside torch's list follows the gates it reads), unless the project names its architectures itself.
 * The project's keys were validated when the project was read (``ci/universe/project/validation.py``), before any
   target.
 
