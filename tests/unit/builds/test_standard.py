@@ -279,7 +279,7 @@ def test_the_key_turns_the_check_off(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 @pytest.mark.parametrize(("path", "text"), [
     ("setup.py", 'print("needs -std=c++17")\n'),
-    ("setup.py", 'import sys\nif sys.version_info < (3, 9):\n    raise RuntimeError("this project needs -std=c++17")\n'),
+    ("setup.py", 'import sys\nif sys.version_info < (3, 9):\n    raise RuntimeError("project needs -std=c++17")\n'),
     ("setup.py", 'import warnings\nwarnings.warn("building with -std=c++14 is not supported")\n'),
     ("setup.py", 'import logging\nlogging.getLogger(__name__).warning("-std=c++17 is required")\n'),
     ("setup.py", 'import sys\nsys.exit("error: -std=c++17 missing")\n'),
