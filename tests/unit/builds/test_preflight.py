@@ -148,21 +148,18 @@ def test_an_empty_pybind11_submodule_is_a_warning_since_torch_carries_pybind11(
                            "empty), though the build names it (setup.py line 1); every header the build includes "
                            "from it is on the build's include path elsewhere (<pybind11/pybind11.h> in torch's "
                            "headers; <pybind11/stl.h> in torch's headers), so the build goes on")
+    # What the build cannot do without is still refused: CMake building pybind11's own project from the folder, a
+    # header named by its path into it.
+    for name, files, where in (
+            ("cmake", {"setup.py": "import cmake\n", "CMakeLists.txt": "add_subdirectory(third_party/pybind11)\n",
+                       "csrc/ops.cpp": PYBIND_SOURCE}, "CMakeLists.txt line 1"),
+            ("path", {"setup.py": "", "csrc/ops.cpp": '#include "third_party/pybind11/include/pybind11/pybind11.h"\n'},
+             "csrc/ops.cpp line 1 (#include third_party/pybind11/include/pybind11/pybind11.h)")):
+        refused = clone_without_submodules(tmp_path / name, files, ("third_party/pybind11",))
+        with pytest.raises(UsageError, match=rf"\(third_party/pybind11, named in {re.escape(where)}\)"):
+            preflight.preflight(target_of(refused))
 
 
-@pytest.mark.parametrize(("files", "where"), [
-    # CMake builds pybind11's own project from the folder: nothing else gives that.
-    ({"setup.py": "import cmake\n", "CMakeLists.txt": "add_subdirectory(third_party/pybind11)\n",
-      "csrc/ops.cpp": PYBIND_SOURCE}, "CMakeLists.txt line 1"),
-    # A header named by its path into the folder is the submodule's alone.
-    ({"setup.py": "", "csrc/ops.cpp": '#include "third_party/pybind11/include/pybind11/pybind11.h"\n'},
-     "csrc/ops.cpp line 1 (#include third_party/pybind11/include/pybind11/pybind11.h)"),
-])
-def test_an_empty_pybind11_submodule_the_build_cannot_do_without_is_refused(tmp_path: Path, files: dict[str, str],
-                                                                          where: str) -> None:
-    clone = clone_without_submodules(tmp_path, files, ("third_party/pybind11",))
-    with pytest.raises(UsageError, match=rf"\(third_party/pybind11, named in {re.escape(where)}\)"):
-        preflight.preflight(target_of(clone))
 
 
 def test_cccl_from_the_toolkit_stands_in_for_an_empty_cub_submodule_in_a_cuda_build_alone(

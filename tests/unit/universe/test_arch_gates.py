@@ -202,10 +202,11 @@ def test_the_reading_matches_what_nvcc_compiles_for_each_architecture(tmp_path: 
 
 
 @pytest.mark.parametrize("source", [
-    "#if __CUDA_ARCH__ >= 890", "NV_IF_TARGET(NV_PROVIDES_SM_89, (x();))", "#if __CUDA_ARCH__ / 10 >= 89",
+    "NV_IF_TARGET(NV_PROVIDES_SM_89, (x();))", "#if __CUDA_ARCH__ / 10 >= 89",
     "#if (__CUDA_ARCH__) >= 890", "#define AT(x) (__CUDA_ARCH__ >= (x))\n#if AT(890)",
 ])
 def test_an_ada_gate_keeps_8_9_in_the_thinned_half_however_it_is_written(source: str) -> None:
+    """As ``#if __CUDA_ARCH__ >= 890`` does (test_each_gate_keeps_the_architecture_whose_side_differs)."""
     assert _half("cu124", _gates(source)).sass_archs == ("7.0", "8.0", "8.9", "9.0")
 
 
