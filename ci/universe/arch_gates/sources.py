@@ -203,20 +203,21 @@ def walk(root: Path) -> Tree:
     every: list[str] = []
     folders: list[str] = []
     build: list[str] = []
-    inside: dict[str, bool] = {".": False}  # folder -> inside a project of its own
-    for folder, dirs, names in os.walk(root):
-        here = Path(folder)
-        rel = here.relative_to(root).as_posix()
-        vendored = inside.get(rel, False)
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIPPED
-                         and not (here / d / "pyvenv.cfg").exists())
-        for d in dirs:
-            inside[f"{rel}/{d}".removeprefix("./")] = vendored or any((here / d / f).is_file() for f in PROJECT_FILES)
+    vendored_folders: set[str] = set()  # inside a project of its own
+    top = str(root)
+    for folder, dirs, names in os.walk(top):
+        rel = os.path.relpath(folder, top).replace(os.sep, "/")
         prefix = "" if rel == "." else rel + "/"
+        vendored = rel in vendored_folders
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIPPED
+                         and not os.path.exists(os.path.join(folder, d, "pyvenv.cfg")))
+        for d in dirs:
+            if vendored or any(os.path.isfile(os.path.join(folder, d, f)) for f in PROJECT_FILES):
+                vendored_folders.add(prefix + d)
         folders += [prefix + d for d in dirs]
         for n in sorted(names):
             every.append(prefix + n)
-            if not vendored and Path(n).suffix.lower() in SOURCE_SUFFIXES:
+            if not vendored and os.path.splitext(n)[1].lower() in SOURCE_SUFFIXES:
                 own.append(prefix + n)
             elif not vendored and (n in _BUILD_FILES or n.endswith(".cmake")):
                 build.append(prefix + n)
