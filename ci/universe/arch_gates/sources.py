@@ -22,8 +22,6 @@ SOURCE_SUFFIXES = frozenset({".cu", ".cuh", ".c", ".cc", ".cpp", ".cxx", ".c++",
 SKIPPED = frozenset({"build", "dist", "wheelhouse", "node_modules", "__pycache__", "site-packages", "_skbuild"})
 #: A folder with one of these is a project of its own.
 PROJECT_FILES = ("pyproject.toml", "setup.py")
-#: How many unread uses a reading keeps (a vendored library can have many; the first say where to look).
-MAX_UNREAD = 20
 
 
 # --- macros --------------------------------------------------------------------------------------------------------
@@ -315,7 +313,7 @@ def read_project(root: Path) -> Reading:
             gate = Gate(value, op, macro, f"{where}:{line}")
             seen.setdefault(gate, gate)
         unread += [Unread(f"{where}:{line}", q.lines[line - 1].strip()[:100]) for line in sorted(set(lines))]
-    reading = Reading(tuple(sorted(seen.values())), tuple(unread[:MAX_UNREAD]))
+    reading = Reading(tuple(sorted(seen.values())), tuple(unread))
     _READINGS[root] = (key, reading)
     return reading
 
