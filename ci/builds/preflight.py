@@ -82,12 +82,11 @@ def check_submodules(root: Path, tree: project_source.SourceTree, *, cpu: bool =
                        "build reads names it, so the build goes on without it (if a compile misses a header under "
                        "it, the error says so; `git submodule update --init --recursive` checks it out)")
             continue
-        missing = [where for where, header in use.includes if provided(header, sub, cpu=cpu) is None]
-        if use.compiled is not None or not use.includes or missing:
-            where = use.compiled or (missing[0] if missing else use.where)
+        if use.compiled is not None or not use.includes or \
+                any(provided(header, sub, cpu=cpu) is None for _, header in use.includes):
             raise UsageError("a git submodule the build uses is not checked out (its folder is empty)",
-                             f"{sub}, named in {where}", "run `git submodule update --init --recursive` in the "
-                             "project's folder, then build again")
+                             f"{sub}, named in {use.compiled or use.where}", "run `git submodule update --init "
+                             "--recursive` in the project's folder, then build again")
         found = "; ".join(dict.fromkeys(f"<{h}> in {provided(h, sub, cpu=cpu)}" for _, h in use.includes))
         _warn_once(root, sub, f"the git submodule {sub} is not checked out (its folder is empty), though the build "
                    f"names it ({use.where}); every header the build includes from it is on the build's include "
