@@ -7,8 +7,9 @@ wheel; one that then writes TORCH_CUDA_ARCH_LIST from the visible GPUs would wri
 the build command, and only it, gets ``ci/buildsite/`` (:data:`SITE`) first on ``PYTHONPATH``: the
 ``sitecustomize.py`` there makes ``torch.cuda.is_available()`` True and ``device_count()``,
 ``get_device_capability(i)``, ``get_device_properties(i)`` answer one device per architecture of the list the
-build started with, once ``torch.cuda`` is imported, then runs the ``sitecustomize`` it hides (that file says how
-and why: a capability, not a fake GPU, so anything that needs the device still fails as torch does without one).
+build started with, newest first (``get_device_capability()`` with no index: the newest), once ``torch.cuda`` is
+imported, then runs the ``sitecustomize`` it hides (that file says how and why: a capability, not a fake GPU, so
+anything that needs the device still fails as torch does without one).
 Where each build applies it, beside the project's ``build-env``:
 
 * host builds (``ci/linux/host.py`` ``compiler_env``: x86_64, the aarch64 cross build, ``develop``): the folder,
@@ -38,9 +39,9 @@ SITE = FARM_ROOT / "ci" / "buildsite"
 KEY = "cuda-available-in-build"
 #: The line a build that applies it logs (``{archs}``: its architecture list), in a user's words: no file of the farm.
 NOTE = ("torch.cuda.is_available() is True in this build, and torch.cuda.device_count() and get_device_capability() "
-        "answer one device per architecture it compiles for ({archs}): the builder has no GPU, and a setup.py that "
-        "asks would leave the CUDA code out or find no architecture. {key} = false in [tool.cuda-ext-farm] gives "
-        "torch's own answers")
+        "answer one device per architecture it compiles for ({archs}), newest first (so the default device is the "
+        "newest): the builder has no GPU, and a setup.py that asks would leave the CUDA code out or find no "
+        "architecture. {key} = false in [tool.cuda-ext-farm] gives torch's own answers")
 
 
 def applies(target: Target) -> bool:

@@ -7,10 +7,15 @@ image or compile: :func:`preflight`, the first call of every build (host, contai
 * **Submodules**, decided once: a submodule whose folder is empty (a clone without ``--recursive``) stops the build
   when the build uses it, that is when a file the build backend reads names its folder (``include_dirs``,
   ``add_subdirectory``) or a source file of the project includes a header under it (``#include <glm/glm.hpp>`` for
-  ``third_party/glm``); any other (a documentation theme, a benchmark's data) is a warning and the build goes on
-  without it. Should a compile still miss a header under it, the failure names the submodule
-  (``failure`` ``header``).
+  ``third_party/glm``), unless every header the build includes from it is on the build's include path elsewhere
+  (``#include <pybind11/pybind11.h>``: torch's headers carry pybind11; a CUDA build's toolkit carries CCCL's cub
+  and thrust) and no build file compiles from it (``add_subdirectory``, a source under it): then it is a warning.
+  Any other (a documentation theme, a benchmark's data) is a warning and the build goes on without it. Should a
+  compile still miss a header under it, the failure names the submodule (``failure`` ``header``).
 * **The C++ standard** (``standard.check``): an older pin than the target torch's on every path of the build.
+* **Architecture gates** (``ci/universe/arch_gates/``): each use of ``__CUDA_ARCH__`` in the sources the build
+  compiles that the farm cannot read as a comparison with a number is a warning naming its file and line (the SASS
+  kept beside torch's list follows the gates it reads), unless the project names its architectures itself.
 * The project's keys were validated when the project was read (``ci/universe/project/validation.py``), before any
   target.
 
@@ -21,12 +26,14 @@ cache; ``tests/integration/test_preflight_cold.py`` prints it).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from pathlib import Path
 
 from ci.builds import backend_files, project_source, standard
 from ci.errors import UsageError
 from ci.log import log
+from ci.universe.arch_gates import sources
 from ci.universe.targets import Target
 
 #: Files whose ``#include`` lines say which headers the project's own code needs.
@@ -44,34 +51,97 @@ def preflight(target: Target) -> None:
         if not _holds(tree, _resolved(link, written)):
             _warn_once(root, link, f"the link {link} -> {written} points to what git ignores, so the build's copy "
                        "of the project does not hold it: the link is made in the copy, and dangles there")
-    check_submodules(root, tree)
+    check_submodules(root, tree, cpu=target.cpu)
     standard.check(target)
+    if not target.cpu and not target.project.cuda_archs:
+        check_gates(root)
 
 
-def check_submodules(root: Path, tree: project_source.SourceTree) -> None:
-    """Refuse an empty submodule the build uses (:func:`used_by_build` finds where); warn about any other."""
+def check_gates(root: Path) -> None:
+    """Warn about each use of the GPU architecture in the compiled sources that ``arch_gates`` cannot read: the
+    architectures a build keeps SASS for follow the gates it reads, so one it cannot is said, never dropped."""
+    unread = sources.read_project(root).unread
+    if not unread:
+        return
+    places = "; ".join(u.text() for u in unread[:5]) + (f"; and {len(unread) - 5} more" if len(unread) > 5 else "")
+    _warn_once(root, "architecture gates", (
+        f"the farm cannot read {len(unread)} use(s) of the GPU architecture in the sources the build compiles: "
+        f"{places}. The SASS a build keeps beside torch's list (and for each GPU generation of an older CUDA major) "
+        "follows the gates it reads (__CUDA_ARCH__ >= 890 keeps 8.9), so a GPU may run another architecture's side "
+        "of these: compare __CUDA_ARCH__ (or NV_PROVIDES_SM_xx) with a number or a macro of one, or name the "
+        "architectures in cuda-archs or extra-cuda-archs of [tool.cuda-ext-farm]"))
+
+
+def check_submodules(root: Path, tree: project_source.SourceTree, *, cpu: bool = False) -> None:
+    """Refuse an empty submodule the build uses (:func:`submodule_use` finds where) unless the build's include path
+    holds every header the build would take from it elsewhere (:func:`provided`); warn about any other."""
     for sub in tree.empty_submodules:
-        where = used_by_build(root, sub, tree.files)
-        if where is not None:
+        use = submodule_use(root, sub, tree.files)
+        if use.where is None:
+            _warn_once(root, sub, f"the git submodule {sub} is not checked out (its folder is empty); no file the "
+                       "build reads names it, so the build goes on without it (if a compile misses a header under "
+                       "it, the error says so; `git submodule update --init --recursive` checks it out)")
+            continue
+        if use.compiled is not None or not use.includes or \
+                any(provided(header, sub, cpu=cpu) is None for _, header in use.includes):
             raise UsageError("a git submodule the build uses is not checked out (its folder is empty)",
-                             f"{sub}, named in {where}", "run `git submodule update --init --recursive` in the "
-                             "project's folder, then build again")
-        _warn_once(root, sub, f"the git submodule {sub} is not checked out (its folder is empty); no file the build "
-                   "reads names it, so the build goes on without it (if a compile misses a header under it, the "
-                   "error says so; `git submodule update --init --recursive` checks it out)")
+                             f"{sub}, named in {use.compiled or use.where}", "run `git submodule update --init "
+                             "--recursive` in the project's folder, then build again")
+        found = "; ".join(dict.fromkeys(f"<{h}> in {provided(h, sub, cpu=cpu)}" for _, h in use.includes))
+        _warn_once(root, sub, f"the git submodule {sub} is not checked out (its folder is empty), though the build "
+                   f"names it ({use.where}); every header the build includes from it is on the build's include "
+                   f"path elsewhere ({found}), so the build goes on with those (`git submodule update --init "
+                   "--recursive` checks it out)")
+
+
+#: Libraries whose headers the build's include path holds besides the project (``#include <pybind11/...>``): torch's
+#: include folder carries pybind11 and fmt; a CUDA build's toolkit CCCL's cub, thrust, libcu++ (``cuda/``) and ``nv``.
+TORCH_HEADERS = ("pybind11", "fmt")
+TOOLKIT_HEADERS = ("cub", "thrust", "cuda", "nv")
+
+
+def provided(header: str, sub: str, *, cpu: bool) -> str | None:
+    """Where else the build finds ``header``, an include the empty submodule ``sub`` would satisfy: ``"torch's
+    headers"``, ``"the CUDA toolkit's headers"``; None where only the submodule has it (a path into it)."""
+    top = header.split("/")[0]
+    if header.startswith(sub + "/") or "/" not in header:
+        return None
+    if top in TORCH_HEADERS:
+        return "torch's headers"
+    return "the CUDA toolkit's headers" if top in TOOLKIT_HEADERS and not cpu else None
+
+
+@dataclasses.dataclass(frozen=True)
+class SubmoduleUse:
+    """Where the build names an empty submodule's folder: the first place (None: nowhere), a build file's line that
+    compiles from it (``add_subdirectory``, a source under it), and each include of a header it would hold
+    (``("csrc/ops.cpp line 2 (#include pybind11/pybind11.h)", "pybind11/pybind11.h")``)."""
+
+    where: str | None
+    compiled: str | None
+    includes: tuple[tuple[str, str], ...]
 
 
 def used_by_build(root: Path, sub: str, files: tuple[str, ...] = ()) -> str | None:
     """Where the build names the submodule folder ``sub``: ``setup.py line 9``, ``csrc/ops.cpp line 2`` (a header
     under it, ``#include <glm/glm.hpp>`` for ``third_party/glm``); None when nothing the build reads does."""
+    return submodule_use(root, sub, files).where
+
+
+def submodule_use(root: Path, sub: str, files: tuple[str, ...] = ()) -> SubmoduleUse:
     parts = tuple(sub.split("/"))
+    named: list[str] = []
+    compiled: str | None = None
     for file in backend_files.build_files(root):
         text = file.text()
         kind = "python" if file.path.suffix == ".py" else "cmake" if file.path.name == "CMakeLists.txt" or \
             file.path.suffix == ".cmake" else "text"
         line = _names_folder(text, parts, kind=kind)
         if line is not None:
-            return f"{file.shown} line {line}"
+            named.append(f"{file.shown} line {line}")
+            if compiled is None and _compiles(text, parts, kind):
+                compiled = named[-1]
+    includes: list[tuple[str, str]] = []
     for name in files:
         if not name.endswith(SOURCE_SUFFIXES) or name.startswith(sub + "/"):
             continue
@@ -82,8 +152,25 @@ def used_by_build(root: Path, sub: str, files: tuple[str, ...] = ()) -> str | No
         for match in _INCLUDE.finditer(text):
             header = match.group(1).replace("\\", "/")
             if header.startswith(sub + "/") or (header.split("/")[0] == parts[-1] and "/" in header):
-                return f"{name} line {text.count(chr(10), 0, match.start()) + 1} (#include {header})"
-    return None
+                includes.append((f"{name} line {text.count(chr(10), 0, match.start()) + 1} (#include {header})",
+                                 header))
+    where = named[0] if named else includes[0][0] if includes else None
+    return SubmoduleUse(where, compiled, tuple(includes))
+
+
+#: CMake commands that compile what a folder holds, rather than adding it to the include path.
+COMPILING = frozenset({"add_subdirectory", "include", "add_library", "add_executable", "target_sources",
+                       "fetchcontent_declare", "externalproject_add", "set_source_files_properties"})
+
+
+def _compiles(text: str, parts: tuple[str, ...], kind: str) -> bool:
+    """Whether a build file compiles from the folder (a CMake project under it, a source file under it), rather
+    than adding it to the include path (``include_dirs``, ``include_directories``)."""
+    path = "/".join(parts)
+    if kind == "cmake":
+        return any(c.name in COMPILING and any(path in a for a in c.args) for c in backend_files.commands(text))
+    joined = r"[/\\]+".join(map(re.escape, parts))
+    return re.search(r"(?<![\w.-])" + joined + r"[/\\][^'\"\n]*\.(?:c|cc|cpp|cxx|cu)\b", text) is not None
 
 
 def _names_folder(text: str, parts: tuple[str, ...], *, kind: str) -> int | None:

@@ -13,8 +13,9 @@ conditions for the target (``conditions``): ``"-std=c++20" if torch_version >= (
 C++20 for torch 2.13 and C++17 for 2.11, both fine. An older pin on every path stops the build in one line naming
 the flag and the file; one under a condition the farm cannot read (``if HAS_CXX20``, ``if(BUILD_EXAMPLES)``) is a
 warning, and a build that then fails in torch's headers is named as such (``failure``). A pin at or above the
-target's standard is the project's choice and is left alone. ``cxx-standard-check = false`` (project key) turns
-the check off.
+target's standard is the project's choice and is left alone. A flag a person reads is no pin: in a message
+(``print``, ``raise``, ``log.warning``, CMake's ``message()``), in a sentence (``"needs -std=c++17"``), in a
+comment or a docstring. ``cxx-standard-check = false`` (project key) turns the check off.
 """
 
 from __future__ import annotations
@@ -75,9 +76,29 @@ def _std(value: str) -> int:
     return _DRAFTS.get(value) or int(value)
 
 
+#: Calls whose arguments are messages to a person, not flags (``print("needs -std=c++17")``, ``log.warning``).
+MESSAGE_CALLS = frozenset({"print", "warn", "warning", "info", "debug", "error", "exception", "critical", "fatal",
+                           "exit", "abort", "announce", "echo"})
+#: A word of prose beside a flag (``needs``, ``Requires:``), not a flag or a flag's value (``-x cu``).
+_PROSE = re.compile(r"[A-Za-z]?[a-z]+[,.:;!?]*")
+
+
+def _in_prose(text: str, start: int, end: int) -> bool:
+    """Whether the flag at ``text[start:end]`` sits in a sentence (``"needs -std=c++17"``, ``"-std=c++17 is
+    required"``): a word of prose right before it (one that is no flag's value) or right after it."""
+    before = text[:start].split()
+    after = text[end:].split()
+    if after and _PROSE.fullmatch(after[0]):
+        return True
+    return bool(before) and _PROSE.fullmatch(before[-1]) is not None and not (
+        len(before) > 1 and before[-2].startswith(("-", "/")))
+
+
 def _pins_in(text: str, shown: str, line: int, condition: str | None = None) -> Iterator[Pin]:
-    for pattern in _PATTERNS:
+    for index, pattern in enumerate(_PATTERNS):
         for m in pattern.finditer(text):
+            if index < 2 and _in_prose(text, m.start(), m.end()):  # a flag named in a message passes nothing
+                continue
             yield Pin(shown, line, m.group(0).strip(), _std(m.group(1)), condition)
 
 
@@ -100,7 +121,7 @@ def python_pins(text: str, shown: str, facts: conditions.Facts | None) -> list[P
                 visit(child, (*branches, _Branch(node.test, True, orelse)))
             for child in orelse:
                 visit(child, (*branches, _Branch(node.test, False, body)))
-        elif isinstance(node, ast.Compare):  # `if "-std=c++17" in flags:` tests a flag, it does not pass one
+        elif isinstance(node, ast.Compare) or _message(node):  # tests a flag, or tells a person about one
             return
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
             for pin in _pins_in(node.value, shown, node.lineno):
@@ -113,6 +134,17 @@ def python_pins(text: str, shown: str, facts: conditions.Facts | None) -> list[P
 
     visit(tree, ())
     return sorted(found, key=lambda pin: pin.line)
+
+
+def _message(node: ast.AST) -> bool:
+    """A statement or call that speaks to a person: ``raise``, ``assert``, ``print(...)``,
+    ``log.warning(...)``, ``sys.exit(...)``, ``sys.stderr.write(...)``."""
+    if isinstance(node, (ast.Raise, ast.Assert)):
+        return True
+    if not isinstance(node, ast.Call):
+        return False
+    name = ast.unparse(node.func)
+    return name.rsplit(".", 1)[-1] in MESSAGE_CALLS or name in ("sys.stderr.write", "sys.stdout.write")
 
 
 def _python_condition(branches: tuple[_Branch, ...], reader: conditions.PythonConditions | None,
@@ -173,7 +205,7 @@ def cmake_pins(text: str, shown: str, facts: conditions.Facts | None, reached_if
             stack[-1].enter(value, " ".join(command.args) if command.name == "elseif" else None)
         elif command.name == "endif" and stack:
             stack.pop()
-        elif not any(frame.value is False for frame in stack):
+        elif command.name != "message" and not any(frame.value is False for frame in stack):
             unknown = [frame.text for frame in stack if frame.value is None]
             condition = unknown[-1] if unknown else "the if() that adds this file" if reached_if else None
             found.extend(_pins_in(" ".join((command.name, *command.args)), shown, command.line, condition))
@@ -191,7 +223,20 @@ def scan_text(text: str, path: Path, shown: str, facts: conditions.Facts | None 
         return cmake_pins(text, shown, facts)
     lines = enumerate(text.splitlines(), 1)
     return sorted((pin for number, line in lines if not line.lstrip().startswith(("#", ";"))
-                   for pin in _pins_in(line, shown, number)), key=lambda p: p.line)
+                   for pin in _pins_in(_uncommented(line), shown, number)), key=lambda p: p.line)
+
+
+def _uncommented(line: str) -> str:
+    """A line less its trailing ``# comment`` (TOML, Python read as text), quotes respected."""
+    quote = ""
+    for i, char in enumerate(line):
+        if quote and char == quote:
+            quote = ""
+        elif not quote and char in "\"'":
+            quote = char
+        elif not quote and char == "#":
+            return line[:i]
+    return line
 
 
 def scan(root: Path, facts: conditions.Facts | None = None) -> list[Pin]:

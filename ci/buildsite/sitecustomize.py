@@ -20,13 +20,17 @@ builds without isolation: pip's isolated build environment would replace ``PYTHO
    that then writes ``TORCH_CUDA_ARCH_LIST`` (in the same process, where torch compiles it) does not change the
    GPUs the build "sees";
 2. adds an import hook that, once ``torch.cuda`` has been imported (``import torch`` does it), answers from that
-   list: ``is_available()`` True, ``device_count()`` one device per architecture (``8.0;9.0+PTX``: two),
-   ``get_device_capability(i)``/``get_device_properties(i).major, .minor``/``get_device_name(i)`` the i-th. A
-   script that reads the devices to pick architectures so picks the farm's (without ``+PTX`` or an ``a`` suffix,
-   which a capability cannot carry; torch's own fallback for an empty list adds ``+PTX`` to the newest, as it does
-   on a GPU machine). ``get_arch_list()`` stays torch's (the architectures torch itself was built for). Anything
-   that needs a device (its memory, ``current_device()``, a tensor on it) fails as torch fails without a GPU, and
-   the farm's failure line says so; ``cuda-available-in-build = false`` turns all of this off;
+   list: ``is_available()`` True, ``device_count()`` one device per architecture (``8.0;9.0+PTX``: two), the
+   devices newest first: device 0, the current device, is the newest architecture, so ``get_device_capability()``
+   with no index answers it (a setup.py that builds bf16 or FP8 kernels only when that capability is high enough
+   builds them, as it would on the newest GPU the wheel serves), and device i is the i-th architecture of the list
+   from the newest down, for ``get_device_capability(i)``, ``get_device_properties(i).major, .minor`` and
+   ``get_device_name(i)`` alike (``8.0;9.0``: device 0 is 9.0, device 1 is 8.0). A script that reads the devices to
+   pick architectures so picks the farm's (without ``+PTX`` or an ``a`` suffix, which a capability cannot carry;
+   torch's own fallback for an empty list sorts them and adds ``+PTX`` to the newest, as it does on a GPU
+   machine). ``get_arch_list()`` stays torch's (the architectures torch itself was built for). Anything that needs
+   a device (its memory, ``current_device()``, a tensor on it) fails as torch fails without a GPU, and the farm's
+   failure line says so; ``cuda-available-in-build = false`` turns all of this off;
 3. then runs the ``sitecustomize`` it hides, the next one on ``sys.path`` (Debian's Python has one), so nothing
    the interpreter did before is lost. A second copy of this folder on the path (a container's mount and the host's
    folder) is passed over, not run again: :data:`MARK` on ``sys`` lists every ``sitecustomize`` this chain ran.
@@ -57,13 +61,14 @@ MARK = "_cuda_ext_farm_sitecustomize"
 
 
 def architectures() -> list[tuple[int, int]]:
-    """The build's architectures, as ``(major, minor)`` capabilities in the list's order (``9.0a`` is 9.0)."""
-    found: list[tuple[int, int]] = []
+    """The build's architectures, as ``(major, minor)`` capabilities, newest first (``9.0a`` is 9.0): the devices
+    0, 1, ... of this build."""
+    found: set[tuple[int, int]] = set()
     for entry in re.split(r"[;\s]+", STARTED_WITH):
         match = re.match(r"(\d+)\.(\d+)", entry)
-        if match and (int(match.group(1)), int(match.group(2))) not in found:
-            found.append((int(match.group(1)), int(match.group(2))))
-    return found
+        if match:
+            found.add((int(match.group(1)), int(match.group(2))))
+    return sorted(found, reverse=True)
 
 
 def is_available() -> bool:
@@ -78,7 +83,8 @@ def device_count() -> int:
 
 
 class BuildTargetDevice:
-    """What ``torch.cuda.get_device_properties(i)`` answers in the build: the i-th architecture of its list."""
+    """What ``torch.cuda.get_device_properties(i)`` answers in the build: the i-th architecture of its list, newest
+    first."""
 
     def __init__(self, major: int, minor: int) -> None:
         self.major, self.minor = major, minor
@@ -89,7 +95,8 @@ class BuildTargetDevice:
 
 
 def _index(device: Any) -> int:
-    """A device argument as torch takes it (None, an int, ``"cuda:1"``, a ``torch.device``) as an index."""
+    """A device argument as torch takes it (None, an int, ``"cuda:1"``, a ``torch.device``) as an index; None and
+    an index-less device are the current device, 0: the newest architecture."""
     if device is None:
         return 0
     if isinstance(device, str):

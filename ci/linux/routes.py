@@ -28,7 +28,8 @@ from pathlib import Path
 from rich.table import Table
 
 from ci.linux import sysroot
-from ci.universe import arch_gates, archs, matrix, shapes
+from ci.universe import archs, matrix, shapes
+from ci.universe.arch_gates import sources
 from ci.universe.project import ProjectConfig
 from ci.universe.targets import Target
 
@@ -140,7 +141,7 @@ def archs_source(target: Target) -> str:
     fresh = [a for a in dropped if a not in beyond and a in archs.new_in(target.cell.cuda)]
     minors = [a for a in dropped if a not in beyond and a not in fresh]
     ptx = f", PTX {target.cell.ptx_arch} for those" if target.cell.ptx_arch else ""
-    thinned = archs.thinned_text(target.cell, own, arch_gates.project_gates(target.project.root)) if minors else ""
+    thinned = archs.thinned_text(target.cell, own, sources.project_gates(target.project.root)) if minors else ""
     parts = [f"less {' '.join(minors)}: one SASS per GPU generation (older-majors-sass): {thinned}"] if minors else []
     if fresh:
         parts.append(f"less {' '.join(fresh)}: GPUs new in CUDA {target.cell.cuda}, whose drivers JIT{ptx}")

@@ -171,7 +171,7 @@ def per_generation(cell: CellT, gates: Sequence[Gate] = ()) -> CellT:
     """``cell`` for an older CUDA major's half of one PyPI wheel across majors (``older-majors-sass``): SASS for the
     oldest architecture of each GPU generation in its list (its floor), and for the generations new in its toolkit
     (:func:`new_in`) PTX of the newest kept one instead of their SASS; then SASS of every architecture whose code
-    takes another side of one of the project's ``gates`` (``__CUDA_ARCH__ >= 890``: ci/universe/arch_gates.py) than
+    takes another side of one of the project's ``gates`` (``__CUDA_ARCH__ >= 890``: ci/universe/arch_gates/) than
     the code its GPUs would run (:func:`gated_archs`). Of torch 2.10's 7.0 7.5 8.0 8.6 9.0 10.0 12.0 a CUDA 12.8 build
     keeps SASS 7.0 8.0 9.0 and PTX 9.0 (7.0 8.0 8.9 9.0 where the sources compare ``__CUDA_ARCH__`` with 890);
     ``a``/``f`` variants and an existing PTX are kept.

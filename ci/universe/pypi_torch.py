@@ -20,8 +20,10 @@ test reads tests/fixtures/pypi_torch/).
 PyTorch uploads a release's wheels over hours, platform by platform. A release read in the middle of it would be
 written with no CPython or a partial set, so ``upload_incomplete`` refuses it (``UploadIncomplete``: "upload
 incomplete, try later") when: no CPython has both a manylinux_2_28 x86_64 and a win_amd64 wheel; it has wheels for
-fewer platforms (x86_64, aarch64, win_amd64) than the previous minor's newest patch; or its platforms' CPythons
-differ (every release PyPI has offers each CPython on every platform it has).
+fewer platforms (x86_64, aarch64, win_amd64) than the previous minor's newest patch; a platform lacks a CPython the
+previous minor's has there (compared as sets, so a new CPython does not hide a missing one; one older than all of
+the release's is a CPython torch dropped); or its platforms' CPythons differ (every release PyPI has offers each
+CPython on every platform it has).
 """
 
 from __future__ import annotations
@@ -254,6 +256,23 @@ def _platforms(files: Sequence[pages.IndexFile], version: str) -> dict[str, set[
     return {arch: pythons for arch, pythons in found.items() if pythons}
 
 
+def _python_gaps(before: dict[str, set[str]], have: dict[str, set[str]]) -> list[str]:
+    """Each platform's CPythons the previous minor has wheels for and this release has not (``manylinux_2_28_aarch64
+    CPython 3.12``), on the platforms both have; a CPython older than every one of this release's is one it dropped
+    (torch 2.15 leaves 3.10 out), not a gap."""
+    every = [p for pythons in have.values() for p in pythons]
+    if not every:
+        return []
+    floor = shapes.version_key(min(every, key=shapes.version_key))
+    gaps = []
+    for arch, pythons in before.items():
+        missing = sorted((p for p in pythons - have.get(arch, pythons) if shapes.version_key(p) >= floor),
+                         key=shapes.version_key)
+        if missing:
+            gaps.append(f"{PLATFORM_TAGS[arch]} CPython {' '.join(missing)}")
+    return gaps
+
+
 def upload_incomplete(source: Source, version: str, previous: str | None) -> UploadIncomplete | None:
     """Why torch ``version``'s wheels on the index look like an upload in progress (None: they do not), against
     ``previous`` (the previous minor's newest patch; None for the oldest release read)."""
@@ -261,9 +280,13 @@ def upload_incomplete(source: Source, version: str, previous: str | None) -> Upl
     have = _platforms(files, version)
     reasons = []
     if previous is not None:
-        lacking = [PLATFORM_TAGS[a] for a in _platforms(files, previous) if a not in have]
+        before = _platforms(files, previous)
+        lacking = [PLATFORM_TAGS[a] for a in before if a not in have]
         if lacking:
             reasons.append(f"no {' or '.join(lacking)} wheel yet (torch {previous} has them)")
+        gaps = _python_gaps(before, have)
+        if gaps:
+            reasons.append(f"no {', '.join(gaps)} wheel yet (torch {previous} has them)")
     if not have.get("x86_64", set()) & have.get("win_amd64", set()):
         reasons.append("no CPython with both a manylinux_2_28_x86_64 and a win_amd64 wheel")
     elif len({frozenset(pythons) for pythons in have.values()}) > 1:

@@ -3,6 +3,7 @@
 Many extension projects download a prebuilt wheel from their releases unless an environment variable forces a
 local build: ``FORCE_BUILD = os.getenv("X_FORCE_BUILD", "FALSE") == "TRUE"``. The advice names that variable with
 the very literal the script compares with (``X_FORCE_BUILD = "TRUE"``: ``"1"`` would be ignored by that script),
+or, where that literal means off (``!= "0"``, ``== "0": download``), the value that means on (``"1"``),
 read from ``setup.py`` with ``ast`` where it parses (a regular expression where it does not). A variable that
 skips compiling (``X_SKIP_CUDA_BUILD``) or sets something else (``X_FORCE_CXX11_ABI``, ``FORCE_CUDA``) is never
 named: following the advice must build the project, with its CUDA code.
@@ -43,6 +44,10 @@ FORCES = re.compile(r"FORCE_?(?:LOCAL_?)?(?:BUILD|COMPILE|SOURCE)|BUILD_?FROM_?S
 NEVER = re.compile(r"SKIP_?(?:CUDA|BUILD|EXT|CPP|COMPILE|KERNEL)|CXX11_?ABI|FORCE_CUDA$|_(?:URL|PATH|DIR|HOME|ROOT)$")
 
 
+#: Values a switch reads as off, and the value that turns it on instead (case kept: ``FALSE`` gives ``TRUE``).
+OFF_TO_ON = {"0": "1", "false": "true", "no": "yes", "off": "on", "n": "y", "f": "t", "": "1"}
+
+
 @dataclasses.dataclass(frozen=True)
 class Switch:
     """An environment variable the build script reads, and the value it compares it with (None: read for its
@@ -50,6 +55,17 @@ class Switch:
 
     name: str
     literal: str | None
+
+    def on(self) -> str:
+        """The value that turns the switch on: the literal the script compares it with (``== "TRUE"``), but for a
+        literal that means off (``!= "0"``, ``== "0": download``: the script tests for the switch being off) the
+        value that means on, ``1`` where it is read for its truth."""
+        if self.literal is None:
+            return "1"
+        on = OFF_TO_ON.get(self.literal.lower())
+        if on is None:
+            return self.literal
+        return on.upper() if self.literal.isupper() else on.capitalize() if self.literal.istitle() else on
 
 
 def switches(build_script: str) -> list[Switch]:
@@ -162,8 +178,9 @@ def network(output: str, build_script: str, *, cpu: bool) -> Found | None:
     key = "cpu-env" if cpu else "build-env"
     switch = forcing(build_script)
     if switch is not None:
-        value = switch.literal if switch.literal is not None else "1"
-        compared = f'compares it with "{value}"' if switch.literal is not None else "reads it as a switch"
+        value = switch.on()
+        compared = "reads it as a switch" if switch.literal is None else f'compares it with "{switch.literal}"' + (
+            "" if value == switch.literal else f', so "{value}" turns it on')
         fix = (f"the build script forces a local build with {switch.name} (it {compared}): set {key} = "
                f'{{ {switch.name} = "{value}" }} in {TABLE}, so the farm compiles the project instead')
     else:

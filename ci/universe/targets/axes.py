@@ -10,7 +10,8 @@ from collections.abc import Iterable, Sequence
 from packaging.version import Version
 
 from ci.errors import TargetError
-from ci.universe import arch_gates, archs, build_files, matrix, shapes
+from ci.universe import archs, build_files, matrix, shapes
+from ci.universe.arch_gates import sources
 from ci.universe.project import ProjectConfig
 
 
@@ -90,10 +91,10 @@ def abi3_python(config: ProjectConfig, candidates: Sequence[str]) -> str:
 def target_cell(config: ProjectConfig, cell: shapes.Cell, torch: str, arch: str) -> shapes.Cell:
     """``cell`` with one target's architectures: those of the target torch's own build for the wheel's CPU
     architecture (``TorchRelease.archs_for``) and those the project's ``__CUDA_ARCH__`` comparisons need
-    (ci/universe/arch_gates.py), the project's ``cuda-archs`` instead where it sets them, then its
+    (ci/universe/arch_gates/), the project's ``cuda-archs`` instead where it sets them, then its
     ``extra-cuda-archs``."""
     cell = archs.with_torch_archs(cell, matrix.get_torch(torch).archs_for(arch))
-    gates = arch_gates.project_gates(config.root)
+    gates = sources.project_gates(config.root)
     cell = archs.per_generation(cell, gates) if older_major(config, cell) else archs.with_gated_archs(cell, gates)
     return archs.with_extra_archs(archs.with_arch_list(cell, config.cuda_archs), config.extra_cuda_archs)
 

@@ -149,7 +149,8 @@ def other(tmp_path: Path) -> Path:
 def test_a_python_with_the_folder_on_its_path_sees_the_architecture_list_as_its_gpus(tmp_path: Path,
                                                                                       other: Path) -> None:
     """is_available() True, one device per architecture of the list the build started with (8.0 9.0+PTX: two, the
-    9.0 of "+PTX" a capability like any), their capabilities and properties; torch's own answers at __wrapped__;
+    9.0 of "+PTX" a capability like any), newest first: the default device (no index) is 9.0, device 1 is 8.0 for
+    every question; torch's own answers at __wrapped__;
     the sitecustomize it hides still runs, once. A setup.py that then writes TORCH_CUDA_ARCH_LIST from those GPUs
     writes the farm's architectures, and torch's own fallback for an empty list finds them too; without the folder
     that fallback dies with the IndexError the farm's failure reader names (failure/causes.py empty_arch_list)."""
@@ -159,8 +160,8 @@ def test_a_python_with_the_folder_on_its_path_sees_the_architecture_list_as_its_
     patched = run(PROBE + FROM_DEVICES, os.pathsep.join([str(cuda_available.SITE), str(other)]), tmp_path)
     assert patched["available"] is True and patched["hook"] == ["CudaAvailableFinder"]
     assert patched["real"] == plain["available"] and patched["real_devices"] == plain["devices"]
-    assert patched["devices"] == 2 and patched["capabilities"] == [[8, 0], [9, 0]] and patched["default"] == [8, 0]
-    assert patched["properties"] == [9, 0, "no GPU: the build's architecture 9.0"]
+    assert patched["devices"] == 2 and patched["capabilities"] == [[9, 0], [8, 0]] and patched["default"] == [9, 0]
+    assert patched["properties"] == [8, 0, "no GPU: the build's architecture 8.0"]
     assert "Invalid device id 2" in str(patched["out_of_range"])
     assert patched["other"] == 1
     if torch.version.cuda is None:
@@ -198,3 +199,33 @@ def test_the_distributions_own_sitecustomize_still_runs(tmp_path: Path) -> None:
     found = run("import json, sys; print(json.dumps({'ran': sys._cuda_ext_farm_sitecustomize}))",
                 str(cuda_available.SITE), tmp_path, python=str(system))
     assert found["ran"] == [str(cuda_available.SITE / "sitecustomize.py"), str(own)]
+
+
+#: A setup.py that builds its bf16 and FP8 kernels only for a GPU that can run them (asking the default device), and
+#: reads every device for the rest, in the same Python (issue 45, item 8).
+CAPABLE = """
+major, minor = torch.cuda.get_device_capability()
+kernels = ["base"] + (["bf16"] if major >= 8 else []) + (["fp8"] if (major, minor) >= (8, 9) else [])
+by_index = {i: [list(torch.cuda.get_device_capability(i)),
+                [torch.cuda.get_device_properties(i).major, torch.cuda.get_device_properties(i).minor],
+                torch.cuda.get_device_name(i)] for i in range(torch.cuda.device_count())}
+found |= {"kernels": kernels, "by_index": by_index, "name": torch.cuda.get_device_name(),
+          "current": list(torch.cuda.get_device_capability(torch.device("cuda")))}
+print(json.dumps(found))
+"""
+
+
+def test_the_default_device_is_the_newest_architecture_so_capability_gated_kernels_are_built(tmp_path: Path) -> None:
+    """The farm's list as it writes it, oldest first (7.5 8.0 8.6 9.0+PTX, and 8.9 among them): a setup.py that
+    asks get_device_capability() with no index builds its FP8 kernels, as on the newest GPU the wheel serves; device
+    i is the i-th from the newest down, and every question about it agrees."""
+    pytest.importorskip("torch")
+    found = run(PROBE + CAPABLE, str(cuda_available.SITE), tmp_path, archs="7.5;8.0;8.6;8.9;9.0+PTX")
+    assert found["default"] == [9, 0] and found["current"] == [9, 0]
+    assert found["kernels"] == ["base", "bf16", "fp8"]
+    by_index = found["by_index"]
+    assert isinstance(by_index, dict)
+    assert [by_index[str(i)][0] for i in range(5)] == [[9, 0], [8, 9], [8, 6], [8, 0], [7, 5]]
+    assert all(cap == props and name == f"no GPU: the build's architecture {cap[0]}.{cap[1]}"
+               for cap, props, name in by_index.values())
+    assert found["name"] == by_index["0"][2]

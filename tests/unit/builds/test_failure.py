@@ -4,6 +4,12 @@ trimmed from builds run here (paths shortened to SRC, the build's copy of the pr
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from ci.builds import failure
@@ -299,3 +305,40 @@ def test_a_smoke_command_that_raises_in_cibuildwheels_test_step_is_not_a_build_s
     assert "commands] smoke" in fix
     # The same traceback before the test step is the build script's.
     assert classify(SETUP_RAISES + "Testing wheel...\n")[0] == "the build script raised a Python error"  # type: ignore[index]
+
+
+# --- following the download advice builds (issue 45, item 11) -------------------------------------------------------
+
+@pytest.mark.parametrize("condition", [
+    'os.environ.get("X_FORCE_BUILD", "0") != "0"',
+    'not (os.environ.get("X_FORCE_BUILD", "0") == "0")',
+    'os.getenv("X_FORCE_BUILD", "FALSE") != "FALSE"',
+    'os.getenv("X_FORCE_BUILD", "false").lower() != "false"',
+    'int(os.environ.get("X_FORCE_BUILD", "0")) != 0',
+    'os.environ.get("X_NO_DOWNLOAD", "no") != "no"',
+])
+def test_following_the_download_advice_builds(tmp_path: Path, condition: str) -> None:
+    """The advice's value, set as the advice says, makes the build script take its build branch: run the script
+    with it (its download branch says so and fails)."""
+    script = (f"import os, sys\nif {condition}:\n    print('BUILD')\nelse:\n"
+              "    sys.exit('DOWNLOAD https://example.invalid/x.whl')\n")
+    (tmp_path / "setup.py").write_text(script)
+    cause = classify(NETWORK, build_script=script)
+    assert cause is not None
+    advised = re.search(r'build-env = \{ (\w+) = "([^"]*)" \}', cause.fix)
+    assert advised is not None, cause.fix
+    for env, taken in (({}, "DOWNLOAD"), ({advised[1]: advised[2]}, "BUILD")):
+        done = subprocess.run([sys.executable, "setup.py"], cwd=tmp_path, capture_output=True, text=True,
+                              env={k: v for k, v in os.environ.items() if k not in ("X_FORCE_BUILD", "X_NO_DOWNLOAD")}
+                              | env, check=False)
+        assert taken in done.stdout + done.stderr, (env, cause.fix)
+
+
+def test_the_advice_says_why_its_value_is_not_the_literal_compared_with() -> None:
+    script = 'import os\nif os.environ.get("PROJ_FORCE_BUILD", "0") == "0":\n    download()\n'
+    assert download.switches(script) == [download.Switch("PROJ_FORCE_BUILD", "0")]
+    cause = classify(NETWORK, build_script=script)
+    assert cause is not None
+    assert cause.fix == ('the build script forces a local build with PROJ_FORCE_BUILD (it compares it with "0", so "1" '
+                        'turns it on): set build-env = { PROJ_FORCE_BUILD = "1" } in [tool.cuda-ext-farm], so the farm '
+                        "compiles the project instead")

@@ -7,7 +7,9 @@ tests/integration/test_preflight_cold.py.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -122,3 +124,72 @@ def test_a_link_out_of_the_project_is_refused_before_anything(tmp_path: Path) ->
     os.symlink(str(tmp_path), clone / "outside")
     with pytest.raises(UsageError, match=r"points to an absolute path.*\(outside -> "):
         preflight.preflight(target_of(clone))
+
+
+# --- an empty submodule whose headers the build finds elsewhere (issue 45, item 9) ---------------------------------
+
+PYBIND_SETUP = 'include_dirs = ["third_party/pybind11/include"]\n'
+PYBIND_SOURCE = "#include <torch/extension.h>\n#include <pybind11/pybind11.h>\n#include <pybind11/stl.h>\n"
+
+
+def test_an_empty_pybind11_submodule_is_a_warning_since_torch_carries_pybind11(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """torch's include folder holds pybind11: the build compiles with it (the test environment's torch has it)."""
+    from torch.utils import cpp_extension
+
+    assert any((Path(p) / "pybind11" / "stl.h").is_file() for p in cpp_extension.include_paths())
+    assert preflight.TORCH_HEADERS == tuple(n for n in preflight.TORCH_HEADERS
+                                            if any((Path(p) / n).is_dir() for p in cpp_extension.include_paths()))
+    clone = clone_without_submodules(tmp_path, {"setup.py": PYBIND_SETUP, "csrc/ops.cpp": PYBIND_SOURCE},
+                                     ("third_party/pybind11",))
+    capsys.readouterr()  # torch's import says what it says
+    preflight.preflight(target_of(clone))
+    said = " ".join(capsys.readouterr().err.split())
+    assert said.startswith("warning: the git submodule third_party/pybind11 is not checked out (its folder is "
+                           "empty), though the build names it (setup.py line 1); every header the build includes "
+                           "from it is on the build's include path elsewhere (<pybind11/pybind11.h> in torch's "
+                           "headers; <pybind11/stl.h> in torch's headers), so the build goes on")
+    # What the build cannot do without is still refused: CMake building pybind11's own project from the folder, a
+    # header named by its path into it.
+    for name, files, where in (
+            ("cmake", {"setup.py": "import cmake\n", "CMakeLists.txt": "add_subdirectory(third_party/pybind11)\n",
+                       "csrc/ops.cpp": PYBIND_SOURCE}, "CMakeLists.txt line 1"),
+            ("path", {"setup.py": "", "csrc/ops.cpp": '#include "third_party/pybind11/include/pybind11/pybind11.h"\n'},
+             "csrc/ops.cpp line 1 (#include third_party/pybind11/include/pybind11/pybind11.h)")):
+        refused = clone_without_submodules(tmp_path / name, files, ("third_party/pybind11",))
+        with pytest.raises(UsageError, match=rf"\(third_party/pybind11, named in {re.escape(where)}\)"):
+            preflight.preflight(target_of(refused))
+
+
+
+
+def test_cccl_from_the_toolkit_stands_in_for_an_empty_cub_submodule_in_a_cuda_build_alone(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    clone = clone_without_submodules(tmp_path, {"setup.py": "", "csrc/k.cu": "#include <cub/cub.cuh>\n"},
+                                     ("third_party/cub",))
+    target = target_of(clone)
+    preflight.preflight(target)
+    assert "<cub/cub.cuh> in the CUDA toolkit's headers" in " ".join(capsys.readouterr().err.split())
+    with pytest.raises(UsageError, match=r"\(third_party/cub, named in csrc/k.cu line 1 \(#include cub/cub.cuh\)\)"):
+        preflight.preflight(dataclasses.replace(target, cpu=True))
+
+
+# --- architecture gates the farm cannot read (issue 45, item 7) ----------------------------------------------------
+
+
+def test_a_gate_the_farm_cannot_read_is_a_warning_naming_the_line(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    source = ("#include <cuda_runtime.h>\nconstexpr int kMinArch = 890;\n"
+              "__global__ void k(float* x) {\n#if __CUDA_ARCH__ >= kMinArch\n  x[0] = 1;\n#endif\n}\n")
+    clone = clone_without_submodules(tmp_path, {"setup.py": "", "csrc/k.cu": source}, ())
+    target = target_of(clone)
+    preflight.preflight(target)
+    preflight.preflight(target)  # said once
+    said = " ".join(capsys.readouterr().err.split())
+    assert said.count("warning:") == 1 and said.startswith(
+        "warning: the farm cannot read 1 use(s) of the GPU architecture in the sources the build compiles: "
+        "csrc/k.cu:4 (#if __CUDA_ARCH__ >= kMinArch).")
+    assert "cuda-archs or extra-cuda-archs" in said
+    (clone / "csrc" / "k.cu").write_text(source.replace("kMinArch\n#", "890\n#"))
+    preflight.check_gates(clone)
+    assert capsys.readouterr().err == ""

@@ -273,3 +273,40 @@ def test_the_key_turns_the_check_off(tmp_path: Path, capsys: pytest.CaptureFixtu
         (tmp_path / "off" / "p" / "pyproject.toml").read_text().replace("= false", '= "no"'))
     with pytest.raises(ConfigError, match="cxx-standard-check"):
         reading.load(tmp_path / "off" / "p")
+
+
+# --- a flag named in a message or a sentence passes nothing (issue 45, item 9) ------------------------------------
+
+@pytest.mark.parametrize(("path", "text"), [
+    ("setup.py", 'print("needs -std=c++17")\n'),
+    ("setup.py", 'import sys\nif sys.version_info < (3, 9):\n    raise RuntimeError("project needs -std=c++17")\n'),
+    ("setup.py", 'import warnings\nwarnings.warn("building with -std=c++14 is not supported")\n'),
+    ("setup.py", 'import logging\nlogging.getLogger(__name__).warning("-std=c++17 is required")\n'),
+    ("setup.py", 'import sys\nsys.exit("error: -std=c++17 missing")\n'),
+    ("setup.py", 'HELP = "Compile with -std=c++17 when your compiler defaults older"\n'),
+    ("setup.py", 'assert True, "needs /std:c++17"\n'),
+    ("CMakeLists.txt", 'message(STATUS "Building with -std=c++17")\nmessage(WARNING "-std=c++14 is too old")\n'),
+    ("pyproject.toml", 'cmake.args = ["-DX=1"]  # not "-std=c++17": torch chooses\n'),
+])
+def test_a_flag_in_a_message_or_a_sentence_is_not_a_pin(path: str, text: str) -> None:
+    assert standard.scan_text(text, Path(path), path) == []
+
+
+#: Flags among flags, in the same kinds of file: each still pins.
+AMONG_FLAGS = [("setup.py", 'flags = "-O3 -std=c++17"\n', "-std=c++17"),
+               ("setup.py", 'nvcc = ["-x cu -std=c++14"]\n', "-std=c++14"),
+               ("setup.py", 'os.environ["CXXFLAGS"] = "-std=c++17 -fPIC"\n', "-std=c++17"),
+               ("CMakeLists.txt", "target_compile_options(_C PRIVATE -std=c++17)\n", "-std=c++17")]
+
+
+def test_a_setup_py_that_only_talks_about_cxx17_builds_for_torch_2_13(tmp_path: Path) -> None:
+    """classic_ext with a line that prints advice naming -std=c++17 builds for torch 2.13; a flag among flags
+    still pins."""
+    folder = tmp_path / "talks"
+    shutil.copytree(FIXTURES / "classic_ext", folder, ignore=shutil.ignore_patterns("build", "__pycache__"))
+    setup = folder / "setup.py"
+    setup.write_text('print("old compilers: build with -std=c++17 by hand")\n' + setup.read_text())
+    target = next(t for t in targets.targets_for(reading.load(folder)) if t.torch_minor == "2.13")
+    standard.check(target)
+    for path, text, flag in AMONG_FLAGS:
+        assert [pin.flag for pin in standard.scan_text(text, Path(path), path)] == [flag], text

@@ -198,9 +198,10 @@ def test_a_partial_upload_writes_nothing_and_is_no_change(tmp_path: Path, check:
     code, said, copy = _adopt_into_copy(tmp_path, pypi_torch.Recorded(IN_PROGRESS), check)
     before = copy.read_text()
     assert code == 0  # no change: the scheduled check answers new=false
-    assert said == [f"upload incomplete, try later: torch {newest.version} is on PyPI with its platforms' CPythons "
-                    "differ (manylinux_2_28_x86_64 3.11 3.12 3.13 3.14 3.15; manylinux_2_28_aarch64 3.11 3.12 3.13 "
-                    f"3.14 3.15; win_amd64 3.11) ({newest.version}): nothing was written; run `cuda-ext-farm "
+    assert said == [f"upload incomplete, try later: torch {newest.version} is on PyPI with no win_amd64 CPython 3.12 "
+                    f"3.13 3.14 wheel yet (torch {matrix.TORCH_RELEASES[-2].version} has them), its platforms' "
+                    "CPythons differ (manylinux_2_28_x86_64 3.11 3.12 3.13 3.14 3.15; manylinux_2_28_aarch64 3.11 "
+                    f"3.12 3.13 3.14 3.15; win_amd64 3.11) ({newest.version}): nothing was written; run `cuda-ext-farm "
                     "adopt-torch` again when PyTorch's upload has finished (the scheduled run does each day)"]
     assert copy.read_text() == before and newest.version not in copy.read_text().split("TORCH_RELEASES")[1]
 
@@ -250,3 +251,24 @@ def test_the_scheduled_check_reads_an_incomplete_upload_as_no_change(tmp_path: P
         assert done.returncode == 0, done.stderr
         assert output.read_text() == f"{expected}\n"
         assert ("::notice title=adopt-torch::upload incomplete, try later" in done.stdout) == (expected == "new=false")
+
+
+@pytest.mark.parametrize(("platforms", "reason"), [
+    # cp312 not up anywhere yet: every platform agrees, each has the new cp315 beside what it kept.
+    (("x86_64", "aarch64", "win_amd64"), "no manylinux_2_28_x86_64 CPython 3.12, manylinux_2_28_aarch64 CPython 3.12, "
+                                         "win_amd64 CPython 3.12 wheel yet (torch {before} has them)"),
+    (("aarch64",), "no manylinux_2_28_aarch64 CPython 3.12 wheel yet (torch {before} has them)"),
+])
+def test_a_cpython_the_previous_minor_has_is_missing_from_the_upload(tmp_path: Path, platforms: tuple[str, ...],
+                                                                     reason: str) -> None:
+    """The previous minor's CPythons, platform by platform, as sets: 2.15 without its cp312 wheels still has five
+    CPythons where 2.14 had five (3.15 new, 3.10 dropped), yet 3.12 is missing."""
+    newest, before = matrix.TORCH_RELEASES[-1], matrix.TORCH_RELEASES[-2]
+    assert "3.12" in before.pythons and "3.15" in newest.pythons and "3.10" not in newest.pythons
+    partial = _Without(pypi_torch.Recorded(SNAPSHOT), lambda name: name.startswith(f"torch-{newest.version}-cp312-")
+                       and any(p in name for p in platforms))
+    code, said, copy = _adopt_into_copy(tmp_path, partial, False)
+    assert code == 0 and len(said) == 1
+    assert reason.format(before=before.version) in said[0], said[0]
+    assert said[0].startswith(f"upload incomplete, try later: torch {newest.version} is on PyPI with no ")
+    assert newest.version not in copy.read_text().split("TORCH_RELEASES")[1]
