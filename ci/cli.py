@@ -36,6 +36,7 @@ from ci.commands import (
     jit,
     lock,
     matrix,
+    reference,
     release,
     reproduce,
     run,
@@ -46,7 +47,6 @@ from ci.commands import (
     torch_archs,
     workflows,
 )
-from ci.commands import reference
 from ci.commands.command import Command, positive_int
 from ci.commands.release import args as release_args
 from ci.errors import UsageError
@@ -109,14 +109,15 @@ GLOBAL_HELP = {"--traceback": "show Python tracebacks (also FARM_DEBUG=1)",
 
 
 class _Version(argparse.Action):
-    """``--version``: the farm's version and the commit it was built from (ci/farm_source.py), read when asked."""
+    """``--version``: the farm's version and the commit it was built from (ci/commands/farm_source.py), read when
+    asked."""
 
     def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=kwargs.get("help"))
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
-        from ci import farm_source
+        from ci.commands import farm_source
 
         print(farm_source.current().describe(), flush=True)
         parser.exit()

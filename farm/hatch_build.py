@@ -5,8 +5,9 @@ In the wheel they sit under cuda_ext_farm/, so the installed layout is the check
 docker/: the farm finds its Dockerfile and locks as it does in a checkout) and no top-level `ci` package lands in
 the user's site-packages.
 
-Both also get ci/farm_source.json: the version, and the repository and commit the code was built from (read from
-the checkout's git metadata by ci/farm_source.py; a wheel built from the sdist keeps the sdist's record).
+Both also get ci/commands/farm_source.json: the version, and the repository and commit the code was built from
+(read from the checkout's git metadata by ci/commands/farm_source.py; a wheel built from the sdist keeps the sdist's
+record).
 `cuda-ext-farm --version` prints it and `workflows render` pins a project's workflows to it.
 """
 
@@ -24,7 +25,7 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 FARM_FOLDERS = ("ci", "windows", "docker")
 SKIP = ("__pycache__", ".mypy_cache", ".ruff_cache")
-RECORD = Path("ci") / "farm_source.json"
+RECORD = Path("ci") / "commands" / "farm_source.json"
 
 
 class FarmLayoutHook(BuildHookInterface):  # type: ignore[type-arg]
@@ -53,8 +54,9 @@ class FarmLayoutHook(BuildHookInterface):  # type: ignore[type-arg]
 
 
 def _farm_source(source: Path) -> Any:
-    """The farm's own ci/farm_source.py (standard library only), loaded by path: the build environment has no ci."""
-    spec = importlib.util.spec_from_file_location("farm_source", source / "ci" / "farm_source.py")
+    """The farm's own ci/commands/farm_source.py (standard library only), loaded by path: the build environment has
+    no ci."""
+    spec = importlib.util.spec_from_file_location("farm_source", source / "ci" / "commands" / "farm_source.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there

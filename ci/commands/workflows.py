@@ -49,8 +49,8 @@ def run(opts: Options[Args]) -> int:
 
 def farm_pin(repository: str | None, ref: str | None) -> tuple[str | None, str | None]:
     """``render``'s defaults for the farm a project's workflows check out: the repository and commit this farm was
-    built from (ci/farm_source.py), where known and not given; a note on stderr says which."""
-    from ci import farm_source
+    built from (ci/commands/farm_source.py), where known and not given; a note on stderr says which."""
+    from ci.commands import farm_source
     from ci.log import log
 
     source = farm_source.current()

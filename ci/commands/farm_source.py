@@ -23,7 +23,7 @@ from typing import Any
 #: The record a distribution carries, beside this module.
 RECORD = Path(__file__).with_name("farm_source.json")
 #: The farm's root in a checkout (ci/ sits in it).
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PROG = "cuda-ext-farm"
 _SHA = re.compile(r"[0-9a-f]{40}")
 #: https://github.com/OWNER/NAME(.git), git@github.com:OWNER/NAME(.git), ssh://git@github.com/OWNER/NAME(.git)
@@ -64,10 +64,10 @@ def current(root: Path = ROOT) -> Source:
 
 
 def record(root: Path, version: str) -> dict[str, Any]:
-    """What a distribution built from ``root`` (a checkout, or an unpacked sdist holding ``ci/farm_source.json``)
-    records."""
+    """What a distribution built from ``root`` records (``root``: a checkout, or an unpacked sdist that holds
+    ``ci/commands/farm_source.json``)."""
     repository, commit = git_metadata(root)
-    kept = root / "ci" / RECORD.name
+    kept = root / "ci" / "commands" / RECORD.name
     if commit is None and kept.is_file():  # a wheel built from the sdist: the sdist's record
         old = _from_record(kept)
         repository, commit = old.repository, old.commit
