@@ -65,7 +65,7 @@ def arch_source(opts: Options[Any], target: targets.Target) -> str:
         return "build-env TORCH_CUDA_ARCH_LIST of [tool.cuda-ext-farm]"
     sel = opts.selection
     if sel.arch_list_from == "TORCH_CUDA_ARCH_LIST":
-        return f"TORCH_CUDA_ARCH_LIST={sel.arch_list} (this environment's)"
+        return f"TORCH_CUDA_ARCH_LIST={sel.arch_list}, from the environment"
     if sel.arch_list:
         return f"--arch-list {sel.arch_list}"
     return routes.archs_source(target)
