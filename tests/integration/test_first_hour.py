@@ -42,8 +42,8 @@ def _project(folder: Path, pyproject: str | None, *, sources: bool = True) -> Pa
 
 
 def _farm(args: list[str], cwd: Path, tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    made = {"FARM_WHEELHOUSE": str(tmp_path / "made" / "wheelhouse"), "FARM_BUILD_DIR": str(tmp_path / "made" / "build"),
-            "FARM_CACHE_DIR": str(tmp_path / "made" / "cache")}
+    made = {"FARM_WHEELHOUSE": str(tmp_path / "made" / "wheelhouse"),
+            "FARM_BUILD_DIR": str(tmp_path / "made" / "build"), "FARM_CACHE_DIR": str(tmp_path / "made" / "cache")}
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("FARM_", "TORCH_CUDA_ARCH_LIST"))}
     return subprocess.run([sys.executable, "-m", "ci", *args], cwd=cwd, text=True, capture_output=True, timeout=120,
                           env={**clean, "PYTHONPATH": str(ROOT), "COLUMNS": "100", **made, **env})

@@ -27,15 +27,11 @@ from ci.universe.project import (
     ProjectConfig,
     PythonAbi,
 )
+from ci.universe.project.keys import TABLE_KEYS
 from ci.universe.tomlvalues import TABLE, ConfigError
 
-_KEYS = {
-    "version", "name", "import-name", "abi", "python-abi", "torch", "python", "cuda", "cuda-archs", "extra-cuda-archs",
-    "build-env", "cpu-env", "debug-env", "cuda-libraries", "cpu-libraries", "commands", "toolkit-libraries",
-    "archs", "max-wheel-size", "strip-debug", "compress-fatbin", "test-requires", "test-extras",
-    "os", "variant-wheels", "pypi-cuda-majors", "older-majors-sass", "cuda-available-in-build",
-    "cxx-standard-check", "project-arch-flags",
-}
+#: The keys of the table (declared with their meaning in ``keys``, where docs/options.md comes from).
+_KEYS = TABLE_KEYS
 
 
 def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapping[str, Any]) -> ProjectConfig:
