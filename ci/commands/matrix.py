@@ -1,5 +1,5 @@
 """``matrix``: the project's targets (torch x Python x CUDA), one line each, with the GPU architectures a build of
-each compiles for and where that list comes from; ``--wide`` adds the toolkit, route and glibc of each, ``--json``
+each compiles for and where that list comes from; ``--wide`` adds the compiler, toolkit, route and glibc of each, ``--json``
 everything as data.
 
 The architectures are the build's own: the selection's ``--arch-list`` / ``TORCH_CUDA_ARCH_LIST`` applied to each
@@ -39,8 +39,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true",
                         help="everything about each target (and the farm's cells) as one JSON document")
     parser.add_argument("--wide", action="store_true",
-                        help="add each target's CUDA toolkit, route (how it is built here and on GitHub) and glibc "
-                        "floor")
+                        help="add each target's compiler, CUDA toolkit, route (how it is built here and on GitHub) and "
+                        "glibc floor")
 
 
 def targets_of_oses(opts: Options[Any], os_choice: str, config: project.ProjectConfig) -> list[targets.Target]:
@@ -78,13 +78,22 @@ def gpu_archs(target: targets.Target) -> str:
     return "-" if target.cpu else arch_flags.arch_list_of(target).replace(";", " ")
 
 
+def compiler(target: targets.Target) -> str:
+    """The host compiler of a build: MSVC's toolset (and the _MSC_VER range nvcc accepts), the cross compiler, the
+    cell's."""
+    cell = target.cell
+    if target.os == "windows" and cell.windows is not None:
+        return f"MSVC {cell.windows.toolset} ({cell.windows.msc_ver[0]}-{cell.windows.msc_ver[1] - 1})"
+    return f"{target.arch}-linux-gnu-g++" if target.cross else cell.host_compiler
+
+
 def rows(config: project.ProjectConfig, chosen: Sequence[targets.Target], wide: bool) -> list[list[str]]:
     """The table: a header, then a row per target."""
     from ci.linux import routes
 
     header = ["target", "torch", "Python", "CUDA", "CPU", "GPU architectures"]
     if wide:
-        header += ["toolkit: here / GitHub", "route: here / GitHub", "glibc: release floor / here"]
+        header += ["compiler", "toolkit: here / GitHub", "route: here / GitHub", "glibc: release floor / here"]
     table = [header]
     for t in chosen:
         torch = f"{t.torch_minor}+" if config.abi == "stable" else t.torch_minor
@@ -93,7 +102,8 @@ def rows(config: project.ProjectConfig, chosen: Sequence[targets.Target], wide: 
         if wide:
             found = routes.route(t)
             glibc = "-" if t.os == "windows" else f"{found.release_floor} / {found.local_glibc}"
-            row += [f"{found.local_toolkit} / {found.github_toolkit}", f"{found.local} / {found.github}", glibc]
+            row += [compiler(t), f"{found.local_toolkit} / {found.github_toolkit}", f"{found.local} / {found.github}",
+                    glibc]
         table.append(row)
     return table
 
