@@ -78,7 +78,8 @@ def markdown(parser: argparse.ArgumentParser, parsers: Mapping[str, argparse.Arg
              "(FARM_WRITE_DOCS=1 rewrites it); do not edit -->", "",
              "`cuda-ext-farm COMMAND [OPTIONS]`; `cuda-ext-farm COMMAND --help` prints the same list for one command. "
              "Settings shared by every command, and the environment variables behind them: [settings.md](settings.md).",
-             "", "Options of every command (before or after its name):", "", "| option | meaning |", "| --- | --- |"]
+             "", "Options of `cuda-ext-farm` itself (`--traceback` and `--show-settings` also after a command's name):",
+             "", "| option | meaning |", "| --- | --- |"]
     lines += [f"| `{_flag(a)}` | {_cell(_meaning(a))} |" for a in parser._actions
               if set(a.option_strings) & set(GLOBAL_OPTIONS) and a.option_strings != ["-h", "--help"]]
     for group, names in GROUPS.items():
