@@ -1,6 +1,6 @@
 """``matrix``: the project's targets (torch x Python x CUDA), one line each, with the GPU architectures a build of
-each compiles for and where that list comes from; ``--wide`` adds the compiler, toolkit, route and glibc of each, ``--json``
-everything as data.
+each compiles for and where that list comes from; ``--wide`` adds the compiler, toolkit, route and glibc of each,
+``--json`` everything as data.
 
 The architectures are the build's own: the selection's ``--arch-list`` / ``TORCH_CUDA_ARCH_LIST`` applied to each
 target as ``build`` applies it (``ci/universe/selection.py``), then the list torch is given
