@@ -15,8 +15,6 @@ import sys
 import traceback
 from pathlib import Path
 
-from rich.markup import escape
-
 from ci import cli, errors, proc, settings
 from ci.log import log
 
@@ -24,7 +22,7 @@ from ci.log import log
 def _last_line(line: str) -> None:
     """The one error line, on stderr after the tools' output and the details: stdout holds only results (a
     ``--json`` document stays parseable, or empty, whatever happens)."""
-    log.progress.print(f"[bold red]error:[/] {escape(line.removeprefix('error: '))}", markup=True)
+    log.error(line)
 
 
 def _write_status(code: int) -> None:
