@@ -27,7 +27,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     selection_args(parser)
     src = parser.add_mutually_exclusive_group()
     src.add_argument("--wheel", help="wheel to test (default: the target's wheel in the wheelhouse)")
-    src.add_argument("--inplace", action="store_true", help=f"test the in-place build ({top_prog(parser)} develop makes it)")
+    src.add_argument("--inplace", action="store_true",
+                     help=f"test the in-place build ({top_prog(parser)} develop makes it)")
     parser.add_argument("--wheelhouse", help="where the target's built wheel is looked for (default: "
                         "FARM_WHEELHOUSE, else <project>/wheelhouse)")
     parser.add_argument("--ptx-wheel", help="a wheel with PTX only for an older architecture (ptx-jit lane)")
