@@ -51,9 +51,9 @@ def targets_of_oses(opts: Options[Any], os_choice: str, config: project.ProjectC
 
     chosen: list[targets.Target] = []
     for os_name in config.oses if os_choice == "all" else (os_choice,):
-        sel = opts.selection
-        found = select(config, sel, os_name) if not sel.empty else targets.platform_targets(config, os_name)
-        chosen += [with_arch_list(t, sel) for t in found]
+        sel = opts.selection  # select() applies the architectures itself; every target of the OS: here
+        chosen += select(config, sel, os_name) if not sel.empty else \
+            [with_arch_list(t, sel) for t in targets.platform_targets(config, os_name)]
     return chosen
 
 
