@@ -2,8 +2,10 @@
 
 The commands are ``ci/commands/<verb>.py``, listed once in ``ci/commands/__init__.py``; the grammar and the
 resolution are ``ci/cli.py``. Every nox session ends up here; the commands also work by hand. Every user-facing
-failure ends with one line ``error: <what> (<value>): <how to fix>`` and the exit code of its kind
-(``ci/errors.py``); ``--traceback`` or ``FARM_DEBUG=1`` shows the Python traceback as well.
+failure ends with one line ``error: <what> (<value>): <how to fix>`` on stderr (with the progress and the tools'
+output; stdout holds only results) and the exit code of its kind (``ci/errors.py``); ``--traceback`` or
+``FARM_DEBUG=1`` shows the Python traceback as well. ``--show-settings`` (before or after the command's name) prints
+the settings the command would run with, and exits.
 """
 
 from __future__ import annotations
@@ -13,16 +15,14 @@ import sys
 import traceback
 from pathlib import Path
 
-from rich.markup import escape
-
 from ci import cli, errors, proc, settings
 from ci.log import log
 
 
 def _last_line(line: str) -> None:
-    """The one error line (and the details before it) on stdout, where the farm has always written it: nox, the
-    tests and the workflows read a command's last line there, after its tools' output on stderr."""
-    log.results.print(f"[bold red]error:[/] {escape(line.removeprefix('error: '))}", markup=True)
+    """The one error line, on stderr after the tools' output and the details: stdout holds only results (a
+    ``--json`` document stays parseable, or empty, whatever happens)."""
+    log.error(line)
 
 
 def _write_status(code: int) -> None:
@@ -30,6 +30,12 @@ def _write_status(code: int) -> None:
     path = settings.value("FARM_STATUS_FILE")
     if path:
         Path(path).write_text(str(code))
+
+
+def _show(resolved: settings.Settings) -> None:
+    """``--show-settings``: the settings are the result asked for (stdout), one ``NAME = value (source)`` a line."""
+    for line in resolved.lines():
+        log.result(line)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,10 +51,18 @@ def _main(argv: list[str]) -> int:
         # The process's own environment: errors.debug_enabled here, and every child process the farm starts.
         os.environ["FARM_DEBUG"] = "1"
     try:
-        opts = cli.parse(argv)
+        if cli.only_global_flags(argv) and "--show-settings" in argv:  # no command: the environment's settings
+            _show(settings.resolve(os.environ))
+            return 0
+        opts, given = cli.read(argv)
+        if "--traceback" in given:
+            os.environ["FARM_DEBUG"] = "1"
         settings.install(opts.settings)  # for the modules below that read a setting through settings.current()
         log.command_name = opts.command
-        if "--show-settings" in leading or errors.debug_enabled(os.environ):
+        if "--show-settings" in given:
+            _show(opts.settings)
+            return 0
+        if errors.debug_enabled(os.environ):
             for line in opts.settings.lines():
                 log.info(line)
         cli.validate(opts)
@@ -57,12 +71,12 @@ def _main(argv: list[str]) -> int:
         if errors.debug_enabled(os.environ):
             traceback.print_exc()
         if exc.details:
-            log.results.print(exc.details, markup=False)
+            log.details(exc.details)
         _last_line(exc.line())
         return exc.exit_code
     except errors.Interrupted as exc:
-        log.results.print(f"[bold red]interrupted[/] (signal {exc.signum}): child processes stopped, partial "
-                          "outputs removed; nothing was written to the wheelhouse", markup=True)
+        log.progress.print(f"[bold red]interrupted[/] (signal {exc.signum}): child processes stopped, partial "
+                           "outputs removed; nothing was written to the wheelhouse", markup=True)
         return exc.exit_code
     except KeyboardInterrupt:
         return errors.EXIT_SIGINT

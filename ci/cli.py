@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -35,6 +36,7 @@ from ci.commands import (
     jit,
     lock,
     matrix,
+    reference,
     release,
     reproduce,
     run,
@@ -60,55 +62,84 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
 
 
 def commands_markdown() -> str:
-    """``docs/commands.md``: every command, its help, its traits and its nox session."""
-    lines = ["# Commands", "",
-             "<!-- generated from the command table (ci/cli.py) by tests/unit/commands/test_table.py "
-             "(FARM_WRITE_DOCS=1 rewrites it); do not edit -->", "",
-             "`python -m ci <command>` (`cuda-ext-farm <command>`); `--help` after a command lists its options. "
-             "Settings shared by every command: [settings.md](settings.md).", "",
-             "| command | what it does | compiles (MAX_JOBS) | nox session |", "| --- | --- | --- | --- |"]
-    for command in COMMANDS.values():
-        session = f"`nox -s {command.name}`" if command.session else "-"
-        lines.append(f"| `{command.name}` | {command.help.replace('<', '&lt;')} | "
-                     f"{'yes' if command.traits.compiles else ''} | {session} |")
-    lines += ["", "## Verbs", ""]
-    lines += [f"* `release {verb}{' ' + arg if arg else ''}`: {text.replace('<', '&lt;')}"
-              for verb, (arg, text) in release_args.VERBS.items()]
-    lines += [f"* `workflows {verb}`: {text}" for verb, text in workflows.VERBS.items()]
-    lines += ["* `images pull CELL`, `images push CELL`: a cell's builder image from / to the registry "
+    """``docs/commands.md``: every command, by group, with every option, from the parsers themselves."""
+    parser = build_parser(prog="cuda-ext-farm", environ={})
+    verbs = [f"* `release {verb}{' ' + arg if arg else ''}`: {text.replace('<', '&lt;')}"
+             for verb, (arg, text) in release_args.VERBS.items()]
+    verbs += [f"* `workflows {verb}`: {text}" for verb, text in workflows.VERBS.items()]
+    verbs += ["* `images pull CELL`, `images push CELL`: a cell's builder image from / to the registry "
               "(`--registry`, FARM_REGISTRY); `images changed`: the project's Linux cells whose image tag the "
-              "registry lacks, as JSON",
-              "", "The old spellings (`release --dry-run`, `workflows --check`, `workflows --pull-image CELL`, "
-              "`workflows --dispatch-plan`, ...) still work for one release and print a note naming the verb."]
-    return "\n".join(lines) + "\n"
+              "registry lacks, as JSON"]
+    return reference.markdown(parser, parser.commands, COMMANDS, verbs)
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse that raises one-line UsageErrors instead of printing usage and exiting."""
+    """argparse that raises one-line UsageErrors instead of printing usage and exiting, and names the nearest
+    command, choice or option to a mistyped one."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # No abbreviations: `--wheel` must not silently mean `--wheelhouse` on a command without --wheel.
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+        #: the command parsers, by name (the top-level parser's)
+        self.commands: dict[str, Parser] = {}
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"bad arguments for {self.prog}", message, f"see `{self.prog} --help`")
 
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        if action.choices is None or value in action.choices:
+            return
+        near = difflib.get_close_matches(str(value), [str(c) for c in action.choices], n=1, cutoff=0.6)
+        if isinstance(action, argparse._SubParsersAction):
+            raise UsageError("unknown command", value, (f"did you mean `{self.prog} {near[0]}`? " if near else "")
+                             + f"`{self.prog} --help` lists the commands")
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError as exc:
+            raise UsageError(f"bad arguments for {self.prog}", str(exc),
+                             (f"did you mean {near[0]!r}? " if near else "") + f"see `{self.prog} --help`") from None
 
-#: The options every command takes before its name.
+
+#: The options every command takes, before or after its name.
 GLOBAL_FLAGS = ("--traceback", "--show-settings")
+GLOBAL_HELP = {"--traceback": "show Python tracebacks (also FARM_DEBUG=1)",
+               "--show-settings": "print every resolved setting and where its value came from, then exit without "
+                                  "running the command (FARM_DEBUG=1 prints them and runs it)"}
+
+
+class _Version(argparse.Action):
+    """``--version``: the farm's version and the commit it was built from (ci/commands/farm_source.py), read when
+    asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=kwargs.get("help"))
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        from ci.commands import farm_source
+
+        print(farm_source.current().describe(), flush=True)
+        parser.exit()
 
 
 def build_parser(prog: str | None = None, environ: Mapping[str, str] | None = None) -> Parser:
     environ = os.environ if environ is None else environ
     # FARM_PROG: the installable command runs `python -m ci` under its own name, so messages name what was typed.
-    p = Parser(prog=prog or environ.get("FARM_PROG") or "python -m ci", description="The CUDA extension build farm.")
-    p.add_argument("--traceback", action="store_true", help="show Python tracebacks (also FARM_DEBUG=1)")
-    p.add_argument("--show-settings", action="store_true",
-                   help="print every resolved setting and where its value came from (also FARM_DEBUG=1)")
-    sub = p.add_subparsers(dest="subcommand", required=True, parser_class=Parser)
+    prog = prog or environ.get("FARM_PROG") or "python -m ci"
+    p = Parser(prog=prog, description="Build, repair, audit and test PyTorch C++/CUDA extension wheels.",
+               epilog=reference.epilog(COMMANDS, prog), formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action=_Version, help="print the farm's version and the commit it was built from")
+    for flag, text in GLOBAL_HELP.items():
+        p.add_argument(flag, action="store_true", help=text)
+    sub = p.add_subparsers(dest="subcommand", required=True, parser_class=Parser, metavar="COMMAND",
+                           title="commands", help="one of those below")
     for command in COMMANDS.values():
-        command.configure(sub.add_parser(command.name, help=command.help, description=command.help))
+        parser = sub.add_parser(command.name, description=command.help)
+        command.configure(parser)
+        for flag, text in GLOBAL_HELP.items():  # after the command's name too; absent: the top level's value stays
+            parser.add_argument(flag, action="store_true", default=argparse.SUPPRESS, help=text)
+        p.commands[command.name] = parser
     return p
 
 
@@ -147,7 +178,7 @@ def translate(argv: Sequence[str], *, notes: bool = True) -> list[str]:
             if takes and not eq:
                 if i + 1 >= len(rest):
                     raise UsageError(f"bad arguments for {command}", f"argument {flag}: expected one argument",
-                                     f"see `python -m ci {command} --help`")
+                                     f"see `{os.environ.get('FARM_PROG') or 'python -m ci'} {command} --help`")
                 found.append((i, flag, rest[i + 1]))
                 i += 2
                 continue
@@ -179,6 +210,18 @@ def parse(argv: Sequence[str], *, cwd: Path | None = None, prog: str | None = No
 
     Every path option is made absolute here, against ``cwd`` (the folder the user ran the command in: nox gives it as
     ``session.invoked_from``), so nothing below depends on the folder the farm happens to run in."""
+    return read(argv, cwd=cwd, prog=prog, environ=environ, notes=notes)[0]
+
+
+def only_global_flags(argv: Sequence[str]) -> bool:
+    """No command, only flags of the farm itself (``--show-settings`` alone)."""
+    return all(a in GLOBAL_FLAGS for a in argv)
+
+
+def read(argv: Sequence[str], *, cwd: Path | None = None, prog: str | None = None,
+         environ: Mapping[str, str] | None = None, notes: bool = True) -> tuple[options.Options[Any], frozenset[str]]:
+    """:func:`parse`, and the global flags given (``--show-settings``, ``--traceback``), before or after the
+    command's name."""
     environ = os.environ if environ is None else environ
     argv = translate(argv, notes=notes)
     extra: list[str] = []
@@ -187,6 +230,9 @@ def parse(argv: Sequence[str], *, cwd: Path | None = None, prog: str | None = No
         at = argv.index("--")
         argv, extra = argv[:at], argv[at + 1:]
     ns = _parse(build_parser(prog, environ), argv)
+    flags = frozenset(f for f in GLOBAL_FLAGS if getattr(ns, f[2:].replace("-", "_"), False))
+    for flag in GLOBAL_FLAGS:
+        vars(ns).pop(flag[2:].replace("-", "_"), None)
     command = COMMANDS[ns.subcommand]
     if command.name == "run":
         ns.extra = extra
@@ -209,7 +255,7 @@ def parse(argv: Sequence[str], *, cwd: Path | None = None, prog: str | None = No
             raise UsageError("MAX_JOBS is not a positive whole number", repr(environ["MAX_JOBS"]),
                              "set it to the number of parallel compile jobs (MAX_JOBS=4), or unset it") from None
     _absolute_paths(command, ns, (cwd or Path.cwd()).resolve(), resolved, environ)
-    return _options(command, ns, resolved)
+    return _options(command, ns, resolved), flags
 
 
 def _parse(parser: Parser, argv: list[str]) -> argparse.Namespace:
@@ -224,9 +270,12 @@ def _parse(parser: Parser, argv: list[str]) -> argparse.Namespace:
     at = argv.index(unknown)
     given = argv[at:at + 2] if "=" not in unknown and argv[at + 1:at + 2] and not argv[at + 1].startswith("-") \
         else [unknown]
-    command = ns.subcommand
-    raise UsageError(f"{command} has no option {unknown.partition('=')[0]}", " ".join(given),
-                     f"see `{parser.prog} {command} --help` for its options")
+    command, flag = ns.subcommand, unknown.partition("=")[0]
+    known = [o for a in parser.commands[command]._actions for o in a.option_strings if o.startswith("--")]
+    near = difflib.get_close_matches(flag, known, n=1, cutoff=0.7)
+    raise UsageError(f"{command} has no option {flag}", " ".join(given),
+                     (f"did you mean {near[0]}? " if near else "") + f"see `{parser.prog} {command} --help` for its "
+                     "options")
 
 
 def _flags(command: Command, ns: argparse.Namespace) -> dict[str, object]:
@@ -261,6 +310,10 @@ def _absolute_paths(command: Command, ns: argparse.Namespace, cwd: Path, resolve
         setattr(ns, name, str(path))
 
 
+#: Where the resolved TORCH_CUDA_ARCH_LIST came from (its source) -> how its errors name it.
+ARCH_LIST_FROM = {"flag": "--arch-list", "env": "TORCH_CUDA_ARCH_LIST"}
+
+
 def _options(command: Command, ns: argparse.Namespace, resolved: settings.Settings) -> options.Options[Any]:
     def value(name: str) -> Any:
         found = getattr(ns, name, None)
@@ -269,7 +322,8 @@ def _options(command: Command, ns: argparse.Namespace, resolved: settings.Settin
     fields = {f.name: value(f.name) for f in dataclasses.fields(command.arguments) if hasattr(ns, f.name)}
     selection = Selection(target_ids=tuple(getattr(ns, "target", None) or ()), cuda=getattr(ns, "cuda", None),
                           torch=getattr(ns, "torch", None), python=getattr(ns, "python", None),
-                          arch_list=resolved.get("TORCH_CUDA_ARCH_LIST"), arch=getattr(ns, "arch", None))
+                          arch_list=resolved.get("TORCH_CUDA_ARCH_LIST"), arch=getattr(ns, "arch", None),
+                          arch_list_from=ARCH_LIST_FROM.get(resolved.source("TORCH_CUDA_ARCH_LIST")))
     if not hasattr(ns, "target"):  # no selection options: the architectures are the command's business
         selection = Selection()
     traits = command.traits

@@ -2,7 +2,8 @@
 own hash-pinned tool environment (``ci/toolenv.py``), in the caller's folder.
 
 Validation comes first, so a bad value costs nothing (no environment is made, nothing installed); the user's
-environment (pipx's, uv's, a project venv) only ever runs this standard-library-and-packaging launcher.
+environment (pipx's, uv's, a project venv) only ever runs this standard-library-and-packaging launcher. What needs
+no tool at all is answered here: ``--help``, ``--version``, ``--show-settings``.
 
 Standard library plus ``packaging`` only.
 """
@@ -15,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from ci import cli, errors, toolenv
+from ci import cli, errors, settings, toolenv
 from ci.universe import project
 
 PROG = "cuda-ext-farm"
@@ -28,11 +29,16 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         leading += 1
     command = args[leading:]
     try:
+        if args and cli.only_global_flags(args) and "--show-settings" in args:
+            _show(settings.resolve(os.environ))
         if not command or command[0].startswith("-"):
-            cli.build_parser(prog=PROG).parse_args(command)  # --help (or a bad flag: one line)
+            cli.build_parser(prog=PROG).parse_args(command)  # --help, --version (or a bad flag: one line)
             raise errors.UsageError("no command given", " ".join(args) or "nothing",
                                     f"run `{PROG} --help` for the commands")
-        cli.session_args(command[0], command[1:], prog=PROG)
+        opts, flags = cli.read(args, prog=PROG, notes=False)
+        if "--show-settings" in flags:
+            _show(opts.settings)
+        cli.validate(opts)
         python = toolenv.farm_python()
     except errors.FarmError as exc:
         print(exc.line(), file=sys.stderr, flush=True)
@@ -56,6 +62,13 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     if os.name == "nt":  # pragma: no cover - exec does not replace the process on Windows
         raise SystemExit(subprocess.run(argv_child, env=env).returncode)
     os.execve(argv_child[0], argv_child, env)
+
+
+def _show(resolved: settings.Settings) -> NoReturn:
+    """``--show-settings``: the settings the command would run with, on stdout; nothing is made or run."""
+    for line in resolved.lines():
+        print(line)
+    raise SystemExit(0)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from ci import settings as farm_settings
 from ci.errors import UsageError
 from ci.universe import project, shapes, targets
 from ci.universe.project import reading
-from ci.universe.selection import Selection, select
+from ci.universe.selection import Selection, select, with_arch_list
 from ci.universe.targets import platforms
 
 A = TypeVar("A")
@@ -80,11 +80,9 @@ def resolve(opts: Options[Any], *, os_name: str = "linux") -> tuple[targets.Targ
     sel = opts.selection
     if sel.empty and opts.default_target:
         default = targets.default_target(config, os_name, prefer_python=platforms.current_python())
-        if sel.arch_list:
-            default = targets.with_arch_list(default, sel.arch_list)
-        return (default,)
+        return (with_arch_list(default, sel),)
     if sel.empty and opts.default_cuda:
-        sel = Selection(cuda=opts.default_cuda, arch_list=sel.arch_list)
+        sel = dataclasses.replace(sel, cuda=opts.default_cuda)
     chosen = select(config, sel, os_name)
     if opts.one_target and len(chosen) > 1:
         current = [t for t in chosen if t.python == platforms.current_python()]

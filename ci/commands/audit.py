@@ -19,11 +19,11 @@ class Args:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("wheel")
+    parser.add_argument("wheel", help="the wheel file to audit")
     selection_args(parser)
     parser.add_argument("--cpu", action="store_true", help="audit as a CPU-only wheel")
     parser.add_argument("--torch-env", help="a Python environment holding the torch to resolve symbols against")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--json", action="store_true", help="the audit's report as JSON")
 
 
 def _torch_label(python: Path) -> str:

@@ -17,9 +17,10 @@ class Args:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--suite", default="bookworm", choices=("bookworm", "trixie", "bullseye"))
+    parser.add_argument("--suite", default="bookworm", choices=("bookworm", "trixie", "bullseye"),
+                        help="the Debian release to bootstrap")
     parser.add_argument("--mirror", help="Debian mirror URL (default: FARM_DEBIAN_MIRROR, else the one /etc/apt uses)")
-    parser.add_argument("--force", action="store_true")
+    parser.add_argument("--force", action="store_true", help="bootstrap again even when the image exists")
 
 
 def run(opts: Options[Args]) -> int:

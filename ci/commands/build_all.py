@@ -19,7 +19,8 @@ class Args:
 def configure(parser: argparse.ArgumentParser) -> None:
     selection_args(parser)
     output_args(parser)
-    parser.add_argument("--base-image")
+    parser.add_argument("--base-image",
+                        help="the base image of the builder images (default: FARM_BASE_IMAGE, else the cell's)")
     parser.add_argument("--jobs", type=positive_int, default=1, help="targets built at once (default 1)")
     parser.add_argument("--missing", action="store_true",
                         help="only the targets the wheelhouse has no wheel of (a stopped run continues where it "

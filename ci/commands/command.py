@@ -95,10 +95,16 @@ def project_args(parser: argparse.ArgumentParser) -> None:
                         "cannot edit")
 
 
+def top_prog(parser: argparse.ArgumentParser) -> str:
+    """How the user ran the farm (``cuda-ext-farm``), from a command parser's own ``cuda-ext-farm build``: help names
+    the command they typed."""
+    return parser.prog.rsplit(" ", 1)[0]
+
+
 def selection_args(parser: argparse.ArgumentParser) -> None:
     project_args(parser)
     parser.add_argument("--target", action="append", default=[],
-                        help=f"a target id ({settings.entry('matrix')} lists them); repeatable")
+                        help=f"a target id ({top_prog(parser)} matrix lists them); repeatable")
     parser.add_argument("--cuda", help=DEFAULT_CUDA_HELP)
     parser.add_argument("--torch", help="torch release (2.11 or 2.11.0): a classic project's target, or the torch a "
                         "stable-ABI build compiles against")
@@ -124,7 +130,6 @@ def output_args(parser: argparse.ArgumentParser) -> None:
 
 def no_built_wheel(target_id: str, folder: object) -> Exception:
     """The one refusal of a command that needs the target's wheel and finds none."""
-    from ci import settings
     from ci.errors import UsageError
 
     return UsageError(f"no built wheel of {target_id}", folder,

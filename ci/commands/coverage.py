@@ -20,8 +20,9 @@ class Args:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("folder", help="a wheelhouse (<target-id>/ folders) or a release's PEP 503 site")
     selection_args(parser)
-    parser.add_argument("--os", choices=("linux", "windows", "all"), default="all")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--os", choices=("linux", "windows", "all"), default="all",
+                        help="the platform whose targets to look for")
+    parser.add_argument("--json", action="store_true", help="the answer as JSON")
 
 
 def run(opts: Options[Args]) -> int:

@@ -21,7 +21,7 @@ class Args:
 def configure(parser: argparse.ArgumentParser) -> None:
     selection_args(parser)
     max_jobs_arg(parser)
-    parser.add_argument("--cpu", action="store_true")
+    parser.add_argument("--cpu", action="store_true", help="build without CUDA (no toolkit)")
     parser.add_argument("--debug", action="store_true", help="-O0 -g and device debug info (-G)")
     parser.add_argument("--no-cache", action="store_true", help="do not use a compiler cache")
     parser.add_argument("--clean", action="store_true", help="remove the build folder first")

@@ -30,8 +30,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="the cells (default: every cell); `pull CELL` / `push CELL`: the cell's builder image "
                         "from / to the registry; `changed`: the project's Linux cells whose image tag the registry "
                         "lacks, as JSON")
-    parser.add_argument("--base-image")
-    parser.add_argument("--rebuild", action="store_true")
+    parser.add_argument("--base-image",
+                        help="the base image of the builder images (default: FARM_BASE_IMAGE, else the cell's)")
+    parser.add_argument("--rebuild", action="store_true", help="build the images again even when their tag exists")
     parser.add_argument("--registry", help="pull/push/changed: the image registry (default: FARM_REGISTRY, else "
                         "ghcr.io/<GITHUB_REPOSITORY in lower case>)")
     project_args(parser)

@@ -19,7 +19,8 @@ class Args:
 def configure(parser: argparse.ArgumentParser) -> None:
     selection_args(parser)
     parser.add_argument("--container", action="store_true", help="build in the cell's container (build-cuda)")
-    parser.add_argument("--base-image")
+    parser.add_argument("--base-image",
+                        help="the base image of the builder images (default: FARM_BASE_IMAGE, else the cell's)")
     parser.add_argument("--keep", action="store_true", help="keep the clones and wheels")
 
 

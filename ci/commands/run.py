@@ -21,10 +21,12 @@ class Args:
 def configure(parser: argparse.ArgumentParser) -> None:
     from ci.universe import project
 
-    parser.add_argument("name", choices=project.COMMAND_NAMES)
+    parser.add_argument("name", choices=project.COMMAND_NAMES,
+                        help="the command of [tool.cuda-ext-farm.commands] to run")
     selection_args(parser)
-    parser.add_argument("--wheel")
-    parser.add_argument("--wheelhouse")
+    parser.add_argument("--wheel", help="the wheel to install (default: the target's in the wheelhouse)")
+    parser.add_argument("--wheelhouse", help="where the target's built wheel is looked for (default: "
+                        "FARM_WHEELHOUSE, else <project>/wheelhouse)")
     parser.set_defaults(extra=[])
 
 

@@ -20,7 +20,8 @@ class Args:
 def configure(parser: argparse.ArgumentParser) -> None:
     project_args(parser)
     parser.add_argument("--cuda", default="13", help=DEFAULT_CUDA_HELP)
-    parser.add_argument("--base-image")
+    parser.add_argument("--base-image",
+                        help="the base image of the builder images (default: FARM_BASE_IMAGE, else the cell's)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="command to run instead of an interactive shell")
 
 

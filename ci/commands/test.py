@@ -21,8 +21,9 @@ class Args:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     selection_args(parser)
-    parser.add_argument("--wheel")
-    parser.add_argument("--wheelhouse")
+    parser.add_argument("--wheel", help="the wheel to test (default: the target's in the wheelhouse)")
+    parser.add_argument("--wheelhouse", help="where the target's built wheel is looked for (default: "
+                        "FARM_WHEELHOUSE, else <project>/wheelhouse)")
 
 
 def target_and_wheel(opts: Options[Any], wheel: str | None) -> tuple[Target, Path]:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ci import settings
-from ci.commands.command import Command, Traits, no_built_wheel, selection_args
+from ci.commands.command import Command, Traits, no_built_wheel, selection_args, top_prog
 from ci.options import Options
 
 
@@ -27,11 +27,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     selection_args(parser)
     src = parser.add_mutually_exclusive_group()
     src.add_argument("--wheel", help="wheel to test (default: the target's wheel in the wheelhouse)")
-    src.add_argument("--inplace", action="store_true", help=f"test the in-place build ({settings.entry('develop')})")
-    parser.add_argument("--wheelhouse")
+    src.add_argument("--inplace", action="store_true",
+                     help=f"test the in-place build ({top_prog(parser)} develop makes it)")
+    parser.add_argument("--wheelhouse", help="where the target's built wheel is looked for (default: "
+                        "FARM_WHEELHOUSE, else <project>/wheelhouse)")
     parser.add_argument("--ptx-wheel", help="a wheel with PTX only for an older architecture (ptx-jit lane)")
-    parser.add_argument("--lanes", default="default,sanitizer,ptx-jit,multi-gpu,bench")
-    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--lanes", default="default,sanitizer,ptx-jit,multi-gpu,bench",
+                        help="the test lanes to run, comma-separated")
+    parser.add_argument("--quick", action="store_true",
+                        help="set FARM_QUICK=1 for the lanes' commands (the project's tests shorten themselves)")
     parser.add_argument("--out", help="results folder (default: FARM_TEST_RESULTS, else <project>/test-results)")
     parser.add_argument("--system", action="store_true",
                         help="test with the running interpreter and its torch (GPU boxes without network)")
@@ -48,7 +52,7 @@ def run(opts: Options[Args]) -> int:
     import sys
     import tempfile
 
-    from ci import options, settings
+    from ci import options
     from ci.builds import tail
     from ci.testing import gpu_lanes, wheel_tests
     from ci.testing.lanes import parse_lanes

@@ -57,7 +57,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--record", action="store_true", help="print this machine's environment as JSON (for --env "
                     "elsewhere) and stop: no index is read")
     sp.add_argument("--python", help="the interpreter whose torch is judged (default: the python first on PATH)")
-    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--json", action="store_true", help="the report as JSON")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from ci import settings
-from ci.errors import TargetError
+from ci.errors import MatrixError, TargetError
 from ci.universe import archs, matrix, shapes
 from ci.universe.project import ProjectConfig
 from ci.universe.targets import Target, platform_targets, stand_in, targets_for
@@ -37,6 +37,8 @@ class Selection:
     arch_list: str | None = None
     #: The CPU architecture (``--arch aarch64``); None: x86_64, or the architecture of the target ids given.
     arch: str | None = None
+    #: Where ``arch_list`` came from, for its errors (``--arch-list``, ``TORCH_CUDA_ARCH_LIST``).
+    arch_list_from: str | None = None
 
     @property
     def empty(self) -> bool:
@@ -72,9 +74,23 @@ def select(config: ProjectConfig, selection: Selection, os: str = "linux") -> tu
         chosen = _by_torch(config, chosen, selection.torch, bool(selection.cuda))
     if selection.python:
         chosen = _by_python(config, chosen, selection.python)
-    if selection.arch_list:
-        chosen = [dataclasses.replace(t, cell=archs.with_arch_list(t.cell, selection.arch_list)) for t in chosen]
-    return tuple(chosen)
+    return tuple(with_arch_list(t, selection) for t in chosen)
+
+
+def with_arch_list(target: Target, selection: Selection) -> Target:
+    """``target`` with the selection's architectures (``--arch-list`` / ``TORCH_CUDA_ARCH_LIST``), if any; a list the
+    target's toolkit cannot build is refused naming where the list came from."""
+    if not selection.arch_list:
+        return target
+    try:
+        return dataclasses.replace(target, cell=archs.with_arch_list(target.cell, selection.arch_list))
+    except MatrixError as exc:
+        if not selection.arch_list_from:
+            raise
+        fix = exc.fix
+        if selection.arch_list_from == "TORCH_CUDA_ARCH_LIST":
+            fix += "; or unset TORCH_CUDA_ARCH_LIST (this environment sets it) for each target torch's own list"
+        raise MatrixError(f"{selection.arch_list_from}: {exc.what}", exc.value, fix) from None
 
 
 def _by_ids(config: ProjectConfig, available: Sequence[Target], target_ids: Sequence[str]) -> list[Target]:

@@ -69,7 +69,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 # (arguments, environment, exit code, text the last line must contain)
 CASES: list[tuple[list[str], dict[str, str], int, str]] = [
-    (["frobnicate"], {}, 2, "invalid choice: 'frobnicate'"),
+    (["frobnicate"], {}, 2, "unknown command (frobnicate): `python -m ci --help` lists the commands"),
     (["build", "--cuda", "99.9"], {}, 2, "unknown CUDA version (99.9)"),
     (["build", "--cuda"], {}, 2, "--cuda: expected one argument"),
     (["build", "--max-jobs", "0"], {}, 2, "must be 1 or more, got 0"),

@@ -28,8 +28,9 @@ def _farm(*argv: str, env: dict[str, str] | None = None) -> subprocess.Completed
 
 
 def _last_line(done: subprocess.CompletedProcess[str]) -> str:
-    """The farm's last line: its error goes to stdout, after the probe's command line on stderr."""
-    return (done.stdout.strip() or done.stderr.strip()).splitlines()[-1]
+    """The farm's last line: its error goes to stderr (after the probe's command line); the report stays on
+    stdout."""
+    return done.stderr.strip().splitlines()[-1]
 
 
 def test_command_with_recorded_environments(release: Path) -> None:

@@ -105,3 +105,50 @@ def test_pipx_and_uvx_run_the_command_from_the_checkout_and_from_the_sdist(runne
     result = _run([tool, *spec, str(sdist), "cuda-ext-farm", "matrix", "--json"], project, **env)
     assert result.returncode == 0, result.stdout[-3000:]
     assert _matrix_project(result.stdout) == "classic-ext"
+
+
+def _git(*args: str, cwd: Path) -> str:
+    git = shutil.which("git")
+    if git is None or not (ROOT / ".git").exists():
+        pytest.skip("needs git and the farm's git checkout")
+    return subprocess.run([git, *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_the_command_answers_version_settings_and_typos_without_a_tool_environment(farm_command: list[str],
+                                                                                    tmp_path: Path) -> None:
+    head = _git("rev-parse", "HEAD", cwd=ROOT)
+    cache = tmp_path / "cache"
+    project = _user_project(tmp_path)
+    version = _run([*farm_command, "--version"], project, FARM_CACHE_DIR=str(cache))
+    assert version.returncode == 0 and f"(commit {head}" in version.stdout, version.stdout
+    shown = _run([*farm_command, "build", "--show-settings"], project, FARM_CACHE_DIR=str(cache))
+    assert shown.returncode == 0 and "FARM_WHEELHOUSE" in shown.stdout, shown.stdout[-3000:]
+    typo = subprocess.run([*farm_command, "biuld"], cwd=project, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "FARM_CACHE_DIR": str(cache)})
+    assert (typo.returncode, typo.stdout) == (2, "")
+    assert typo.stderr.strip() == ("error: unknown command (biuld): did you mean `cuda-ext-farm build`? "
+                                   "`cuda-ext-farm --help` lists the commands")
+    assert not cache.exists() and not (project / "wheelhouse").exists()
+
+
+def test_the_distribution_records_where_it_came_from_and_render_pins_it(tmp_path: Path) -> None:
+    """Built from a clone whose origin is on GitHub: `--version` names the commit and the repository, and `workflows
+    render` pins a project's workflows to them without --farm-repository/--farm-ref."""
+    clone = tmp_path / "farm-clone"
+    _git("clone", "--quiet", str(ROOT), str(clone), cwd=tmp_path)
+    _git("remote", "set-url", "origin", "https://github.com/example-owner/example-farm.git", cwd=clone)
+    head = _git("rev-parse", "HEAD", cwd=clone)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(clone / "farm")], check=True,
+                   env={**os.environ, "PIP_CONSTRAINT": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    command = str(venv / "bin" / "cuda-ext-farm")
+    version = _run([command, "--version"], tmp_path)
+    assert version.stdout.strip().endswith(f"(commit {head} of https://github.com/example-owner/example-farm)"), \
+        version.stdout
+    project = _user_project(tmp_path)
+    rendered = _run([command, "workflows", "render", "--out", "wf"], project)
+    assert rendered.returncode == 0, rendered.stdout[-3000:]
+    assert f"farm pin: example-owner/example-farm@{head}" in rendered.stdout
+    ci = (project / "wf" / "ci.yml").read_text()
+    assert "repository: example-owner/example-farm" in ci and head in ci

@@ -4,8 +4,9 @@ value by its type)."""
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +27,11 @@ from ci.universe.project import (
     ProjectConfig,
     PythonAbi,
 )
+from ci.universe.project.keys import TABLE_KEYS
 from ci.universe.tomlvalues import TABLE, ConfigError
 
-_KEYS = {
-    "version", "name", "import-name", "abi", "python-abi", "torch", "python", "cuda", "cuda-archs", "extra-cuda-archs",
-    "build-env", "cpu-env", "debug-env", "cuda-libraries", "cpu-libraries", "commands", "toolkit-libraries",
-    "archs", "max-wheel-size", "strip-debug", "compress-fatbin", "test-requires", "test-extras",
-    "os", "variant-wheels", "pypi-cuda-majors", "older-majors-sass", "cuda-available-in-build",
-    "cxx-standard-check", "project-arch-flags",
-}
+#: The keys of the table (declared with their meaning in ``keys``, where docs/options.md comes from).
+_KEYS = TABLE_KEYS
 
 
 def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapping[str, Any]) -> ProjectConfig:
@@ -47,11 +44,12 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
     limited_api_floor = build_files.limited_api_floor(root, pyproject)
     python_abi = _python_abi(table, abi, limited_api_floor)
     torch, torch_spec = tomlvalues.versions(table, "torch", r"\d+\.\d+(\.\d+)?")
-    python, python_spec = tomlvalues.versions(table, "python", r"3\.\d+")
+    # Any X.Y: a Python no torch release has wheels for (2.7) is refused with the range they cover, by the targets.
+    python, python_spec = tomlvalues.versions(table, "python", r"\d+\.\d+")
     requires_python = _requires_python(project_table)
     cuda = tomlvalues.string_list(table, "cuda", ())
-    cuda_archs = tomlvalues.string(table, "cuda-archs", None)
-    extra_cuda_archs = tomlvalues.string(table, "extra-cuda-archs", None)
+    cuda_archs = _arch_list(table, "cuda-archs", "the target torch's own list")
+    extra_cuda_archs = _arch_list(table, "extra-cuda-archs", "none added")
     # build-env adds to the default (FORCE_CUDA=1): a project's own variable does not drop it (FORCE_CUDA = "0" does).
     build_env = {**DEFAULT_BUILD_ENV, **tomlvalues.string_table(table, "build-env", {}, BUILD_PLACEHOLDERS)}
     cpu_env = tomlvalues.string_table(table, "cpu-env", {}, BUILD_PLACEHOLDERS)
@@ -89,12 +87,28 @@ def _check_keys(table: Mapping[str, Any], source: Path) -> None:
     """Only the keys this farm knows, in the schema version it reads."""
     unknown = sorted(set(table) - _KEYS)
     if unknown:
-        raise ConfigError(f"unknown key in [tool.{TABLE}] of {source.name}", unknown[0],
-                          f"known keys are {', '.join(sorted(_KEYS))}")
+        raise ConfigError(f"unknown key in [tool.{TABLE}] of {source.name}", unknown[0], _nearest(unknown[0], _KEYS))
     version = table.get("version", SCHEMA_VERSION)
     if version != SCHEMA_VERSION:
         raise ConfigError(f"[tool.{TABLE}] version is not supported", version,
                           f"this farm reads version = {SCHEMA_VERSION}; upgrade the farm or fix the key")
+
+
+def _nearest(given: str, known: Iterable[str], what: str = "keys") -> str:
+    """The fix for an unknown name: the nearest known one, else the known ones."""
+    near = difflib.get_close_matches(given, sorted(known), n=1, cutoff=0.6)
+    if near:
+        return f"did you mean {near[0]}? (or remove it)"
+    return f"known {what} are {', '.join(sorted(known))}"
+
+
+def _arch_list(table: Mapping[str, Any], key: str, default: str) -> str | None:
+    """``cuda-archs`` / ``extra-cuda-archs``: a list of architectures; an empty one is a mistake, never the default."""
+    value: str | None = tomlvalues.string(table, key, None)
+    if value is not None and not value.replace(";", " ").replace(",", " ").strip():
+        raise ConfigError(f"[tool.{TABLE}] {key} is empty", repr(value),
+                          f'list architectures ({key} = "8.0;9.0+PTX"), or remove the key ({default})')
+    return value
 
 
 def _names(table: Mapping[str, Any], project_table: Mapping[str, Any], source: Path) -> tuple[str, str]:
@@ -163,7 +177,7 @@ def _commands(table: Mapping[str, Any], import_name: str) -> Commands:
     unknown = sorted(set(commands_table) - set(COMMAND_NAMES))
     if unknown:
         raise ConfigError(f"unknown key in [tool.{TABLE}.commands]", unknown[0],
-                          f"known commands are {', '.join(COMMAND_NAMES)}")
+                          _nearest(unknown[0], COMMAND_NAMES, "commands"))
     parsed = {key: tomlvalues.command(commands_table, key, COMMAND_PLACEHOLDERS) for key in COMMAND_NAMES}
     smoke = parsed["smoke"] or ("python", "-c", f"import {import_name}")
     return Commands(

@@ -228,7 +228,8 @@ def targets_for(config: ProjectConfig, os: str = "linux", arch: str | None = Non
             targets.append(Target(config, cell, cell.torch, python, os, abi3_floor=axes.abi3_floor(config, python),
                                   arch=arch))
     else:
-        for release in axes.torch_releases(config):
+        releases = axes.torch_releases(config)
+        for release in releases:
             if cross and not release.aarch64:
                 continue
             cells = axes.cells_for(config, release.cuda_major, arch, release.version)
@@ -240,13 +241,8 @@ def targets_for(config: ProjectConfig, os: str = "linux", arch: str | None = Non
                     f"{release.cuda_major} cell to [tool.cuda-ext-farm] cuda, or drop this torch release",
                 )
             pythons = [p for p in release.pythons if axes.python_allowed(config, p)]
-            if config.python:
-                missing = [p for p in config.python if p not in release.pythons]
-                if missing and not pythons:
-                    raise TargetError(
-                        f"torch {release.minor} has no wheel for the requested Python on PyPI", ", ".join(missing),
-                        f"torch {release.minor} has wheels for {', '.join(release.pythons)}",
-                    )
+            if not pythons and any(p not in release.pythons for p in config.python):
+                _no_python(config, release, releases)
             if not pythons:
                 continue
             chosen = [axes.abi3_python(config, pythons)] if config.python_abi == "abi3" else pythons
@@ -255,10 +251,27 @@ def targets_for(config: ProjectConfig, os: str = "linux", arch: str | None = Non
                 for python in chosen:
                     targets.append(Target(config, cell, release.version, python, os, abi3_floor=floor, arch=arch))
     if not targets:
+        covered = "" if config.abi == "stable" else \
+            f" (its torch releases have wheels for Python {axes.python_range(axes.torch_releases(config))})"
         raise TargetError(f"the configuration of {config.name} selects no {arch} build", config.source,
-                          "check torch, python and cuda in [tool.cuda-ext-farm]"
+                          f"check torch, python{covered} and cuda in [tool.cuda-ext-farm]"
                           + ("; aarch64 wheels need a CUDA 13 cell and torch 2.11 or newer" if cross else ""))
     return tuple(targets)
+
+
+def _no_python(config: ProjectConfig, release: shapes.TorchRelease, releases: list[shapes.TorchRelease]) -> None:
+    """``python`` leaves ``release`` no Python: refused, naming the Pythons the selected torch releases cover."""
+    minors = ", ".join(r.minor for r in releases)
+    if not any(p in r.pythons for r in releases for p in config.python):
+        raise TargetError("[tool.cuda-ext-farm] python names no Python the selected torch releases have wheels for",
+                          ", ".join(config.python), f"torch {minors} {'has' if len(releases) == 1 else 'have'} "
+                          "wheels for Python "
+                          f"{axes.python_range(releases)}: pick some of those")
+    missing = [p for p in config.python if p not in release.pythons]
+    raise TargetError(f"torch {release.minor} has no wheel for the requested Python on PyPI", ", ".join(missing),
+                      f"torch {release.minor} has wheels for {axes.python_range([release])} (the selected torch "
+                      f"releases, {minors}, for {axes.python_range(releases)}): add one of those, or leave torch "
+                      f"{release.minor} out with [tool.cuda-ext-farm] torch")
 
 
 def default_target(config: ProjectConfig, os: str = "linux", prefer_python: str | None = None) -> Target:

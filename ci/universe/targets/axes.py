@@ -31,13 +31,21 @@ def torch_releases(config: ProjectConfig) -> list[shapes.TorchRelease]:
                 str(config.torch_spec), f"the farm knows {', '.join(r.minor for r in matrix.TORCH_RELEASES)}",
             )
         return chosen
-    # Default: the newest release of each CUDA major the farm has a cell for.
+    # Default: the newest release of each CUDA major of the project's cells (`cuda = ["13"]`: torch built with CUDA
+    # 13), else of every cell the farm has.
     newest: dict[int, shapes.TorchRelease] = {}
-    majors = {c.cuda_major for c in matrix.CELLS}
+    majors = {matrix.get_cell(key).cuda_major for key in config.cuda} if config.cuda else \
+        {c.cuda_major for c in matrix.CELLS}
     for release in matrix.TORCH_RELEASES:
         if release.cuda_major in majors:
             newest[release.cuda_major] = release
     return [newest[m] for m in sorted(newest)]
+
+
+def python_range(releases: Iterable[shapes.TorchRelease]) -> str:
+    """The Pythons ``releases`` have wheels for, together: ``3.10 to 3.15``."""
+    pythons = sorted_versions(p for r in releases for p in r.pythons)
+    return f"{pythons[0]} to {pythons[-1]}" if len(pythons) > 1 else ", ".join(pythons) or "none"
 
 
 def python_allowed(config: ProjectConfig, python: str) -> bool:
@@ -81,9 +89,11 @@ def abi3_floor(config: ProjectConfig, python: str) -> str:
 def abi3_python(config: ProjectConfig, candidates: Sequence[str]) -> str:
     allowed = [p for p in sorted_versions(candidates) if python_allowed(config, p)]
     if not allowed:
+        known = sorted_versions(candidates)
         raise TargetError(f"no Python allowed by the configuration of {config.name}",
                           ", ".join(config.python) or str(config.python_spec or config.requires_python),
-                          "widen [tool.cuda-ext-farm] python or [project] requires-python")
+                          f"the torch releases have wheels for Python {known[0]} to {known[-1]}: widen "
+                          "[tool.cuda-ext-farm] python or [project] requires-python to some of them")
     return max(allowed[0], matrix.PYTHON_LIMITED_API, key=shapes.version_key) if config.abi == "stable" \
         else allowed[0]
 

@@ -7,12 +7,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import sys
 from pathlib import Path
 
 import pytest
 
 from ci import cli
+from ci.commands import reference
 from ci.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -87,3 +89,41 @@ def test_run_keeps_what_follows_the_double_dash() -> None:
     assert (opts.args.name, opts.args.extra) == ("bench", ("--device", "cpu"))
 
 
+
+
+def _every_action() -> list[tuple[str, argparse.Action]]:
+    parser = cli.build_parser(prog="cuda-ext-farm", environ={})
+    found = [("", a) for a in parser._actions]
+    return found + [(name, a) for name, sub in parser.commands.items() for a in sub._actions]
+
+
+def test_every_option_has_help_that_names_neither_python_m_ci_nor_nox() -> None:
+    actions = _every_action()
+    assert len(actions) > 200
+    bare = [f"{name} {a.option_strings or a.dest}" for name, a in actions if not (a.help or "").strip()]
+    assert bare == []
+    texts = [a.help or "" for _, a in actions] + [c.help for c in cli.COMMANDS.values()]
+    parser = cli.build_parser(prog="cuda-ext-farm", environ={})
+    texts += [parser.format_help()] + [sub.format_help() for sub in parser.commands.values()]
+    for text in texts:
+        assert "python -m ci" not in text and not re.search(r"\bnox\b", text), text
+
+
+def test_help_groups_the_commands_and_the_reference_lists_every_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    grouped = [name for names in reference.GROUPS.values() for name in names]
+    assert sorted(grouped) == sorted(cli.COMMANDS)  # each command in one group
+    with pytest.raises(SystemExit) as done:
+        cli.build_parser(prog="cuda-ext-farm", environ={}).parse_args(["--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    at = [text.index(f"\n{group}:\n") for group in reference.GROUPS]
+    assert at == sorted(at)
+    for group, names in zip(reference.GROUPS, reference.GROUPS.values(), strict=True):
+        section = text[text.index(f"\n{group}:\n"):].split("\n\n")[0]
+        assert [line.split()[0] for line in section.splitlines()[1:] if re.match(r"  \S", line)] == list(names)
+    doc = DOC.read_text(encoding="utf-8")
+    for name, sub in cli.build_parser(prog="cuda-ext-farm", environ={}).commands.items():
+        part = doc[doc.index(f"### `{name}`"):].split("\n### ")[0]
+        for action in reference.options(sub):
+            for flag in action.option_strings or [str(action.metavar or action.dest)]:
+                assert f"`{flag}" in part or f", {flag}" in part, (name, flag)

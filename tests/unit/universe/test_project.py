@@ -105,7 +105,15 @@ def test_classic_targets_prune_pythons_torch_has_no_wheel_for(tmp_path: Path) ->
 
 def test_python_with_no_torch_wheel_is_refused(tmp_path: Path) -> None:
     config = reading.load(write_project(tmp_path, '[tool.cuda-ext-farm]\ntorch = ["2.15"]\npython = ["3.10"]\n'))
-    with pytest.raises(TargetError, match=r"torch 2.15 has no wheel for the requested Python on PyPI \(3.10\)"):
+    with pytest.raises(TargetError, match=r"python names no Python the selected torch releases have wheels for "
+                       r"\(3.10\): torch 2.15 has wheels for Python 3.11 to 3.15"):
+        targets.targets_for(config)
+    # A Python one selected release has and another lacks: that release is named, with the range of them all.
+    config = reading.load(write_project(tmp_path, '[tool.cuda-ext-farm]\ntorch = ["2.13", "2.15"]\n'
+                                        'python = ["3.10"]\n'))
+    with pytest.raises(TargetError, match=r"torch 2.15 has no wheel for the requested Python on PyPI \(3.10\): "
+                       r"torch 2.15 has wheels for 3.11 to 3.15 \(the selected torch releases, 2.13, 2.15, for 3.10 "
+                       r"to 3.15\)"):
         targets.targets_for(config)
 
 
