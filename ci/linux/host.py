@@ -25,7 +25,17 @@ from pathlib import Path
 from ci import fsutil, proc, settings, toolenv
 from ci.audit import checks as audit_records
 from ci.audit import symbols, wheel_audit
-from ci.builds import arch_flags, cuda_available, environment, failure, preflight, project_source, report, tail
+from ci.builds import (
+    arch_flags,
+    build_key,
+    cuda_available,
+    environment,
+    failure,
+    preflight,
+    project_source,
+    report,
+    tail,
+)
 from ci.errors import CommandFailed, UsageError
 from ci.linux import cross, qemu, sysroot
 from ci.log import log
@@ -79,8 +89,10 @@ def compiler_env(target: Target, tk: toolkit.InstalledToolkit | None, *, cpu: bo
     else:
         values = project_source.build_values(target, None)
         own = {k: project.expand(v, values) for k, v in config.cpu_env.items()}
-    return environment.compose(settings.current().environ, {**settings_env, **(farm or {})}, own,
-                               pathsep=os.pathsep)
+    caller = settings.current().environ
+    environment.check_nvcc_flags(caller, "your environment's")
+    environment.check_nvcc_flags(own, "build-env's in [tool.cuda-ext-farm]")
+    return environment.compose(caller, {**settings_env, **(farm or {})}, own, pathsep=os.pathsep)
 
 
 def nvcc_wrapper_env(target: Target, tk: toolkit.InstalledToolkit | None, python: Path,
@@ -198,6 +210,28 @@ def _build_env(target: Target, tk: toolkit.InstalledToolkit | None, env: envs.Py
     return requested | nvcc_wrapper_env(target, tk, env.python, requested)
 
 
+def work_key(build_env: Mapping[str, str], tk: toolkit.InstalledToolkit | None, env: envs.PythonEnv,
+             torch: Mapping[str, str | None], compilers: str) -> dict[str, str]:
+    """The key of the target's work folder (ci/builds/build_key.py): the variables its compiles see (the caller's
+    under the build's), the toolkit, torch, the compilers (:func:`compilers_of`) and the nvcc wrapper."""
+    seen = {**settings.current().environ, **build_env}
+    parts = {"torch": f"{torch.get('version')} {env.python}", "nvcc wrapper": arch_flags.WRAPPER.read_text(),
+             "compilers": compilers}
+    if tk is not None:
+        parts["toolkit"] = f"{tk.nvcc_version} {tk.cuda_home}"
+    return build_key.key_of(seen, parts)
+
+
+def compilers_of(build_env: Mapping[str, str], setup: cross.CrossSetup | None) -> str:
+    """The compilers the build runs, as the key sees them: CC/CXX/NVCC_CCBIN as set (the sysroot's wrappers), and
+    behind them the machine's own or the cross compiler (its version: the wrappers hold its path)."""
+    asked = [build_env[n].split()[0] for n in ("CC", "CXX", "NVCC_CCBIN") if build_env.get(n, "").split()]
+    behind = ([setup.compiler.cc, setup.compiler.cxx] if setup is not None
+              else list(sysroot.host_compilers({**settings.current().environ, **build_env})))
+    version = f" aarch64 g++ {setup.compiler.version}" if setup is not None else ""
+    return " ".join(build_key.file_identity(c) for c in (*asked, *behind)) + version
+
+
 def _build(target: Target, outputs: tail.Outputs, started: float, *, max_jobs: int | None) -> report.BuildReport:
     cpu = target.cpu
     with log.target(target.id, "build"), fsutil.locked(outputs.lock(target), f"the build of {target.id}"):
@@ -208,11 +242,11 @@ def _build(target: Target, outputs: tail.Outputs, started: float, *, max_jobs: i
             tk = None if cpu else toolkit.ensure_toolkit(target.cell)
             cuobjdump = None if cpu else toolkit.ensure_cuobjdump()
             env = envs.target_env(target)
-            check_build_torch(target, envs.torch_metadata(env))
+            torch = envs.torch_metadata(env)
+            check_build_torch(target, torch)
         work = outputs.work_dir(target)
+        work.mkdir(parents=True, exist_ok=True)
         source = work / "src"
-        copied = project_source.sync_source(target.project.root, source, (outputs.build_root, outputs.wheelhouse))
-        log.info(f"sources in {source} ({copied} files updated)")
         with tail.staging(outputs, target) as stage:
             cmd: list[str | Path] = [env.python, "-m", "build", "--wheel", "--no-isolation", "--outdir",
                                      stage / "dist", source]
@@ -220,7 +254,14 @@ def _build(target: Target, outputs: tail.Outputs, started: float, *, max_jobs: i
             build_env = _build_env(target, tk, env, source, work, setup, linked, epoch, max_jobs)
             route = "cross" if setup is not None else "host"
             with log.stage("the wheel build"), compiler_cache.for_build(route, build_env, work, source) as cached:
-                run_build(cmd, build_env | arch_flags.behind_wrapper(cached, build_env), source, target)
+                build_env |= arch_flags.behind_wrapper(cached, build_env)
+                key = work_key(build_env, tk, env, torch, compilers_of(build_env, setup))
+                # torch's build/ (ninja's objects) is inside the copy; a clean copy also gets the commit's times
+                build_key.keep_or_clear(work, key, [source], f"the work folder of {target.id}")
+                copied = project_source.sync_source(target.project.root, source,
+                                                    (outputs.build_root, outputs.wheelhouse))
+                log.info(f"sources in {source} ({copied} files updated)")
+                run_build(cmd, build_env, source, target)
                 built = tail.one_wheel(stage / "dist", "the wheel build")
             search = symbol_search(target, env, tk, setup, linked)
 
