@@ -99,7 +99,7 @@ def develop(
     compile_env, launcher = _compile_env(target, tk, env.python, folder, debug=debug, max_jobs=max_jobs,
                                          use_cache=use_cache)
     key = build.work_key(compile_env, tk, env, torch, build.compilers_of(compile_env, None))
-    kept = (build_key.KEY_FILE, LAUNCHER)  # the compile cache's fronts, rewritten above
+    kept = (build_key.KEY_FILE, LAUNCHER, build.NVCC_SHIM)  # the fronts in front of the compilers, made above
     build_key.keep_or_clear(folder, key, [p for p in folder.iterdir() if p.name not in kept],
                             f"the in-place build folder of {target.id} ({flavour})")
     cmd: list[str | Path] = [env.python, "setup.py", "build", "--build-base", folder, "build_ext", "--inplace",
@@ -128,7 +128,7 @@ def _compile_env(target: Target, tk: toolkit.InstalledToolkit | None, python: Pa
     launcher = compiler_cache.find_launcher() if use_cache and compiler_cache.cache_enabled() else None
     if launcher:
         compile_env |= compiler_cache.launcher_env(launcher, tk, folder / LAUNCHER, target.project.root)
-    compile_env |= build.nvcc_wrapper_env(target, tk, python, compile_env)
+    compile_env |= build.nvcc_wrapper_env(target, tk, python, compile_env, folder / build.NVCC_SHIM)
     return compile_env | compiler_cache.remote_cache_env(), launcher
 
 

@@ -39,6 +39,7 @@ from ci.builds import (
 from ci.errors import CommandFailed, UsageError
 from ci.linux import cross, qemu, sysroot
 from ci.log import log
+from ci.nvcc import shim as nvcc_shim
 from ci.toolchain import compiler_cache, envs, toolkit
 from ci.universe import project
 from ci.universe.targets import Target
@@ -95,15 +96,31 @@ def compiler_env(target: Target, tk: toolkit.InstalledToolkit | None, *, cpu: bo
     return environment.compose(caller, {**settings_env, **(farm or {})}, own, pathsep=os.pathsep)
 
 
+#: Build requirements of CMake builds: their CMake would find the toolkit through ci/nvcc/shim.py's folder, and
+#: CMake 3.x then links without the toolkit's library folder (measured: ``cannot find -lcudadevrt``).
+CMAKE_BUILDS = ("cmake", "scikit-build", "scikit-build-core", "py-build-cmake", "meson-python")
+
+
 def nvcc_wrapper_env(target: Target, tk: toolkit.InstalledToolkit | None, python: Path,
-                     requested: Mapping[str, str]) -> dict[str, str]:
+                     requested: Mapping[str, str], shim: Path | None = None) -> dict[str, str]:
     """ci/nvcc/wrapper.py in front of the nvcc the build asks for (the project's or the caller's ``PYTORCH_NVCC``,
-    else the toolkit's): architecture flags checked, replaced or kept at every compile (ci/builds/arch_flags.py)."""
+    else the toolkit's): architecture flags checked, replaced or kept at every compile (ci/builds/arch_flags.py).
+    With ``shim`` (a folder of the work folder), also where setuptools compiles without ninja (``use_ninja=False``:
+    torch runs ``CUDA_HOME/bin/nvcc``): ``CUDA_HOME`` names the folder of ci/nvcc/shim.py, unless the project's
+    build-env names its own or the project builds with CMake (:data:`CMAKE_BUILDS`)."""
     if tk is None or target.cpu:
         return {}
     asked = requested.get("PYTORCH_NVCC") or settings.current().environ.get("PYTORCH_NVCC") or shlex.quote(str(tk.nvcc))
-    return arch_flags.wrapper_env(target, str(python), str(arch_flags.WRAPPER), asked)
+    env = arch_flags.wrapper_env(target, str(python), str(arch_flags.WRAPPER), asked)
+    cmake = any(envs.requirement_name(r) in CMAKE_BUILDS for r in target.project.build_requires)
+    if shim is None or cmake or requested.get("CUDA_HOME") != str(tk.cuda_home):
+        return env
+    nvcc_shim.make_shim(shim, tk.cuda_home, [str(python), "-I", str(arch_flags.WRAPPER)])
+    return env | {"CUDA_HOME": str(shim)}
 
+
+#: The toolkit folder in front of the real one, in the work folder (ci/nvcc/shim.py).
+NVCC_SHIM = "nvcc-front"
 
 #: The build's output, kept beside the source copy (read again for the audit: ``tail.publish``).
 BUILD_OUTPUT = "build-output.log"
@@ -207,7 +224,7 @@ def _build_env(target: Target, tk: toolkit.InstalledToolkit | None, env: envs.Py
     requested = compiler_env(target, tk, cpu=target.cpu, max_jobs=max_jobs, farm=farm)
     if linked is not None and setup is None:
         requested |= linked.build_env(*sysroot.host_compilers({**settings.current().environ, **requested}))
-    return requested | nvcc_wrapper_env(target, tk, env.python, requested)
+    return requested | nvcc_wrapper_env(target, tk, env.python, requested, work / NVCC_SHIM)
 
 
 def work_key(build_env: Mapping[str, str], tk: toolkit.InstalledToolkit | None, env: envs.PythonEnv,

@@ -180,9 +180,10 @@ def find_flags(args: Sequence[str]) -> Found:
 
 
 def is_compile(args: Sequence[str]) -> bool:
-    """A compile of a CUDA source (``-c``, or ninja's ``--generate-dependencies-with-compile``), not a device link
-    or a query."""
-    return "-c" in args or "--compile" in args
+    """A compile of a project's CUDA source (``-c``, or ninja's ``--generate-dependencies-with-compile``), not a
+    device link, a query or one of CMake's probes of the compiler (a source in ``CMakeFiles/``: CMake checks that
+    nvcc works with its own default architecture, before the project's flags exist)."""
+    return ("-c" in args or "--compile" in args) and "/CMakeFiles/" not in source_of(args).replace("\\", "/")
 
 
 def specific_targets(flags: Iterable[str]) -> dict[str, str]:
