@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from ci import fsutil, proc, settings
-from ci.builds import build_key, failure, preflight, project_source, tail
+from ci.builds import build_key, environment, failure, preflight, project_source, tail
 from ci.errors import CommandFailed, UsageError
 from ci.linux import host as build
 from ci.log import log
@@ -84,6 +84,7 @@ def develop(
                          f"use {settings.entry('build')} (a wheel) for projects without a setup.py")
     preflight.preflight(target)  # what the source alone refuses (submodules, links, the C++ standard), first
     cpu = target.cpu
+    environment.check_nvcc_flags(settings.current().environ, "your environment's")  # before anything runs nvcc
     tk = None if cpu else toolkit.ensure_toolkit(target.cell)
     env = envs.target_env(target)
     torch = envs.torch_metadata(env)

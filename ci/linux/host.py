@@ -202,6 +202,8 @@ def build(target: Target, outputs: tail.Outputs, *, max_jobs: int | None = None)
     """Build, repair, audit and publish ``target`` (``target.cpu``: a CPU-only wheel, no toolkit)."""
     started = time.monotonic()
     preflight.preflight(target)  # what the source alone refuses (links, submodules, C++ standard): now
+    # before anything runs nvcc (the toolkit's own check of it reads these variables too)
+    environment.check_nvcc_flags(settings.current().environ, "your environment's")
     with tail.no_empty_wheelhouse(outputs):
         outputs.check_writable()
         return _build(target, outputs, started, max_jobs=max_jobs)
