@@ -88,9 +88,14 @@ def nvcc_arch_flags(line: str) -> list[str] | None:
     return wrapper.find_flags(words).flags
 
 
+#: How a printed nvcc command that runs through the wrapper starts: ninja's (``PYTORCH_NVCC``), or setuptools' own
+#: compile through the toolkit folder whose ``bin/nvcc`` runs the wrapper (ci/nvcc/shim.py).
+THROUGH_WRAPPER = ("nvcc/wrapper.py", "nvcc\\wrapper.py", "nvcc-front/bin/nvcc", "nvcc-front\\bin\\nvcc.bat")
+
+
 def through_wrapper(line: str) -> bool:
-    """Whether a printed nvcc line runs through the farm's wrapper (ninja's, with ``PYTORCH_NVCC``)."""
-    return any(w.strip('"').endswith(("nvcc/wrapper.py", "nvcc\\wrapper.py")) for w in line.split()[:5])
+    """Whether a printed nvcc line runs through the farm's wrapper."""
+    return any(w.strip('"').endswith(THROUGH_WRAPPER) for w in line.split()[:5])
 
 
 def _own(flags: list[str] | None, arch_list: str) -> list[str]:

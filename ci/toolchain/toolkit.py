@@ -30,6 +30,7 @@ from pathlib import Path
 from ci import fsutil, proc, settings
 from ci.errors import CommandFailed, MissingRequirement, UsageError, env_path
 from ci.log import log
+from ci.nvcc import wrapper
 from ci.toolenv import cache_root
 from ci.universe import matrix, pins, shapes
 
@@ -159,7 +160,9 @@ def nvcc_version(cuda_home: Path, executable: str = "nvcc") -> str | None:
     nvcc = cuda_home / "bin" / executable
     if not nvcc.is_file():
         return None
-    result = proc.run([nvcc, "--version"], capture=True, check=False, log=False)
+    # nvcc reads NVCC_APPEND_FLAGS/NVCC_PREPEND_FLAGS/NVCC_CCBIN even for --version: a caller's broken value there
+    # would make a sound toolkit look broken (and be installed again).
+    result = proc.run([nvcc, "--version"], capture=True, check=False, log=False, unset=wrapper.FOLDED)
     if result.returncode != 0:
         return None
     try:

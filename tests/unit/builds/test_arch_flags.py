@@ -84,6 +84,17 @@ def test_keep_and_replace_let_printed_lines_through_but_not_a_build_without_ninj
     assert arch_flags.watch_output(dataclasses.replace(stable_target("9.0"), cpu=True)) is None
 
 
+def test_setuptools_own_compile_through_the_toolkit_folder_of_the_wrapper_is_let_through() -> None:
+    """use_ninja=False: setuptools prints CUDA_HOME/bin/nvcc, which on the farm's routes is the wrapper's toolkit
+    folder (ci/nvcc/shim.py): the wrapper decides there, so replace mode must not stop the build."""
+    own = ninja_line("-gencode=arch=compute_80,code=sm_80")
+    shimmed = own.replace(NVCC, "/work/target/nvcc-front/bin/nvcc")
+    replace = arch_flags.watch_output(with_mode(stable_target("9.0"), "replace"))
+    refuse = arch_flags.watch_output(stable_target("9.0"))
+    assert replace is not None and refuse is not None
+    assert replace(shimmed) is None and refuse(shimmed) is None
+
+
 def test_the_wrappers_line_is_the_same_error_as_a_printed_compile_line() -> None:
     line = ("cuda-ext-farm nvcc: own architecture flags: -gencode=arch=compute_80,code=sm_80 "
             "-gencode=arch=compute_86,code=sm_86 (the farm's list: 9.0)")
