@@ -73,8 +73,12 @@ SECRET_VARIABLES = (
     "ACTIONS_ID_TOKEN_REQUEST_TOKEN", "SCCACHE_DIST_AUTH_TOKEN", "SCCACHE_AZURE_CONNECTION_STRING",
     "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "GITHUB_TOKEN",
 )
-_SECRET_WORDS = re.compile(r"TOKEN|PASSWORD|PASSWD|SECRET|CREDENTIAL|PRIVATE_KEY|ACCESS_KEY|CONNECTION_STRING",
-                           re.IGNORECASE)
+#: A name holds a secret when one of its words (between underscores) says so: ``HF_TOKEN``, ``PYPI_PASSWORD``, not
+#: ``TOKENIZERS_PARALLELISM``.
+_SECRET_WORDS = re.compile(r"(?:^|_)(?:TOKEN|PASSWORD|PASSWD|SECRETS?|CREDENTIALS?|PRIVATE_KEY|CONNECTION_STRING)"
+                           r"(?:_|$)", re.IGNORECASE)
+#: Values that are never secrets, whatever their variable is called (they would mask ordinary words).
+_NOT_SECRETS = frozenset({"true", "false", "none", "null", "off", "yes", "auto", "unset", "disabled", "enabled"})
 
 _SCHEME = r"[A-Za-z][A-Za-z0-9+.\-]*://"
 #: ``scheme://user:password@`` or ``scheme://token@``: the userinfo ends at the first ``@`` before any ``/``.
@@ -99,7 +103,7 @@ def register(value: str | None) -> None:
     global _ordered
     if not value:
         return
-    found = {v for v in (value, unquote(value)) if len(v) >= MIN_LENGTH and v != MASK}
+    found = {v for v in (value, unquote(value)) if len(v) >= MIN_LENGTH and v != MASK and v.lower() not in _NOT_SECRETS}
     if found <= _values:
         return
     with _lock:

@@ -61,6 +61,9 @@ def test_a_registered_secret_is_masked_wherever_it_appears() -> None:
     said = voice.mask(f"authentication with {token} failed; tried {password}")
     assert said == "authentication with *** failed; tried ***"
     assert voice.mask("/root and ab1 stay") == "/root and ab1 stay"  # too short to register, and no secret's name
+    # A name that only contains a secret's word, a value that is a word: neither is registered.
+    voice.register_environ({"TOKENIZERS_PARALLELISM": "parallel", "GH_TOKEN_ENABLED": "false"})
+    assert voice.mask("parallel checks: false") == "parallel checks: false"
     assert voice.mask_data({"k": [f"x{token}", 3, {"n": (password,)}]}) == {"k": ["x***", 3, {"n": ["***"]}]}
 
 
