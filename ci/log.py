@@ -134,10 +134,6 @@ def register_environ(environ: Mapping[str, str]) -> None:
                 register(secret)
 
 
-def registered() -> tuple[str, ...]:
-    return _ordered
-
-
 def _userinfo(match: re.Match[str]) -> str:
     user, password = match.group("user"), match.group("password")
     if password is None:

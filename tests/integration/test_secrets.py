@@ -64,21 +64,23 @@ def redis_keys(port: int, password: str) -> int:
 
 
 def files_holding(secrets: Iterable[str], folders: Iterable[Path], since: float | None = None) -> list[str]:
-    """Every file under ``folders`` (changed after ``since``, when given) that holds one of ``secrets``."""
+    """Every file under ``folders`` (changed after ``since``, when given) that holds one of ``secrets``; files that
+    other processes remove meanwhile (the temporary folder is shared) are passed over."""
     wanted = [s.encode() for s in secrets]
     found = []
     for folder in folders:
-        for path in folder.rglob("*"):
-            try:
-                if not path.is_file() or path.is_symlink():
+        for parent, _, names in os.walk(folder, onerror=lambda _: None):
+            for name in names:
+                path = Path(parent) / name
+                try:
+                    stat = path.lstat()
+                    if not path.is_file() or path.is_symlink() or stat.st_size > 256 * 2**20 or (
+                            since is not None and stat.st_mtime < since):
+                        continue
+                    data = path.read_bytes()
+                except OSError:
                     continue
-                stat = path.stat()
-                if (since is not None and stat.st_mtime < since) or stat.st_size > 256 * 2**20:
-                    continue
-                data = path.read_bytes()
-            except OSError:
-                continue
-            found += [f"{path}: {s.decode()}" for s in wanted if s in data]
+                found += [f"{path}: {s.decode()}" for s in wanted if s in data]
     return found
 
 
