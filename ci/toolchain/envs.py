@@ -352,18 +352,45 @@ print(json.dumps({"version": torch.__version__, "cuda": torch.version.cuda,
 """
 
 
-def torch_metadata(env: PythonEnv) -> dict[str, str | None]:
-    """The torch ``env``'s interpreter imports: its version, CUDA version and C++ ABI (``cxx11_abi``: "1", "0").
-    The interpreter finds it (a layered venv's own torch before its base's); importing torch takes seconds, so its
-    answer is kept in the cache folder, keyed by where that torch is and when its files changed."""
+def _digest(data: object) -> str:
+    return hashlib.sha256(json.dumps(data).encode()).hexdigest()[:16]
+
+
+def _sites_stamp(env: PythonEnv) -> list[object]:
+    """What decides where ``env``'s interpreter finds a package, cheaply: its site folders (its own, those its
+    ``_farm_base_env.pth`` layers on) with their times (an install or removal changes a folder's entries), and
+    PYTHONPATH."""
+    own = [*sorted(env.root.glob("lib*/python*/site-packages")), env.root / "Lib" / "site-packages"]
+    layered = [Path(line) for site in own if (site / BASE_PTH).is_file()
+               for line in (site / BASE_PTH).read_text().split("\n") if line.strip()]
+    return [str(env.python), settings.current().environ.get("PYTHONPATH", ""),
+            *[(str(site), site.stat().st_mtime_ns) for site in [*own, *layered] if site.is_dir()]]
+
+
+def _locate_torch(env: PythonEnv) -> list[object]:
+    """Where ``env``'s interpreter finds torch, and its files' times (:data:`_LOCATE_TORCH`)."""
     located = proc.run([env.python, "-c", _LOCATE_TORCH], capture=True, check=False, log=False)
     lines = located.stdout.strip().splitlines()
-    where = json.loads(lines[-1]) if located.returncode == 0 and lines else None
+    where: list[object] | None = json.loads(lines[-1]) if located.returncode == 0 and lines else None
     if not where:
         raise MissingRequirement("torch is not installed in the build environment", env.root,
                                  "remove that folder; the next build makes it again")
-    stamp = hashlib.sha256(json.dumps(where).encode()).hexdigest()[:16]
-    kept = toolenv.cache_root() / "torch-probes" / f"{stamp}.json"
+    return where
+
+
+def torch_metadata(env: PythonEnv) -> dict[str, str | None]:
+    """The torch ``env``'s interpreter imports: its version, CUDA version and C++ ABI (``cxx11_abi``: "1", "0").
+    The interpreter finds it (a layered venv's own torch before its base's) and answers; importing torch takes
+    seconds, so the answers are kept in the cache folder: where torch is, while ``env``'s site folders are
+    unchanged (:func:`_sites_stamp`), and what it said, while its files are."""
+    probes = toolenv.cache_root() / "torch-probes"
+    located = probes / f"sites-{_digest(_sites_stamp(env))}.json"
+    if located.is_file():
+        where: list[object] = json.loads(located.read_text())
+    else:
+        where = _locate_torch(env)
+        fsutil.atomic_write_json(located, where)
+    kept = probes / f"{_digest(where)}.json"
     if kept.is_file():
         found: dict[str, str | None] = json.loads(kept.read_text())
         return found

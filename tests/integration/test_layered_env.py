@@ -4,6 +4,7 @@ environment holds is what its interpreter imports, and the index it was installe
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import uuid
@@ -90,9 +91,16 @@ def test_a_layer_reports_the_torch_its_interpreter_imports(base: envs.PythonEnv,
     assert imported == "9.9.1"
     assert envs.torch_metadata(layered) == {"version": "9.9.1", "cuda": None, "cxx11_abi": "0"}
     assert envs.torch_metadata(base) == {"version": "9.9.0", "cuda": "13.0", "cxx11_abi": "1"}
-    # The answer is kept, keyed by where that torch is and when its files changed: a new torch there is asked again.
-    (layered.site_packages() / "torch" / "version.py").write_text("__version__ = '9.9.2'\ncuda = '12.8'\n")
+    # The answers are kept: another torch installed there (its folder and metadata replaced) is asked again.
+    site = layered.site_packages()
+    shutil.rmtree(site / "torch")
+    shutil.rmtree(site / "torch-9.9.1.dist-info")
+    stand_in_torch(site, "9.9.2", "12.8", abi=False)
     assert envs.torch_metadata(layered) == {"version": "9.9.2", "cuda": "12.8", "cxx11_abi": "0"}
+    # ... and removed from the layer, the base's is imported again.
+    shutil.rmtree(site / "torch")
+    shutil.rmtree(site / "torch-9.9.2.dist-info")
+    assert envs.torch_metadata(layered) == {"version": "9.9.0", "cuda": "13.0", "cxx11_abi": "1"}
 
 
 def test_the_index_an_environment_came_from_is_in_its_key_and_its_credentials_nowhere(
