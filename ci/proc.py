@@ -2,7 +2,10 @@
 
 * Every command is an argument list (never a shell string) and is logged first
   as a replayable shell line, with the environment variables that differ from
-  the caller's.
+  the caller's; secrets in it are masked (``ci/log.py``), and so is what a child
+  prints, where the farm echoes it and in the copy it keeps (``tee``). Every
+  child's environment is registered first (:func:`ci.log.register_environ`): a
+  secret the farm hands a child is masked wherever it shows up afterwards.
 * Children run in a process group of their own, so that the farm can stop the
   whole tree (``python -m build`` -> ninja -> nvcc -> cicc) however it was
   signalled: a terminal's Ctrl-C reaches the foreground group only, a CI
@@ -19,9 +22,11 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -29,6 +34,7 @@ from pathlib import Path
 from typing import IO
 
 from ci.errors import CommandFailed, FarmError, Interrupted, MissingRequirement
+from ci.log import MASK, mask, register_environ, secret_name
 from ci.log import log as logger
 
 #: Seconds a child group gets between SIGTERM and SIGKILL.
@@ -41,15 +47,19 @@ _stopping: int | None = None
 
 
 def format_command(cmd: Sequence[str | Path], env: Mapping[str, str] | None = None, cwd: Path | None = None) -> str:
-    """A replayable shell line: ``cd DIR && VAR=value ... cmd args``."""
+    """A replayable shell line: ``cd DIR && VAR=value ... cmd args``, its secrets masked: the value of a secret
+    variable is ``***`` (and registered, so that the child's own echo of it is masked too), as is every
+    registered secret and URL password in the rest."""
     parts: list[str] = []
     if cwd is not None:
         parts.append(f"cd {shlex.quote(str(cwd))} &&")
     if env:
         changed = {k: v for k, v in env.items() if os.environ.get(k) != v}
-        parts.extend(f"{k}={shlex.quote(v)}" for k, v in sorted(changed.items()))
+        register_environ(changed)
+        parts.extend(f"{k}={MASK if secret_name(k) else shlex.quote(v)}"
+                     for k, v in sorted(changed.items()))
     parts.append(shlex.join([str(c) for c in cmd]))
-    return " ".join(parts)
+    return mask(" ".join(parts))
 
 
 def log_command(cmd: Sequence[str | Path], env: Mapping[str, str] | None = None, cwd: Path | None = None) -> None:
@@ -155,6 +165,8 @@ def spawn(
     """Start ``cmd`` (registered, so signals stop it). ``foreground`` keeps the terminal (interactive shells).
     ``env`` adds to this process's environment; ``unset`` names variables the child does not inherit."""
     args = [str(c) for c in cmd]
+    environ = child_environ(env, unset)
+    register_environ(os.environ if environ is None else environ)
     if log:
         log_command(args, env, cwd)
     kwargs: dict[str, object] = {}
@@ -166,7 +178,7 @@ def spawn(
             kwargs["start_new_session"] = True
     try:
         child: subprocess.Popen[str] = subprocess.Popen(  # type: ignore[misc]
-            args, env=child_environ(env, unset), cwd=cwd, text=True,
+            args, env=environ, cwd=cwd, text=True,
             stdout=stdout, stderr=stderr, stdin=stdin, errors="replace", **kwargs,  # type: ignore[call-overload]
         )
     except FileNotFoundError:
@@ -248,7 +260,6 @@ def _run_teed(args: list[str], tee: Path, hide: Callable[[str], bool] | None,
               stop_when: Callable[[str], FarmError | None] | None,
               *, env: Mapping[str, str] | None, unset: Collection[str] = (),
               cwd: Path | None, check: bool, what: str, hint: str, log: bool) -> subprocess.CompletedProcess[str]:
-    tee.parent.mkdir(parents=True, exist_ok=True)
     done = threading.Event()
     stopped: list[FarmError] = []
 
@@ -258,26 +269,29 @@ def _run_teed(args: list[str], tee: Path, hide: Callable[[str], bool] | None,
             _signal_tree(child, hard=False)
 
     def follow() -> None:
-        with tee.open(encoding="utf-8", errors="replace", newline="") as reader:
+        with raw.open(encoding="utf-8", errors="replace", newline="") as reader, \
+                tee.open("w", encoding="utf-8", newline="") as kept:
             pending = ""
             while True:
                 finished = done.is_set()  # read once more after the child ended: its last lines
                 pending += reader.read()
                 *lines, pending = pending.split("\n")
                 for line in lines:
+                    kept.write(mask(line) + "\n")
                     # Once stopped, what the dying build prints (its tool's traceback) is not echoed: the log has it.
                     if not stopped and (hide is None or not hide(line)):
-                        sys.stdout.write(line + "\n")
+                        sys.stdout.write(mask(line) + "\n")
                     if stop_when is not None and not stopped:
                         stop(stop_when(line))
                 sys.stdout.flush()
+                kept.flush()
                 if finished:
                     if pending and not stopped and (hide is None or not hide(pending)):
-                        sys.stdout.write(pending + "\n")
+                        sys.stdout.write(mask(pending) + "\n")
                     return
                 done.wait(0.1)
 
-    with tee.open("w", encoding="utf-8") as writer:
+    with _private_output(tee) as raw, raw.open("w", encoding="utf-8") as writer:
         child = spawn(args, env=env, unset=unset, cwd=cwd, stdout=writer, stderr=subprocess.STDOUT,
                       stdin=subprocess.DEVNULL, log=log)
         echo = threading.Thread(target=follow, name="farm-tee", daemon=True)
@@ -296,6 +310,35 @@ def _run_teed(args: list[str], tee: Path, hide: Callable[[str], bool] | None,
     return result
 
 
+@contextlib.contextmanager
+def _private_output(tee: Path) -> Iterator[Path]:
+    """The file a teed child writes into: private (a folder of this user's only), its whole content masked into
+    ``tee`` when the block ends (:func:`_keep_masked`), then removed. A file, not a pipe: it never fills up as a pipe
+    does, so a compiler tree's own clean-up on an interrupt never stalls on us."""
+    tee.parent.mkdir(parents=True, exist_ok=True)
+    private = Path(tempfile.mkdtemp(prefix="farm-output-"))
+    raw = private / "output.log"
+    raw.touch(mode=0o600)
+    try:
+        yield raw
+    finally:
+        _keep_masked(raw, tee)
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def _keep_masked(raw: Path, tee: Path) -> None:
+    """``tee``: the whole of the child's output, masked (replaced at once: a follower that is still writing writes
+    into the file it had)."""
+    if not raw.is_file():
+        return
+    with raw.open(encoding="utf-8", errors="replace", newline="") as reader:
+        text = reader.read()
+    fd, tmp = tempfile.mkstemp(prefix=f".{tee.name}.", dir=tee.parent)
+    with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
+        out.write(mask(text))
+    os.replace(tmp, tee)
+
+
 def stream(
     cmd: Sequence[str | Path],
     on_line: Callable[[str], None],
@@ -312,7 +355,7 @@ def stream(
         assert child.stdout is not None
         for line in child.stdout:
             if echo:
-                sys.stdout.write(line)
+                sys.stdout.write(mask(line))
                 sys.stdout.flush()
             on_line(line)
         code = child.wait()

@@ -17,6 +17,9 @@ Internal variables (``kind="internal"``) are the ones the farm sets for its own 
 launcher's program name, a GPU lane's name): declared so that every ``FARM_*`` name the code reads has a line in the
 reference, marked as not for users.
 
+Secrets: a setting declared ``secret`` (a token) is shown as ``***`` by :meth:`Settings.lines` (``--show-settings``),
+and a URL's password as ``***`` in any value; the logger masks every other secret it is handed (``ci/log.py``).
+
 Standard library only (``ci/cli.py``, and so ``noxfile.py``, imports it).
 """
 
@@ -26,6 +29,7 @@ import dataclasses
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from urllib.parse import urlsplit
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +47,8 @@ class Setting:
     #: a family of variables: the name is a prefix (``FARM_PYTHON_3_12``)
     prefix: bool = False
     group: str = "general"
+    #: its value is a secret (a token): never shown
+    secret: bool = False
 
     @property
     def dest(self) -> str | None:
@@ -90,7 +96,8 @@ DECLARED: tuple[Setting, ...] = (
       "file:///path (ccache) or gha (sccache on GitHub Actions)", group="build"),
     S("FARM_SCCACHE_SCHEDULER", "an sccache-dist scheduler (http(s)://host:port): compiles go to its build servers "
       "(implies sccache)", group="build"),
-    S("FARM_SCCACHE_TOKEN", "the scheduler's client token (its [client_auth] of type token); a secret", group="build"),
+    S("FARM_SCCACHE_TOKEN", "the scheduler's client token (its [client_auth] of type token); a secret", group="build",
+      secret=True),
     S("FARM_CUDA_HOME", "a CUDA toolkit installed by other means (inside a builder image)", "the farm's own",
       group="build"),
     S("FARM_AARCH64_CXX", "the aarch64 cross C++ compiler", "Debian's aarch64-linux-gnu-g++ on PATH", group="build"),
@@ -203,8 +210,23 @@ class Settings:
                 continue
             found = self.values[setting.env]
             shown = found.value if found.value is not None else setting.default
+            if found.value is not None:
+                shown = "***" if setting.secret else _without_password(found.value)
             out.append(f"{setting.env:22} = {shown} ({found.source})")
         return out
+
+
+def _without_password(value: str) -> str:
+    """``value`` with a URL's password (or a token given as its user name) shown as ``***``."""
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return value
+    if "@" not in parts.netloc or not parts.scheme:
+        return value
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    user, colon, _ = userinfo.partition(":")
+    return value.replace(f"{parts.netloc}", f"{user}:***@{host}" if colon else f"***@{host}", 1)
 
 
 def resolve(environ: Mapping[str, str], flags: Mapping[str, object] | None = None,

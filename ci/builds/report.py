@@ -1,4 +1,5 @@
-"""Build reports: a table on stdout (a result, through :data:`ci.log.log`) and ``report.json`` beside the wheel."""
+"""Build reports: a table on stdout (a result, through :data:`ci.log.log`) and ``report.json`` beside the wheel; both
+with every secret masked (``ci/log.py``: a check's detail or an image name can quote a URL)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from rich.table import Table
 
 from ci import fsutil
 from ci.audit.checks import AuditResult
-from ci.log import log
+from ci.log import log, mask_data
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +48,7 @@ class BuildReport:
         return self.size_bytes / 2**20
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=2)
+        return json.dumps(mask_data(dataclasses.asdict(self)), indent=2)
 
 
 def make_report(

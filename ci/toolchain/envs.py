@@ -12,6 +12,14 @@ requirement. It is created under a lock, marked complete last (an interrupted
 install is removed and redone, never reused) and reused afterwards; a project's
 own build requirements go into a small venv layered over it (:func:`layered_env`).
 
+An environment whose requirements pip resolves (torch, a project's build requirements; not the hash-pinned tools)
+is also keyed by pip's index configuration (:func:`index_config`: ``PIP_INDEX_URL``, ``PIP_EXTRA_INDEX_URL``,
+``PIP_FIND_LINKS``, ``PIP_NO_INDEX`` and the same options of pip's configuration files): another index can serve
+another build of the same version. The key is a hash, and the marker records the configuration with its
+credentials masked (``ci/log.py``), so a password in an index URL reaches no folder name, no file and no log.
+What an environment holds is asked of its interpreter (:func:`torch_metadata`), not read from a layer's metadata:
+a layered venv imports the first torch on its path.
+
 The import test runs in a *test environment*: a new, empty venv that sees only
 the build environment's installed packages (through a ``.pth`` file, so torch
 is not installed twice) and the wheel under test; nothing of the build (no
@@ -20,6 +28,7 @@ source tree, no build folder, no in-place library) is on its path.
 
 from __future__ import annotations
 
+import configparser
 import dataclasses
 import functools
 import hashlib
@@ -33,7 +42,7 @@ from pathlib import Path
 
 from ci import fsutil, proc, settings, toolenv
 from ci.errors import CommandFailed, MissingRequirement, UsageError
-from ci.log import log
+from ci.log import log, mask_data
 from ci.universe import pins, shapes
 from ci.universe.targets import Target
 
@@ -172,9 +181,58 @@ def offered_torch(python: str, index_url: str | None) -> tuple[str, ...]:
                         "its output is above; check the network or the index")
 
 
-def env_key(python: str, requirements: Sequence[str]) -> str:
-    text = json.dumps({"python": python, "requirements": sorted(requirements)}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+def env_key(python: str, requirements: Sequence[str], index: Mapping[str, str] | None = None) -> str:
+    """The hash of an environment's folder name: its Python, requirements and (where pip resolves any) pip's index
+    configuration; none (a machine without one) keeps the key it had before the index counted."""
+    data: dict[str, object] = {"python": python, "requirements": sorted(requirements)}
+    if index:
+        data["index"] = dict(index)
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
+
+
+#: pip's options that decide where a requirement comes from.
+INDEX_OPTIONS = ("index-url", "extra-index-url", "find-links", "no-index")
+
+
+def _pip_config_files(environ: Mapping[str, str]) -> list[Path]:
+    """The configuration files pip reads (its own locations, in its order), those that exist."""
+    given = environ.get("PIP_CONFIG_FILE", "").strip()
+    if given == os.devnull:
+        return []  # pip loads none at all
+    home = Path.home()
+    if os.name == "nt":  # pragma: no cover - Windows hosts
+        files = [Path(environ.get("ProgramData", "C:/ProgramData")) / "pip" / "pip.ini", home / "pip" / "pip.ini",
+                 Path(environ.get("APPDATA", str(home))) / "pip" / "pip.ini"]
+    else:
+        dirs = [d for d in (environ.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(os.pathsep) if d]
+        files = [*(Path(d) / "pip" / "pip.conf" for d in dirs), Path("/etc/pip.conf"), home / ".pip" / "pip.conf",
+                 home / "Library" / "Application Support" / "pip" / "pip.conf",
+                 Path(environ.get("XDG_CONFIG_HOME") or home / ".config") / "pip" / "pip.conf"]
+    files += [Path(given)] if given else []
+    return [f for f in files if f.is_file()]
+
+
+def index_config(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """pip's index configuration as the farm's installs see it: :data:`INDEX_OPTIONS` in its configuration files
+    (``[global]``, ``[install]``) and its variables (``PIP_INDEX_URL``, ...), by where each was set."""
+    environ = settings.current().environ if environ is None else environ
+    found: dict[str, str] = {}
+    for path in _pip_config_files(environ):
+        parser = configparser.RawConfigParser()
+        try:
+            parser.read(path, encoding="utf-8")
+        except (configparser.Error, OSError, UnicodeDecodeError):
+            found[str(path)] = "unreadable"  # pip refuses it too; a fix changes the key
+            continue
+        for section in ("global", "install"):
+            for option in INDEX_OPTIONS:
+                if parser.has_option(section, option):
+                    found[f"{path}:{section}.{option}"] = " ".join(parser.get(section, option).split())
+    for option in INDEX_OPTIONS:
+        variable = "PIP_" + option.upper().replace("-", "_")
+        if environ.get(variable, "").strip():
+            found[variable] = " ".join(environ[variable].split())
+    return found
 
 
 def pip_env() -> dict[str, str]:
@@ -195,7 +253,7 @@ def _made_once(root: Path, create: Callable[[PythonEnv], None], record: Mapping[
         shutil.rmtree(root, ignore_errors=True)
         try:
             create(env)
-            fsutil.atomic_write_json(marker, dict(record))
+            fsutil.atomic_write_json(marker, mask_data(dict(record)))
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
             raise
@@ -207,7 +265,8 @@ def ensure_env(name: str, python: str, requirements: Sequence[str], locks: Seque
     ``locks`` (ci/requirements/<lock>.txt)."""
     interpreter = find_interpreter(python)
     keyed = [*requirements, *(pins.lock_path(lock).read_text() for lock in locks)]
-    root = toolenv.cache_root() / "envs" / f"{name}-py{python}-{env_key(python, keyed)}"
+    index = index_config() if requirements else {}  # the hash-pinned tools are the same bytes from any index
+    root = toolenv.cache_root() / "envs" / f"{name}-py{python}-{env_key(python, keyed, index)}"
 
     def create(env: PythonEnv) -> None:
         proc.run([interpreter, "-m", "venv", env.root], what="creating a virtual environment failed",
@@ -221,7 +280,7 @@ def ensure_env(name: str, python: str, requirements: Sequence[str], locks: Seque
                      what="installing the build environment failed",
                      hint="pip's message is above; check the network, an index mirror or the requirement")
 
-    return _made_once(root, create, {"python": python, "requirements": list(requirements)})
+    return _made_once(root, create, {"python": python, "requirements": list(requirements), "index": index})
 
 
 def build_python(target_python: str, abi3: bool) -> str:
@@ -255,7 +314,9 @@ def layered_env(base: PythonEnv, name: str, python: str, requirements: Sequence[
     """A small venv holding ``requirements`` over ``base``'s packages (a .pth file), so a project's own build
     requirements (scikit-build-core, setuptools-scm, ...) cost their own size, not a second torch of several GB.
     ``base``'s command-line tools (ninja, which torch's extension builder runs from PATH) are linked in."""
-    root = toolenv.cache_root() / "envs" / f"{name}-py{python}-{env_key(python, [base.root.name, *requirements])}"
+    index = index_config()
+    key = env_key(python, [base.root.name, *requirements], index)
+    root = toolenv.cache_root() / "envs" / f"{name}-py{python}-{key}"
 
     def create(env: PythonEnv) -> None:
         proc.run([base.python, "-m", "venv", "--without-pip", env.root], what="creating a virtual environment failed")
@@ -268,32 +329,79 @@ def layered_env(base: PythonEnv, name: str, python: str, requirements: Sequence[
             if not (env.bin_dir / tool.name).exists() and not tool.name.startswith(("python", "activate", "pip")):
                 (env.bin_dir / tool.name).symlink_to(tool)
 
-    return _made_once(root, create, {"python": python, "base": str(base.root), "requirements": list(requirements)},
-                      reusing=f" (over {base.root.name})")
+    return _made_once(root, create, {"python": python, "base": str(base.root), "requirements": list(requirements),
+                                     "index": index}, reusing=f" (over {base.root.name})")
 
 
 def requirement_name(requirement: str) -> str:
     return re.sub(r"[-_.]+", "-", re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0]).lower()
 
 
-def torch_metadata(env: PythonEnv) -> dict[str, str | None]:
-    """torch's version and CUDA version in ``env``, read from its files (no interpreter start: importing
-    torch takes seconds)."""
-    version = cuda = None
+#: Where the environment's interpreter finds torch (without importing it), and when those files last changed.
+_LOCATE_TORCH = """import importlib.util, json, os
+spec = importlib.util.find_spec("torch")
+folder = os.path.dirname(spec.origin) if spec is not None and spec.origin else None
+files = [os.path.join(folder, n) for n in ("__init__.py", "version.py")] if folder else []
+print(json.dumps(folder and [folder, *[os.stat(f).st_mtime_ns for f in files if os.path.exists(f)]]))
+"""
+#: What that torch says of itself, imported.
+_ASK_TORCH = """import json, torch
+abi = getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", None)
+print(json.dumps({"version": torch.__version__, "cuda": torch.version.cuda,
+                  "cxx11_abi": None if abi is None else str(int(bool(abi)))}))
+"""
+
+
+def _digest(data: object) -> str:
+    return hashlib.sha256(json.dumps(data).encode()).hexdigest()[:16]
+
+
+def _sites_stamp(env: PythonEnv) -> list[object]:
+    """What decides where ``env``'s interpreter finds a package, cheaply: its site folders (its own, those its
+    ``_farm_base_env.pth`` layers on) with their times (an install or removal changes a folder's entries), and
+    PYTHONPATH."""
     own = [*sorted(env.root.glob("lib*/python*/site-packages")), env.root / "Lib" / "site-packages"]
     layered = [Path(line) for site in own if (site / BASE_PTH).is_file()
                for line in (site / BASE_PTH).read_text().split("\n") if line.strip()]
-    for site in [*own, *layered]:
-        for info in site.glob("torch-*.dist-info"):
-            version = info.name[len("torch-"):-len(".dist-info")]
-        text = (site / "torch" / "version.py").read_text() if (site / "torch" / "version.py").is_file() else ""
-        m = re.search(r"^cuda: Optional\[str\] = ['\"]([^'\"]+)['\"]|^cuda = ['\"]([^'\"]+)['\"]", text, re.M)
-        if m:
-            cuda = m.group(1) or m.group(2)
-    if version is None:
+    return [str(env.python), settings.current().environ.get("PYTHONPATH", ""),
+            *[(str(site), site.stat().st_mtime_ns) for site in [*own, *layered] if site.is_dir()]]
+
+
+def _locate_torch(env: PythonEnv) -> list[object]:
+    """Where ``env``'s interpreter finds torch, and its files' times (:data:`_LOCATE_TORCH`)."""
+    located = proc.run([env.python, "-c", _LOCATE_TORCH], capture=True, check=False, log=False)
+    lines = located.stdout.strip().splitlines()
+    where: list[object] | None = json.loads(lines[-1]) if located.returncode == 0 and lines else None
+    if not where:
         raise MissingRequirement("torch is not installed in the build environment", env.root,
                                  "remove that folder; the next build makes it again")
-    return {"version": version, "cuda": cuda}
+    return where
+
+
+def torch_metadata(env: PythonEnv) -> dict[str, str | None]:
+    """The torch ``env``'s interpreter imports: its version, CUDA version and C++ ABI (``cxx11_abi``: "1", "0").
+    The interpreter finds it (a layered venv's own torch before its base's) and answers; importing torch takes
+    seconds, so the answers are kept in the cache folder: where torch is, while ``env``'s site folders are
+    unchanged (:func:`_sites_stamp`), and what it said, while its files are."""
+    probes = toolenv.cache_root() / "torch-probes"
+    located = probes / f"sites-{_digest(_sites_stamp(env))}.json"
+    if located.is_file():
+        where: list[object] = json.loads(located.read_text())
+    else:
+        where = _locate_torch(env)
+        fsutil.atomic_write_json(located, where)
+    kept = probes / f"{_digest(where)}.json"
+    if kept.is_file():
+        found: dict[str, str | None] = json.loads(kept.read_text())
+        return found
+    asked = proc.run([env.python, "-c", _ASK_TORCH], capture=True, check=False, log=False)
+    if asked.returncode != 0:
+        log.details(asked.stderr.rstrip()[-3000:])
+        raise MissingRequirement("the build environment's torch does not import", where[0],
+                                 "its error is above; remove the environment's folder, the next build makes it again")
+    found = json.loads(asked.stdout.strip().splitlines()[-1])
+    fsutil.atomic_write_json(kept, found)
+    return found
 
 
 def cpu_build_torch(version: str, python: str) -> TorchBuild:
