@@ -69,7 +69,7 @@ def _main(argv: list[str]) -> int:
         return int(cli.COMMANDS[opts.command].run(opts))
     except errors.FarmError as exc:
         if errors.debug_enabled(os.environ):
-            traceback.print_exc()
+            log.details(traceback.format_exc())  # through the logger: it masks secrets
         if exc.details:
             log.details(exc.details)
         _last_line(exc.line())
@@ -82,13 +82,13 @@ def _main(argv: list[str]) -> int:
         return errors.EXIT_SIGINT
     except ModuleNotFoundError as exc:
         if errors.debug_enabled(os.environ):
-            traceback.print_exc()
+            log.details(traceback.format_exc())  # through the logger: it masks secrets
         _last_line(f"a tool the farm needs is not installed ({exc.name}): run the farm through nox, or pip install "
                   "--require-hashes -r ci/requirements/farm.txt")
         return errors.EXIT_MISSING
     except Exception as exc:
         if errors.debug_enabled(os.environ):
-            traceback.print_exc()
+            log.details(traceback.format_exc())  # through the logger: it masks secrets
         _last_line(f"internal error in the farm ({type(exc).__name__}: {exc}): rerun with --traceback (or "
                   "FARM_DEBUG=1) and report it")
         return 70

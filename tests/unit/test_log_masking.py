@@ -153,3 +153,25 @@ def test_a_build_report_writes_no_secret(tmp_path: Path) -> None:
                               image=url)
     written = report.write_report(made, tmp_path).read_text()
     assert url not in written and json.loads(written)["image"] == "https://user:***@registry.local/builder:13.0"
+
+
+def test_a_traceback_under_farm_debug_is_masked(monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """FARM_DEBUG prints the traceback of an internal error: it goes through the logger, which masks it."""
+    from ci import __main__ as entry
+    from ci import cli
+
+    password = secret()
+
+    def broken(opts: object) -> int:
+        raise RuntimeError(f"could not reach redis://user:{password}@127.0.0.1:1")
+
+    import dataclasses
+
+    monkeypatch.setitem(cli.COMMANDS, "matrix", dataclasses.replace(cli.COMMANDS["matrix"], run=broken))
+    monkeypatch.setenv("FARM_DEBUG", "1")
+    monkeypatch.delenv("FARM_STATUS_FILE", raising=False)
+    assert entry.main(["matrix", "--project", str(Path(__file__).resolve().parents[2])]) == 70
+    said = capsys.readouterr()
+    assert "Traceback" in said.err + said.out and "RuntimeError" in said.err + said.out
+    assert password not in said.err + said.out
