@@ -26,13 +26,15 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
 
 
-def build(tmp_path: Path, fixture: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+def build(tmp_path: Path, fixture: str, *args: str, env: dict[str, str] | None = None,
+          ) -> tuple[subprocess.CompletedProcess[str], Path]:
     project = tmp_path / fixture
     shutil.copytree(FIXTURES / fixture, project)
     env = {**os.environ, "COLUMNS": "300", "PYTHONPATH": str(ROOT), "FARM_WHEELHOUSE": str(tmp_path / "wh"),
-           "FARM_BUILD_DIR": str(tmp_path / "build")}
-    result = subprocess.run([sys.executable, "-m", "ci", "build", "--project", str(project)], cwd=tmp_path, env=env,
-                            text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=900)
+           "FARM_BUILD_DIR": str(tmp_path / "build"), **(env or {})}
+    result = subprocess.run([sys.executable, "-m", "ci", *(args or ("build",)), "--project", str(project)],
+                            cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            timeout=900)
     assert "Traceback" not in result.stdout, result.stdout[-3000:]
     assert result.returncode == 2, result.stdout[-3000:]
     assert not (tmp_path / "wh").exists()
@@ -79,3 +81,32 @@ def test_a_build_that_compiles_nothing_is_named_with_the_variable_before_the_rep
         'build-env of [tool.cuda-ext-farm] (build-env = { MYEXT_BUILD_CUDA = "1" }), then build again; nothing was '
         "written to the wheelhouse")
     assert "auditwheel" not in result.stdout and "> repair" not in result.stdout
+
+
+def _engine_reason() -> str | None:
+    from ci.linux import images
+
+    try:
+        images.require_engine()
+    except images.ImageError as exc:
+        return str(exc)
+    return None
+
+
+@pytest.mark.docker
+def test_a_container_build_that_compiles_nothing_is_named_with_the_variable(tmp_path: Path) -> None:
+    """cibuildwheel stops at the pure wheel before its repair in the image; the line is the host build's."""
+    reason = _engine_reason()
+    if reason is not None:
+        pytest.skip(f"no Docker engine: {reason}")
+    base = subprocess.run([sys.executable, "-m", "ci", "base-image"], cwd=ROOT, text=True, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert base.returncode == 0, base.stdout[-3000:]
+    result, _ = build(tmp_path, "ext_if_variable", "build-cuda", "13.0", env={"FARM_BASE_IMAGE": "cuda-ext-farm/base"})
+    assert "Build failed because a pure Python wheel was generated." in result.stdout
+    assert last_line(result) == (
+        "error: the container build of myext-torch2.11-cu130-cp311-linux_x86_64 failed: the build wrote a pure-Python "
+        "wheel with no compiled library (Build failed because a pure Python wheel was generated): setup.py decides "
+        'ext_modules from MYEXT_BUILD_CUDA (compared with "1"): set the value that builds the extension in build-env '
+        'of [tool.cuda-ext-farm] (build-env = { MYEXT_BUILD_CUDA = "1" }), then build again; nothing was written to '
+        "the wheelhouse")
