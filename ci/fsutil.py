@@ -36,8 +36,8 @@ def atomic_write_text(path: Path, text: str) -> Path:
 
 def _temporary(beside: Path) -> tuple[int, Path]:
     """A new file beside ``beside`` (same folder, so a rename replaces it atomically), open for writing, made with
-    mode 0666 less the umask: the kernel applies the umask, so it is never read (``os.umask`` can only be read by
-    setting it, which would race with another thread's files)."""
+    mode 0666 less the umask. The kernel applies the umask, so the farm never reads it: ``os.umask`` can only be
+    read by setting it, which would race with another thread's files."""
     while True:
         tmp = beside.parent / f".{beside.name}.{secrets.token_hex(4)}.tmp"
         try:
