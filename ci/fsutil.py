@@ -2,7 +2,10 @@
 
 * :func:`atomic_write_text` / :func:`publish_file`: a reader sees the old file or
   the new one, never half of one; :func:`publish_file` also works across file
-  systems (a wheelhouse on another disk), where ``os.replace`` cannot.
+  systems (a wheelhouse on another disk), where ``os.replace`` cannot. A file
+  written gets the mode the umask gives (0644 under umask 022), as ``open()``'s
+  would: ``tempfile.mkstemp`` makes its file 0600 whatever the umask, and the
+  rename would keep that (a rendered workflow a git checkout then commits 0600).
 * :func:`locked`: two builds of one target (or two installs of one toolkit) are
   serialised; the second says what it is waiting for.
 * :func:`writable_dir`: a folder the farm must write to is checked up front, and
@@ -14,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import tempfile
 import time
@@ -30,9 +34,21 @@ def atomic_write_text(path: Path, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def _temporary(beside: Path) -> tuple[int, Path]:
+    """A new file beside ``beside`` (same folder, so a rename replaces it atomically), open for writing, made with
+    mode 0666 less the umask. The kernel applies the umask, so the farm never reads it: ``os.umask`` can only be
+    read by setting it, which would race with another thread's files."""
+    while True:
+        tmp = beside.parent / f".{beside.name}.{secrets.token_hex(4)}.tmp"
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), tmp
+        except FileExistsError:
+            continue
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _temporary(path)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -57,10 +73,11 @@ def publish_file(src: Path, dest: Path) -> Path:
     except OSError as exc:
         if exc.errno != 18:  # EXDEV: cross-device link
             raise
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    fd, tmp = _temporary(dest)
     os.close(fd)
     try:
         shutil.copyfile(src, tmp)
+        shutil.copymode(src, tmp)  # as os.replace would keep it
         os.replace(tmp, dest)
     except BaseException:
         with contextlib.suppress(OSError):

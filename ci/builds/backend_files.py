@@ -11,14 +11,18 @@ An ``examples/`` or ``tests/`` tree that no ``add_subdirectory`` names is not th
 Vendored folders (``third_party/``, ...) are left out even when reached: their targets compile with their own
 settings, not the extension's. Readers: ``standard`` (the C++ standard a build asks for) and ``preflight`` (whether
 a submodule that is not checked out is one the build reads).
+
+:func:`compiled_sources`: the C, C++ and CUDA files the build compiles, as these files name them, and the
+project's headers those include (``preflight``: a stable-ABI project's sources hold no classic extension's header).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -220,3 +224,67 @@ def _included(name: str, here: Path, top: Path, module_path: list[Path]) -> list
         path = _expand(name, here, top)
         return [path] if path is not None else []
     return [folder / f"{name}.cmake" for folder in module_path if (folder / f"{name}.cmake").is_file()][:1]
+
+
+# --- the sources the build compiles --------------------------------------------------------------------------------
+
+#: Files a compiler is given; headers are reached through their ``#include`` lines.
+COMPILED = (".c", ".cc", ".cpp", ".cxx", ".cu")
+SOURCES = (*COMPILED, ".h", ".hh", ".hpp", ".hxx", ".cuh", ".inl")
+#: Folders whose sources a build compiles only when a build file names them.
+NOT_BUILT = frozenset({"tests", "test", "examples", "example", "benchmarks", "benchmark", "bench", "docs", "doc"})
+_WORD = re.compile(r"[\w./${}*+-]+")
+INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"\n]+)[>"]', re.MULTILINE)
+
+
+def compiled_sources(root: Path, files: Sequence[str]) -> list[str]:
+    """The project's C, C++ and CUDA files the build compiles (``files``: the project's, relative to ``root``) and
+    the project's headers they include, transitively: the sources the build files (:func:`build_files`) name as a
+    path, a glob (``csrc/*.cu``) or a folder of them (``os.path.join("csrc", "kernels")``: its sources, below it
+    too). When they name none (a list the script computes in a way not read here): every source of the project but
+    vendored ones and those under ``tests/``, ``examples/``, ``benchmarks/``, ``docs/``."""
+    own = sorted(f for f in files if f.endswith(SOURCES))
+    named, folders = _named(root, own)
+    if not named:
+        named = [f for f in own if f.endswith(COMPILED) and not any(
+            part in SKIPPED or part in NOT_BUILT or part.startswith(".") for part in f.split("/")[:-1])]
+    present, seen, queue = set(own), set(named), list(named)
+    while queue:
+        name = queue.pop()
+        try:
+            text = (root / name).read_text(errors="replace")[:500_000]
+        except OSError:
+            continue
+        here = name.rpartition("/")[0]
+        for header in INCLUDE.findall(text):
+            found = next((p for base in (here, "", *folders) if (p := _join(base, header)) in present), None)
+            if found is not None and found not in seen:
+                seen.add(found)
+                queue.append(found)
+    return sorted(seen)
+
+
+def _join(base: str, name: str) -> str:
+    return os.path.normpath(f"{base}/{name}" if base else name).replace(os.sep, "/")
+
+
+def _named(root: Path, own: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The sources the build files name (a path, a glob, a folder's compiled sources) and the folders they name."""
+    present = set(own)
+    folders = {f.rsplit("/", i)[0] for f in own for i in range(1, f.count("/") + 1)}
+    named: list[str] = []
+    named_folders: list[str] = []
+    for build in build_files(root):
+        here = build.shown.rpartition("/")[0]
+        for word in dict.fromkeys(_WORD.findall(build.text())):
+            word = re.sub(r"^(?:\$\{\w+\}/)+", "", word).rstrip("/")
+            for path in dict.fromkeys((_join(here, word), _join("", word))):
+                if "*" in path:
+                    pattern = re.compile(re.escape(path).replace(r"\*\*/", "(?:.*/)?").replace(r"\*", "[^/]*"))
+                    named += [f for f in own if f.endswith(COMPILED) and pattern.fullmatch(f)]
+                elif path in present:
+                    named.append(path)
+                elif path in folders:
+                    named_folders.append(path)
+                    named += [f for f in own if f.startswith(path + "/") and f.endswith(COMPILED)]
+    return list(dict.fromkeys(named)), list(dict.fromkeys(named_folders))

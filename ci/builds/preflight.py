@@ -1,6 +1,15 @@
 """Every refusal that needs only the project's source, made before any download, toolkit, build environment,
 image or compile: :func:`preflight`, the first call of every build (host, container, ``build-all``, Windows).
 
+* **A build that can compile something** (:func:`check_backend`): a folder with no ``setup.py`` whose build backend
+  is setuptools (named, or by default: ``[build-system]`` names none) with no ``[tool.setuptools] ext-modules``, or
+  one that writes pure-Python wheels only (flit), stops the build in one line; it would write a wheel with no
+  compiled library. An in-tree backend (``backend-path``), a CMake or another backend is left to build: a wheel
+  that then holds no library is named after the build, before its repair (``failure/pure.py``).
+* **A stable-ABI project's sources** (:func:`check_stable`): ``abi = "stable"`` with a source the build compiles
+  (``backend_files.compiled_sources``) that includes pybind11 or ``torch/extension.h`` stops the build in one line:
+  such code is bound to one torch and one CPython, which a stable-ABI wheel is not. An include under a
+  preprocessor condition (``#ifndef MYEXT_STABLE``) is a warning.
 * **Links** (``project_source.read_tree``): a symbolic link to an absolute path or out of the project stops the
   build in one line naming it; in-tree links are made again in the build's copy. One whose target git ignores (so
   the copy does not hold it) is a warning.
@@ -28,13 +37,16 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
+from ci import settings
 from ci.builds import backend_files, project_source, standard
 from ci.errors import UsageError
 from ci.log import log
 from ci.universe.arch_gates import sources
 from ci.universe.targets import Target
+from ci.universe.tomlvalues import TABLE
 
 #: Files whose ``#include`` lines say which headers the project's own code needs.
 SOURCE_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".h", ".hh", ".hpp", ".hxx", ".inl")
@@ -47,14 +59,135 @@ def preflight(target: Target) -> None:
     """Refuse, in one line and before anything is installed, a target whose source alone says it cannot build."""
     root = target.project.root
     tree = project_source.read_tree(root)
+    check_backend(root, tree.files, target.project.import_name)
     for link, written in tree.links.items():
         if not _holds(tree, _resolved(link, written)):
             _warn_once(root, link, f"the link {link} -> {written} points to what git ignores, so the build's copy "
                        "of the project does not hold it: the link is made in the copy, and dangles there")
     check_submodules(root, tree, cpu=target.cpu)
     standard.check(target)
+    if target.project.abi == "stable":
+        check_stable(root, tree.files)
     if not target.cpu and not target.project.cuda_archs:
         check_gates(root)
+
+
+#: Build backends that write pure-Python wheels only.
+PURE_BACKENDS = ("flit_core", "flit")
+#: A call that compiles C++ when the package is imported (a JIT-only project: ``cuda-ext-farm jit`` runs it).
+JIT_LOAD = re.compile(r"cpp_extension\.load(?:_inline)?\s*\(|"
+                      r"^[ \t]*from[ \t]+torch\.utils\.cpp_extension[ \t]+import[^\n]*\bload(?:_inline)?\b",
+                      re.MULTILINE)
+
+
+def check_backend(root: Path, files: Sequence[str], import_name: str) -> None:
+    """Refuse a folder whose build cannot compile anything (the module's rules): without a setup.py, setuptools
+    builds a pure-Python wheel from pyproject.toml alone, and flit never compiles."""
+    if (root / "setup.py").is_file():
+        return
+    pyproject = backend_files.read_pyproject(root)
+    system = pyproject.get("build-system")
+    system = system if isinstance(system, dict) else {}
+    backend = system.get("build-backend")
+    top = backend.split(".")[0].split(":")[0] if isinstance(backend, str) else None
+    if system.get("backend-path"):
+        return
+    if top in (None, "setuptools"):
+        tool = pyproject.get("tool")
+        setuptools = tool.get("setuptools") if isinstance(tool, dict) else None
+        if isinstance(setuptools, dict) and setuptools.get("ext-modules"):
+            return
+        value = "no setup.py, and pyproject.toml names no build backend" if top is None else \
+            f"no setup.py, and the build backend {backend} has no [tool.setuptools] ext-modules"
+    elif top in PURE_BACKENDS:
+        value = f"the build backend {backend} writes pure-Python wheels only"
+    else:
+        return
+    fix = (f'add a setup.py that compiles it: setup(ext_modules=[CUDAExtension("{import_name}._C", ["csrc/ops.cu"])], '
+           'cmdclass={"build_ext": BuildExtension}) with torch.utils.cpp_extension; or build with CMake '
+           '(build-backend = "scikit_build_core.build" and a CMakeLists.txt)')
+    jit = _jit_loader(root, files)
+    if jit is not None:
+        fix += (f"; a project that compiles when it is imported (torch.utils.cpp_extension.load in {jit}) has no "
+                f"wheel to build: run its commands with `{settings.entry('jit', '-- COMMAND')}`")
+    raise UsageError("nothing in the project folder compiles an extension", value, fix)
+
+
+def _jit_loader(root: Path, files: Sequence[str]) -> str | None:
+    """The first Python file of the project that compiles with ``torch.utils.cpp_extension.load``, if one does."""
+    for name in [f for f in files if f.endswith(".py")][:500]:
+        try:
+            text = (root / name).read_text(errors="replace")[:200_000]
+        except OSError:
+            continue
+        if JIT_LOAD.search(text):
+            return name
+    return None
+
+
+#: Headers of a classic extension: pybind11, and torch's C++ API for Python modules built on it.
+CLASSIC_HEADER = re.compile(r"pybind11/.*|torch/(?:extension|python)\.h")
+
+
+@dataclasses.dataclass(frozen=True)
+class Include:
+    """An ``#include`` line: its file, line and header, and whether it is under a preprocessor condition."""
+
+    path: str
+    line: int
+    header: str
+    conditional: bool
+
+    def __str__(self) -> str:
+        return f"{self.path} line {self.line}: #include <{self.header}>"
+
+
+def check_stable(root: Path, files: Sequence[str]) -> None:
+    """Refuse a stable-ABI project whose compiled sources include a classic extension's header; warn about one
+    included under a preprocessor condition (a project that builds either way)."""
+    found = [i for name in backend_files.compiled_sources(root, files) for i in includes(root, name)
+             if CLASSIC_HEADER.fullmatch(i.header)]
+    plain = [i for i in found if not i.conditional]
+    if plain:
+        more = f"; and {len(plain) - 1} more" if len(plain) > 1 else ""
+        raise UsageError(
+            'abi = "stable" but a source the build compiles includes a classic extension\'s header',
+            f"{plain[0]}{more}",
+            "a stable-ABI wheel serves every torch from one build, and pybind11 or torch/extension.h code is bound to "
+            f'one torch and one CPython: set abi = "classic" in [tool.{TABLE}] (a wheel per torch and Python), or '
+            "port the sources to torch's stable ABI headers (torch/csrc/stable/library.h: STABLE_TORCH_LIBRARY; "
+            "torch/csrc/stable/tensor.h)")
+    if found:
+        _warn_once(root, "classic headers", (
+            f'abi = "stable", and {found[0]} is under a preprocessor condition: a build where that condition holds '
+            "compiles a classic extension, which a stable-ABI wheel cannot hold (the audit refuses its symbols)"))
+
+
+_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(\w+)[ \t]*(.*)$")
+
+
+def includes(root: Path, name: str) -> list[Include]:
+    """The ``#include`` lines of a file, each marked when it is inside an ``#if``/``#ifdef`` block other than an
+    include guard (``#ifndef X_H`` followed by ``#define X_H``)."""
+    try:
+        lines = (root / name).read_text(errors="replace")[:500_000].splitlines()
+    except OSError:
+        return []
+    directives = [(n, m.group(1), m.group(2).strip()) for n, text in enumerate(lines, 1)
+                  if (m := _DIRECTIVE.match(text)) is not None]
+    found: list[Include] = []
+    stack: list[bool] = []  # per open block: whether it is a condition (not an include guard)
+    for i, (number, directive, rest) in enumerate(directives):
+        if directive in ("if", "ifdef", "ifndef"):
+            guarded = re.fullmatch(r"(?:!\s*defined\s*\(?\s*)?(\w+)\s*\)?", rest) if directive != "ifdef" else None
+            following = directives[i + 1] if i + 1 < len(directives) else None
+            stack.append(not (guarded and following and following[1] == "define" and
+                              following[2].split()[:1] == [guarded.group(1)]))
+        elif directive == "endif" and stack:
+            stack.pop()
+        elif directive == "include" and (header := re.match(r'[<"]([^>"]+)[>"]', rest)) is not None:
+            found.append(Include(name, number, header.group(1), any(stack)))
+    return found
 
 
 def check_gates(root: Path) -> None:

@@ -25,6 +25,7 @@ from ci.audit import describe, gpu_code
 from ci.audit.checks import AuditResult
 from ci.audit.wheel_audit import raise_for_failures
 from ci.builds import abi3, arch_flags, debug_split, report
+from ci.builds.failure import pure
 from ci.errors import CommandFailed
 from ci.log import log
 from ci.universe.targets import Target
@@ -134,6 +135,18 @@ def publish_debug_files(staged: Path, dest: Path) -> None:
                 old.unlink()
 
 
+def place(final: Path, stage: Path, dest_dir: Path, target: Target) -> Path:
+    """Move the audited wheel into the target's folder of the wheelhouse, in place of an earlier build's, with its
+    debug files (``debug/``)."""
+    published = fsutil.publish_file(final, dest_dir / final.name)
+    for old in dest_dir.glob("*.whl"):
+        if old.name != published.name:
+            log.note("replaced", f"{old.name} (an earlier build of {target.id})")
+            old.unlink()
+    publish_debug_files(stage / debug_split.DEBUG_FOLDER, dest_dir / debug_split.DEBUG_FOLDER)
+    return published
+
+
 def publish(
     target: Target,
     built: Path,
@@ -150,12 +163,14 @@ def publish(
     cuobjdump: Path | None = None,
     build_output: Path | None = None,
 ) -> report.BuildReport:
-    """Split the libraries' debug info off (ci/builds/debug_split.py; ``strip-debug``), repair, describe
+    """Refuse a wheel with no compiled library (``failure/pure.py``: the variables its ``ext_modules`` hang on),
+    split the libraries' debug info off (ci/builds/debug_split.py; ``strip-debug``), repair, describe
     (ci/audit/describe.py: the torch range from the binary, the coverage file), set the final metadata, audit,
     move into the wheelhouse (the debug files into its ``debug/``), write the report. ``audit`` is given the
     target with the architectures the wheel must hold (``arch_flags.audited_target``: ``project-arch-flags``) read
     from the build's output in ``build_output``, whose nvcc lines also name the flags a failed ``sass``/``ptx``
     check was given instead."""
+    pure.check_wheel(built, target.project.root, cpu=target.cpu)
     output = arch_flags.read_log(build_output) if build_output is not None else ""
     split = None
     if target.project.strip_debug:
@@ -178,13 +193,7 @@ def publish(
         log.warn(floor_note)
     dest_dir = outputs.target_dir(target)
     digest = wheelmeta.sha256_file(final)
-    published = fsutil.publish_file(final, dest_dir / final.name)
-    for old in dest_dir.glob("*.whl"):
-        if old.name != published.name:
-            log.note("replaced", f"{old.name} (an earlier build of {target.id})")
-            old.unlink()
-    publish_debug_files(stage / debug_split.DEBUG_FOLDER, dest_dir / debug_split.DEBUG_FOLDER)
-    result = dataclasses.replace(result, wheel=published)
+    result = dataclasses.replace(result, wheel=place(final, stage, dest_dir, target))
     rep = report.make_report(
         target.id, target.project.name, result, sha256=digest, mode=mode, nvcc=nvcc, torch=target.torch,
         python=target.python, seconds=time.monotonic() - started, image=image,

@@ -1,11 +1,12 @@
 """The GitHub Actions workflows of a project, as data: one job per target id, derived from the matrix.
 
-``python -m ci workflows`` writes these documents with :mod:`ci.gha.yamlout`; nothing here touches the disk.
+``cuda-ext-farm workflows render`` writes these documents with :mod:`ci.gha.yamlout`; nothing here touches the disk.
 Nine workflows (``.github/workflows/``):
 
-``ci.yml``         every push and pull request: lint (ruff, mypy, zizmor, the workflow schema, actionlint,
-                   drift from the matrix), the unit and CPU tests with a host build of the release target, and
-                   the container build of each Linux cell whose builder image changed. Read-only token.
+``ci.yml``         every push and pull request: lint (the farm's own: ruff, mypy, its floor plan; every project:
+                   drift from the matrix, zizmor, the workflow schema), actionlint, the unit and CPU tests with a
+                   host build of the release target, and the container build of each Linux cell whose builder
+                   image changed. Read-only token.
 ``images.yml``     the builder image of each Linux cell and architecture (aarch64 ones on the arm64 runner),
                    tagged by content like ``nox -s images``, pulled from the repository's registry or built and
                    pushed there (the pushed image is the cache).
@@ -87,14 +88,31 @@ FILES = ("ci.yml", "images.yml", "wheels.yml", "gpu-tests.yml", "release.yml", "
 SYSROOT_KEYRING: Step = {"name": "Debian's archive keyring (the host build's bullseye sysroot)",
                          "run": "sudo apt-get update -qq\nsudo apt-get install -y -qq debian-archive-keyring\n"}
 
+#: What each lint step checks, as the job's name lists it (the farm's own steps: toolenv.LINT_COMMANDS, in order).
+FARM_LINT_NAMES = ("ruff", "mypy", "floor plan")
+WORKFLOW_LINT_STEPS: tuple[tuple[str, Step], ...] = (
+    ("drift", {"name": "Workflows follow the matrix", "run": "python -m ci workflows check"}),
+    ("zizmor, schema", {"name": "zizmor and the GitHub workflow schema", "run": "python -m ci workflows lint"}),
+)
+
+
+def ci_lint_parts(ctx: Context) -> list[tuple[str, Step]]:
+    """The lint job's checks, each with its name in the job's: for the farm itself nox -s lint's commands
+    (ci/toolenv.py), for every project the workflows' drift check and linters. A project's code is not linted:
+    its own linters are its choice, and the job's name says only what it runs."""
+    own: list[tuple[str, Step]] = [] if ctx.external else [
+        (label, {"name": name, "run": shlex.join(["python", *args])})
+        for label, (name, args) in zip(FARM_LINT_NAMES, toolenv.LINT_COMMANDS, strict=True)]
+    return [*own, *((label, dict(step)) for label, step in WORKFLOW_LINT_STEPS)]
+
+
 def ci_lint_steps(ctx: Context) -> list[Step]:
-    """The lint job: for the farm itself nox -s lint's commands (ci/toolenv.py), for every project the workflows'
-    drift check and linters."""
-    steps: list[Step] = [*prologue(ctx, lock="lint")]
-    if not ctx.external:
-        steps += [{"name": name, "run": shlex.join(["python", *args])} for name, args in toolenv.LINT_COMMANDS]
-    return [*steps, {"name": "Workflows follow the matrix", "run": "python -m ci workflows check"},
-            {"name": "zizmor and the GitHub workflow schema", "run": "python -m ci workflows lint"}]
+    return [*prologue(ctx, lock="lint"), *(step for _, step in ci_lint_parts(ctx))]
+
+
+def ci_lint_name(ctx: Context) -> str:
+    """``lint (drift, zizmor, schema)``: what the job runs, from its steps."""
+    return f"lint ({', '.join(label for label, _ in ci_lint_parts(ctx))})"
 
 
 def ci_test_steps(ctx: Context) -> list[Step]:
@@ -132,7 +150,7 @@ def ci_container_job(ctx: Context, cell: shapes.Cell) -> Job:
 def ci_workflow(ctx: Context) -> dict[str, Any]:
     release = ctx.release_target
     jobs: dict[str, Job] = {
-        "lint": {"name": "lint (ruff, mypy, zizmor, schema, drift)", "runs-on": LINUX_RUNNER,
+        "lint": {"name": ci_lint_name(ctx), "runs-on": LINUX_RUNNER,
                  "timeout-minutes": 20, "permissions": permissions(contents="read"), "steps": ci_lint_steps(ctx)},
         "actionlint": {
             "name": "actionlint", "runs-on": LINUX_RUNNER, "timeout-minutes": 10,

@@ -60,8 +60,8 @@ def test_check_fails_on_a_hand_edit_with_one_line(tmp_path: Path) -> None:
     result = run_ci("workflows", "--check", "--out", str(tmp_path / "wf"))
     assert result.returncode == 2
     assert result.stdout.strip().splitlines()[-1] == (
-        "error: the workflows and the matrix disagree (wheels.yml): run `nox -s workflows` (python -m ci "
-        "workflows) and commit the result")
+        "error: the workflows and the matrix disagree (wheels.yml): run `python -m ci workflows render` and commit "
+        "the result")
     assert "-    timeout-minutes: 999" in result.stdout
     assert run_ci("workflows", "--check").returncode == 0
 

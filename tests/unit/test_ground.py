@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import stat
 import sys
 import threading
 import time
@@ -215,6 +216,26 @@ def test_publish_works_across_file_systems(tmp_path: Path, monkeypatch: pytest.M
     dest = fsutil.publish_file(src, tmp_path / "out" / "a.whl")
     assert dest.read_bytes() == b"wheel" and not src.exists()
     assert [p.name for p in dest.parent.iterdir()] == ["a.whl"]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027, 0o002])
+def test_files_the_farm_writes_get_the_mode_the_umask_gives(tmp_path: Path, umask: int) -> None:
+    """As open() would make them (tempfile.mkstemp's 0600 is not kept), also a file published from another file
+    system (/dev/shm, a tmpfs, where the machine has one): it keeps its source's mode, as a rename does."""
+    old = os.umask(umask)
+    try:
+        written = [fsutil.atomic_write_text(tmp_path / "a.txt", "a"), fsutil.atomic_write_json(tmp_path / "b.json", 1)]
+        shm = Path("/dev/shm")
+        if shm.is_dir() and os.access(shm, os.W_OK) and shm.stat().st_dev != tmp_path.stat().st_dev:
+            src = shm / f"farm-test-{os.getpid()}.whl"
+            src.write_bytes(b"wheel")
+            written.append(fsutil.publish_file(src, tmp_path / "out" / "c.whl"))
+            assert not src.exists()
+    finally:
+        os.umask(old)
+    assert {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in written} == {
+        p.name: oct(0o666 & ~umask) for p in written}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.json", *(["out"] if len(written) > 2 else [])]
 
 
 def test_unwritable_folder_names_the_option_and_variable(tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ machine. One precedence decides among the classes:
    cache that failed (sccache's server and its remote storage), an unknown CUDA architecture, an empty one, a
    missing header (a submodule's when it lies under one not checked out), a missing library, torch's headers
    compiled as an older C++ standard, a compiler error, cibuildwheel's smoke command, the build script asking for
-   a GPU, a Python error in the build script. A ccache warning followed by a compiler error is the compiler's;
+   a GPU, a Python error in the build script, a pure-Python wheel cibuildwheel stopped at (``pure``: the variables
+   the setup.py decides ``ext_modules`` from). A ccache warning followed by a compiler error is the compiler's;
    a download failure that ends the build is the download's. On the same line the more specific class wins.
 3. Else a compile that failed without a recognised error line (torch's ``Error compiling objects``), else ``None``:
    the caller keeps its general line.
@@ -25,9 +26,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ci.builds import arch_flags, project_source, standard
-from ci.builds.failure import causes, download, resources
+from ci.builds.failure import causes, download, pure, resources
 from ci.builds.failure.causes import Cause
-from ci.errors import CommandFailed, FarmError
+from ci.errors import CommandFailed, FarmError, UsageError
 
 #: pypa/build's advice after a failed backend: options of its own command line, which the farm does not take.
 INNER_TIPS = re.compile(r"pass --env-dir and --sdist-extract-dir|build\.pypa\.io/en/stable/how-to/troubleshooting")
@@ -62,6 +63,7 @@ def classify(output: str, *, source: str = "", build_script: str = "", cpu: bool
         causes.header(output, source, empty_submodules), causes.library(output, linkable),
         causes.newer_standard(output, source, pins), causes.compiler(output, source),
         causes.gpu_query(output, source), causes.python_error(output, source),
+        pure.stopped(output, build_script, cpu=cpu),
     ) if f is not None]
     if found:
         return max(enumerate(found), key=lambda item: (item[1].at, -item[0]))[1].cause
@@ -84,8 +86,9 @@ def explain(general: CommandFailed, output: str, *, build: str, source: str = ""
                      empty_submodules=empty_submodules, pins=pins, host_folder=host_folder)
     if cause is None:
         return general
-    return CommandFailed(f"{build} failed: {cause.what}", cause.value, f"{cause.fix}; nothing was written to the "
-                         "wheelhouse")
+    # A build that compiled nothing did what the project asked: bad input (2), not a failed command.
+    kind = UsageError if cause.what == pure.WHAT else CommandFailed
+    return kind(f"{build} failed: {cause.what}", cause.value, f"{cause.fix}; nothing was written to the wheelhouse")
 
 
 def explain_build(general: CommandFailed, output: str, *, build: str, source: Path, paths_from: str | None = None,

@@ -79,17 +79,17 @@ def switches(build_script: str) -> list[Switch]:
     parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     found: dict[str, Switch] = {}
     for node in ast.walk(tree):
-        name = _read_name(node)
+        name = read_name(node)
         if name is None or not any(w in name.upper() for w in SWITCH_WORDS) or (NEVER.search(name.upper()) \
                 and not FORCES.search(name.upper())):
             continue
-        literal = _compared_with(node, parents)
+        literal = compared_with(node, parents)
         if name not in found or found[name].literal is None:
             found[name] = Switch(name, literal)
     return list(found.values())
 
 
-def _read_name(node: ast.AST) -> str | None:
+def read_name(node: ast.AST) -> str | None:
     """The variable an ``os.environ``/``os.getenv`` read names, or None."""
     def is_environ(value: ast.expr) -> bool:
         return ast.unparse(value) in ("os.environ", "environ")
@@ -110,7 +110,7 @@ def _read_name(node: ast.AST) -> str | None:
     return None
 
 
-def _compared_with(node: ast.AST, parents: dict[int, ast.AST]) -> str | None:
+def compared_with(node: ast.AST, parents: dict[int, ast.AST]) -> str | None:
     """The string the read is compared with (``== "TRUE"``, ``!= "1"``, ``in ("1", "true")``: its first),
     through ``.lower()``/``.strip()``/``int(...)`` around it; None when it is read for its truth alone."""
     parent = parents.get(id(node))

@@ -58,7 +58,7 @@ def test_a_cell_added_to_the_matrix_is_drift(config: project.ProjectConfig, extr
     with pytest.raises(UsageError) as exc:
         workflows.check(FOLDER, workflows.render(config))
     assert exc.value.line().startswith("error: the workflows and the matrix disagree (ci.yml, gpu-tests.yml, ")
-    assert "nox -s workflows" in exc.value.fix and "cu139" in exc.value.details
+    assert "workflows render" in exc.value.fix and "cu139" in exc.value.details
 
 
 # --- security ------------------------------------------------------------------------------------------
