@@ -68,8 +68,8 @@ NO_PASS_THROUGH = {
 
 
 def test_every_command_has_its_session_or_says_why() -> None:
-    """The sessions table, nox and the parser cannot drift: the pass-through sessions are the table's, and the table says which
-    commands have none."""
+    """The sessions table, nox and the parser cannot drift: the pass-through sessions are the table's, and the table
+    says which commands have none."""
     from ci.cli import COMMANDS, build_parser
 
     defined = noxfile_sessions()

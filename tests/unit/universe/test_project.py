@@ -213,4 +213,5 @@ def test_every_key_is_documented_in_the_module_and_the_options_reference() -> No
                 and k != "commands"]
     assert not [k for k in sorted(validation._KEYS) if f"| `{k}` |" not in options and k != "commands"]
     assert "| `commands.smoke` |" in options
-    assert "[tool.cuda-ext-farm.commands]" in doc and "[tool.cuda-ext-farm.commands]" in (ROOT / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()
+    assert "[tool.cuda-ext-farm.commands]" in doc and "[tool.cuda-ext-farm.commands]" in readme
