@@ -6,7 +6,7 @@ Another project uses the farm without copying it:
 
     nox -f /path/to/farm/noxfile.py -s build -- --project .
 
-(or ``export FARM_PROJECT=$PWD``). ``nox -l`` lists the sessions; the README has the table.
+(or ``export FARM_PROJECT=$PWD``). ``nox -l`` lists the sessions; docs/contributing.md has the table.
 """
 
 from __future__ import annotations

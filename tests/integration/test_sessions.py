@@ -1,4 +1,5 @@
-"""Every nox session the README lists exists, and works on a fresh copy of the checkout.
+"""Every nox session the contributors' guide lists (docs/contributing.md, Sessions) exists, and works on a fresh
+copy of the checkout.
 
 Cheap sessions run fully; the others run up to their first real step: their own ``--help`` (which goes
 through the farm's parser), the first step that needs something a fresh checkout does not have (a built
@@ -33,8 +34,8 @@ INSTALL_ONLY = {"lint", "lock"}
 RUN_BY_CI = {"tests", "compat", "tests-extended"}
 
 
-def readme_sessions() -> set[str]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def table_sessions() -> set[str]:
+    text = (ROOT / "docs" / "contributing.md").read_text(encoding="utf-8")
     section = text.split("\n## Sessions\n", 1)[1].split("\n## ", 1)[0]
     names: set[str] = set()
     for line in section.splitlines():
@@ -51,9 +52,10 @@ def noxfile_sessions() -> set[str]:
     return set(re.findall(r"^[*-] ([a-z][a-z0-9-]*)[( ]", out, flags=re.MULTILINE))
 
 
-def test_the_readme_lists_every_session_and_only_sessions() -> None:
-    listed, defined = readme_sessions(), noxfile_sessions()
-    assert listed == defined, f"README only: {sorted(listed - defined)}; noxfile only: {sorted(defined - listed)}"
+def test_the_sessions_table_lists_every_session_and_only_sessions() -> None:
+    listed, defined = table_sessions(), noxfile_sessions()
+    assert listed == defined, (f"docs/contributing.md only: {sorted(listed - defined)}; "
+                               f"noxfile only: {sorted(defined - listed)}")
 
 
 #: The commands of the table without a pass-through session of their own name, and what stands in for one.
@@ -66,8 +68,8 @@ NO_PASS_THROUGH = {
 
 
 def test_every_command_has_its_session_or_says_why() -> None:
-    """README, nox and the parser cannot drift: the pass-through sessions are the table's, and the table says which
-    commands have none."""
+    """The sessions table, nox and the parser cannot drift: the pass-through sessions are the table's, and the table
+    says which commands have none."""
     from ci.cli import COMMANDS, build_parser
 
     defined = noxfile_sessions()

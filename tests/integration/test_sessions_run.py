@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_sessions import FULL, INSTALL_ONLY, ROOT, RUN_BY_CI, readme_sessions, run_nox
+from tests.integration.test_sessions import FULL, INSTALL_ONLY, ROOT, RUN_BY_CI, run_nox, table_sessions
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,7 @@ def fresh_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return dest
 
 
-@pytest.mark.parametrize("session", sorted(readme_sessions() - RUN_BY_CI))
+@pytest.mark.parametrize("session", sorted(table_sessions() - RUN_BY_CI))
 def test_every_session_works_on_a_fresh_copy(session: str, fresh_copy: Path, tmp_path: Path) -> None:
     if session in FULL:
         args, code, expected = FULL[session]
