@@ -314,10 +314,10 @@ def markdown(declared: Iterable[Setting] = DECLARED) -> str:
              "(FARM_WRITE_DOCS=1 pytest tests/unit/test_settings.py rewrites it); do not edit -->", "",
              "Every setting is resolved once, when a command starts: its flag, else its environment variable, else "
              "the project's `[tool.cuda-ext-farm]` key where there is one, else the default. "
-             "`python -m ci --show-settings <command>` (or `FARM_DEBUG=1`) prints what was resolved and where each "
-             "value came from. The project keys that have no variable (`torch`, `build-env`, `strip-debug`, "
-             "`compress-fatbin`, `test-requires`, `test-extras`, ...) are listed in the README's "
-             "[Project configuration](../README.md#project-configuration).", ""]
+             "`cuda-ext-farm <command> --show-settings` prints what was resolved and where each value came from, "
+             "and exits (`FARM_DEBUG=1` prints it and runs the command). The project keys that have no variable (`torch`, `build-env`, `strip-debug`, "
+             "`compress-fatbin`, `test-requires`, `test-extras`, ...) are listed in "
+             "[options.md](options.md).", ""]
     for group, title in GROUPS.items():
         members = [s for s in settings if s.group == group]
         if not members:
