@@ -35,7 +35,16 @@ from pathlib import Path
 from ci import fsutil, proc, settings, toolenv
 from ci.audit import checks as audit_records
 from ci.audit import symbols, wheel_audit
-from ci.builds import arch_flags, cuda_available, environment, failure, preflight, project_source, report
+from ci.builds import (
+    arch_flags,
+    cibw_environment,
+    cuda_available,
+    environment,
+    failure,
+    preflight,
+    project_source,
+    report,
+)
 from ci.builds import tail as publish
 from ci.errors import CommandFailed, FarmError, UsageError
 from ci.linux import image_contents, images, sysroot
@@ -279,12 +288,13 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
         "CIBW_BUILD_FRONTEND": "build; args: --no-isolation",
         # torch comes from the read-only volume: one install per torch pin, not one per build.
         "CIBW_BEFORE_BUILD": before_build,
-        "CIBW_ENVIRONMENT": " ".join(f'{k}="{v}"' for k, v in build_env.items()),
+        # Every value reaches the build as composed (a quote, a dollar sign): ci/builds/cibw_environment.py.
+        "CIBW_ENVIRONMENT": cibw_environment.render(build_env, pathsep=":"),
         "CIBW_REPAIR_WHEEL_COMMAND": f"{CCACHE_STATS} && {unset}auditwheel repair {excludes} -w {{dest_dir}} "
                                      "{wheel}",
         # The test venv is new and empty but for the same read-only torch and the wheel.
         "CIBW_BEFORE_TEST": _pth_command(site),
-        "CIBW_TEST_ENVIRONMENT": " ".join(f'{k}="{v}"' for k, v in {**ca_env, **test_env}.items()),
+        "CIBW_TEST_ENVIRONMENT": cibw_environment.render({**ca_env, **test_env}, pathsep=":"),
         # cibuildwheel runs it in an empty folder (the source cannot shadow the wheel), as the farm runs every
         # configured command; then the package must have come from the test venv.
         "CIBW_TEST_COMMAND": f"pip check && {smoke} && "

@@ -11,7 +11,7 @@ What the routes call, once each:
 * :func:`cache_settings`: the variables a container build passes in (``ci/linux/container.py``,
   ``ci/linux/shell.py``);
 * :func:`container_route`: what a container build with sccache gains (``ci/linux/container.py``);
-* :func:`for_build` is the Windows build's too (``windows/build.py``), with ``sccache cl`` instead of scripts;
+* :func:`for_build` is the Windows build's too (``windows/build.py``), with ``sccache cl`` and ``nvcc.cmd``;
 * ``develop`` (``ci/linux/develop.py``): :func:`find_launcher`, :func:`launcher_env`, :func:`remote_cache_env`.
 """
 
@@ -106,10 +106,12 @@ def _real_compilers(env: Mapping[str, str]) -> tuple[str, str | None]:
 def _fronts(engine: str, launcher: str, env: Mapping[str, str], folder: Path, *,
             scripts: bool = True) -> dict[str, str]:
     """What runs the compilers through ``launcher``: front scripts, or on Windows (no shell to run them, and torch
-    takes ``CXX`` there as a command) ``"<launcher>" cl`` and ``"<launcher>" "<nvcc>"``."""
+    takes ``CXX`` there as a command) ``"<launcher>" cl`` and the batch file ``nvcc.cmd``: the nvcc wrapper runs
+    the command after it as one program (:func:`fronts.windows_nvcc_front`)."""
     cxx, nvcc = _real_compilers(env)
     if not scripts:
-        return {"CXX": f'"{launcher}" {cxx}', **({"PYTORCH_NVCC": f'"{launcher}" "{nvcc}"'} if nvcc else {})}
+        front = {"PYTORCH_NVCC": str(fronts.windows_nvcc_front(folder, launcher, nvcc))} if nvcc else {}
+        return {"CXX": f'"{launcher}" {cxx}', **front}
     out = {"CXX": str(fronts.cxx_front(folder, engine, launcher, cxx))}
     if nvcc is not None:
         out["PYTORCH_NVCC"] = str(fronts.nvcc_front(folder, engine, launcher, nvcc))

@@ -296,3 +296,25 @@ def test_host_compiler_outside_the_cuda_range_is_refused() -> None:
 def test_bootstrap_command() -> None:
     cmd = images.bootstrap_command("trixie", Path("/tmp/r"), "http://m/debian")
     assert cmd == ["debootstrap", "--variant=minbase", "--include=ca-certificates", "trixie", "/tmp/r", "http://m/debian"]
+
+
+def test_every_value_reaches_the_container_build_as_composed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A double quote, a dollar sign, a backquote, a backslash in a project's build-env value or the caller's flags
+    reach the build unchanged, as cibuildwheel's own parser reads CIBW_ENVIRONMENT (the landed option wrapped each
+    value in bare double quotes: a quote ended it, $NAME and $(...) were expanded). A PATH the project names goes
+    in front of the container's own, which it cannot replace."""
+    from cibuildwheel.environment import parse_environment
+
+    monkeypatch.setenv("NVCC_APPEND_FLAGS", '-DCALLER="a b" -DCOST=$HOME')
+    target = targets.default_target(reading.load(ROOT))
+    odd = {"ODD_DEFINE": '-DNAME=\\"x\\" $(id) `id` <(no) C:\\back\\', "PATH": "/opt/tools/bin"}
+    target = dataclasses.replace(target, project=dataclasses.replace(
+        target.project, build_env={**target.project.build_env, **odd}))
+    job = job_for(target, tmp_path)
+    python = wheels.build_python(target, job.spec)
+    env = wheels.cibuildwheel_env(job, python, wheels.torch_volume(target, python), None)
+    container = {"PATH": "/project/venv/bin:/usr/bin", "HOME": "/home/build"}
+    build = parse_environment(env["CIBW_ENVIRONMENT"]).as_dictionary(container)
+    assert build["ODD_DEFINE"] == odd["ODD_DEFINE"]
+    assert build["NVCC_APPEND_FLAGS"].startswith('-DCALLER="a b" -DCOST=$HOME -objtemp ')
+    assert build["PATH"] == "/opt/tools/bin:/project/venv/bin:/usr/bin"

@@ -223,10 +223,15 @@ def test_containers_keep_their_ccache_unless_sccache_is_chosen(tmp_path: Path, m
     assert f"exec {launcher} /opt/farm/sysroot/bin/g++-1/g++" in (fronts_dir / "g++").read_text()
 
 
-def test_windows_runs_cl_and_nvcc_through_sccache_as_commands(tmp_path: Path) -> None:
-    added = compiler_cache._fronts("sccache", r"C:\t\sccache.exe", {"CUDA_HOME": r"C:\cuda"}, tmp_path, scripts=False)
-    assert added["CXX"].startswith('"C:\\t\\sccache.exe" ') and added["PYTORCH_NVCC"].count('"') == 4
-    assert not any(tmp_path.iterdir())
+def test_windows_runs_cl_through_sccache_as_a_command_and_nvcc_through_a_batch_file(tmp_path: Path) -> None:
+    """cl as torch takes CXX on Windows (a command); nvcc as one program (the nvcc wrapper runs the command after
+    it as one path): tests/unit/windows/test_win_compile_cache.py follows it through the wrapper."""
+    added = compiler_cache._fronts("sccache", r"C:\t 1\sccache.exe", {"FARM_NVCC_NEXT": r"C:\cu%da\bin\nvcc.exe"},
+                                   tmp_path, scripts=False)
+    assert added["CXX"].startswith('"C:\\t 1\\sccache.exe" ')
+    front = Path(added["PYTORCH_NVCC"])
+    assert front == tmp_path / "nvcc.cmd"
+    assert front.read_bytes() == b'@"C:\\t 1\\sccache.exe" "C:\\cu%%da\\bin\\nvcc.exe" %*\r\n@exit /b %ERRORLEVEL%\r\n'
 
 
 def test_ccache_is_no_windows_cache(monkeypatch: pytest.MonkeyPatch) -> None:
