@@ -50,6 +50,7 @@ from ci.errors import CommandFailed, FarmError, UsageError
 from ci.linux import image_contents, images, sysroot
 from ci.log import log
 from ci.toolchain import compiler_cache, envs, toolkit
+from ci.toolchain.compiler_cache import in_container
 from ci.universe import matrix, pins, project, project_commands, shapes
 from ci.universe.targets import Target
 
@@ -209,7 +210,7 @@ def farm_settings(job: ContainerBuild, nvcc: str) -> dict[str, str]:
         "MAX_JOBS": str(job.max_jobs or os.cpu_count() or 2),
         "CXX": compilers.cxx,
         "CC": compilers.cc,
-        "PYTORCH_NVCC": compiler_cache.IMAGE_NVCC_WRAPPER,  # see docker/Dockerfile
+        "PYTORCH_NVCC": in_container.IMAGE_NVCC_WRAPPER,  # see docker/Dockerfile
         # Deterministic objects (see ci/builds/environment.py); toolkits older than 12.8 lack -frandom-seed.
         **environment.farm_flags(target, nvcc or None),
         "CCACHE_DIR": f"{CONTAINER_HOME}/.cache/ccache",
@@ -223,11 +224,12 @@ def farm_settings(job: ContainerBuild, nvcc: str) -> dict[str, str]:
     return farm | {k: v for k, v in settings.current().environ.items() if k.startswith("CCACHE_") and k not in farm}
 
 
-def build_environment(job: ContainerBuild, ca_bundle: Path | None) -> tuple[dict[str, str], list[str]]:
-    """What the project's build sees in the container, and the mounts that gives it: the farm's settings under the
-    project's build-env (composed as on every route), the CA bundle, the sysroot's compilers, the compile cache, and
-    in front of nvcc the nvcc wrapper (then the module anchor for nvcc < 12.8, then the cache or the image's
-    ccache wrapper)."""
+def build_environment(job: ContainerBuild,
+                      ca_bundle: Path | None) -> tuple[dict[str, str], list[str], in_container.ContainerCache]:
+    """What the project's build sees in the container, the ``docker create`` arguments that give it (mounts), and
+    sccache's part: the farm's settings under the project's build-env (composed as on every route), the CA bundle,
+    the sysroot's compilers, the compile cache, and in front of nvcc the nvcc wrapper (then the module anchor for
+    nvcc < 12.8, then the cache or the image's ccache wrapper)."""
     target = job.target
     nvcc = nvcc_version(target.cell) or ""
     values = project_source.build_values(target, nvcc or None)
@@ -239,8 +241,8 @@ def build_environment(job: ContainerBuild, ca_bundle: Path | None) -> tuple[dict
         mounts.append(f"--volume={job.sysroot.root}:{SYSROOT_MOUNT}:ro")
         build_env |= job.sysroot.build_env(build_env["CC"], build_env["CXX"], mount=SYSROOT_MOUNT)
     # sccache in front of the compilers (FARM_COMPILE_CACHE=sccache); its nvcc front runs behind the nvcc wrapper.
-    cache_env, cache_mounts = compiler_cache.container_route(job.outputs.work_dir(target), build_env)
-    build_env, mounts = build_env | cache_env, mounts + cache_mounts
+    cache = in_container.route(job.outputs.work_dir(target), build_env)
+    build_env, mounts = build_env | cache.env, mounts + cache.create_args
     mounts.append(f"--volume={project.FARM_ROOT / 'ci' / 'nvcc'}:{NVCC_TOOLS_MOUNT}:ro")
     next_nvcc = build_env["PYTORCH_NVCC"]
     if not environment.nvcc_has_random_seed(nvcc):
@@ -254,7 +256,7 @@ def build_environment(job: ContainerBuild, ca_bundle: Path | None) -> tuple[dict
     # The compile cache's hits and misses of this build alone, from a stats log in the build container (the
     # cache volume's own counters are shared by every build that runs at the same time).
     build_env["CCACHE_STATSLOG"] = CCACHE_STATS_LOG
-    return build_env, mounts
+    return build_env, mounts, cache
 
 
 def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: Path | None) -> dict[str, str]:
@@ -263,7 +265,7 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
     target = job.target
     excluded = (*matrix.TORCH_LIBRARIES, *matrix.cuda_libraries(target.cell.cuda_major))
     excludes = " ".join(f"--exclude {lib}" for lib in excluded)
-    build_env, mounts = build_environment(job, ca_bundle)
+    build_env, mounts, cache = build_environment(job, ca_bundle)
     _, ca_env = ca_mount(ca_bundle)
     create_args = [f"--label=farm.job={job.job}",
                    f"--volume={PIP_CACHE_VOLUME}:{CONTAINER_HOME}/.cache/pip",
@@ -274,7 +276,8 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
     in_image = set(pins.pinned_in(pins.lock_path(images.IMAGE_TOOLS_LOCK)))
     extra = [r for r in target.project.build_requires if envs.requirement_name(r) not in in_image]
     before_build = _pth_command(site) + (f" && pip install {' '.join(shlex.quote(r) for r in extra)}" if extra else "")
-    before_build += f" && rm -f {CCACHE_STATS_LOG}"
+    before_build += f" && rm -f {CCACHE_STATS_LOG}" + (f" && {cache.before_build}" if cache.before_build else "")
+    stats = " && ".join(filter(None, (CCACHE_STATS, cache.stats)))
     smoke = container_command(target.project.commands.smoke)
     # The farm's steps in the container never see ci/buildsite: an empty PYTHONPATH is none to Python.
     unset, test_env = ("PYTHONPATH= ", {"PYTHONPATH": ""}) if "PYTHONPATH" in build_env else ("", {})
@@ -290,7 +293,7 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
         "CIBW_BEFORE_BUILD": before_build,
         # Every value reaches the build as composed (a quote, a dollar sign): ci/builds/cibw_environment.py.
         "CIBW_ENVIRONMENT": cibw_environment.render(build_env, pathsep=":"),
-        "CIBW_REPAIR_WHEEL_COMMAND": f"{CCACHE_STATS} && {unset}auditwheel repair {excludes} -w {{dest_dir}} "
+        "CIBW_REPAIR_WHEEL_COMMAND": f"{stats} && {unset}auditwheel repair {excludes} -w {{dest_dir}} "
                                      "{wheel}",
         # The test venv is new and empty but for the same read-only torch and the wheel.
         "CIBW_BEFORE_TEST": _pth_command(site),
@@ -379,6 +382,8 @@ def _build_in_container(job: ContainerBuild) -> report.BuildReport:
             # cibuildwheel calls `docker`; give it the client the farm chose.
             docker_dir = str(Path(images.docker_cli()).parent)
             env["PATH"] = proc.path_with(docker_dir)
+            # sccache's storage and scheduler settings, handed on by name (``--env NAME``): on no command line.
+            env |= in_container.passed_environment()
             source = stage / "source"
             project_source.sync_source(target.project.root, source, (job.outputs.build_root, job.outputs.wheelhouse))
             output = stage / "build-output.log"
@@ -399,6 +404,7 @@ def _build_in_container(job: ContainerBuild) -> report.BuildReport:
                 except FarmError:
                     remove_containers(job.job)  # stopped by the watcher: cibuildwheel's container is still there
                     raise
+            in_container.report(output.read_text(errors="replace"))  # sccache's figures, the scheduler's answer
             built = publish.one_wheel(stage / "out", "cibuildwheel")
 
             def keep(wheel: Path, outdir: Path) -> Path:

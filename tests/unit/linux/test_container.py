@@ -318,3 +318,31 @@ def test_every_value_reaches_the_container_build_as_composed(tmp_path: Path, mon
     assert build["ODD_DEFINE"] == odd["ODD_DEFINE"]
     assert build["NVCC_APPEND_FLAGS"].startswith('-DCALLER="a b" -DCOST=$HOME -objtemp ')
     assert build["PATH"] == "/opt/tools/bin:/project/venv/bin:/usr/bin"
+
+
+def test_sccaches_storage_and_scheduler_reach_the_container_by_name(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """GitHub's cache service (FARM_CCACHE_REMOTE=gha) and an sccache-dist scheduler: the runner's token and the
+    scheduler's go into the container by name (docker create --env NAME), so no cibuildwheel option holds them;
+    the scheduler's client configuration is written in the container before the build, and the repair step prints
+    sccache's figures (the landed route passed SCCACHE_GHA_ENABLED alone and ignored the scheduler)."""
+    from cibuildwheel.environment import parse_environment
+
+    from ci.toolchain.compiler_cache import in_container
+
+    secrets = {"ACTIONS_RUNTIME_TOKEN": "runner-s3cret", "FARM_SCCACHE_TOKEN": "dist-s3cret"}
+    for name, value in {**secrets, "ACTIONS_RESULTS_URL": "https://results.example/", "FARM_CCACHE_REMOTE": "gha",
+                        "FARM_SCCACHE_SCHEDULER": "http://10.1.2.3:10600"}.items():
+        monkeypatch.setenv(name, value)
+    target = targets.default_target(reading.load(ROOT))
+    job = job_for(target, tmp_path)
+    python = wheels.build_python(target, job.spec)
+    env = wheels.cibuildwheel_env(job, python, wheels.torch_volume(target, python), None)
+    assert not [k for k, v in env.items() if any(s in v for s in secrets.values())]
+    create = env["CIBW_CONTAINER_ENGINE"].split("; ")[1].split()
+    assert {"--env=ACTIONS_RUNTIME_TOKEN", "--env=ACTIONS_RESULTS_URL", "--env=FARM_SCCACHE_TOKEN"} <= set(create)
+    build = parse_environment(env["CIBW_ENVIRONMENT"]).as_dictionary({})
+    assert build["SCCACHE_GHA_ENABLED"] == "on" and build["SCCACHE_CONF"] == f"{in_container.PRIVATE}/client.conf"
+    assert build["FARM_NVCC_NEXT"] == f"{in_container.CONTAINER_TOOLS}/fronts/nvcc"  # behind the nvcc wrapper
+    assert "sccache-dist-client.py" in env["CIBW_BEFORE_BUILD"]
+    assert in_container.STATS_LINE in env["CIBW_REPAIR_WHEEL_COMMAND"]

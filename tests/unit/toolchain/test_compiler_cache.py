@@ -12,7 +12,7 @@ import pytest
 
 from ci import errors, proc
 from ci.toolchain import compiler_cache
-from ci.toolchain.compiler_cache import ccache_log, choice, fronts, sccache_server
+from ci.toolchain.compiler_cache import ccache_log, choice, fronts, in_container, sccache_server
 
 CACHE_VARIABLES = ("FARM_COMPILE_CACHE", "FARM_CCACHE", "FARM_CCACHE_REMOTE", "FARM_SCCACHE_SCHEDULER",
                    "FARM_SCCACHE_TOKEN")
@@ -204,21 +204,22 @@ def test_a_storage_that_never_answers_does_not_hang_the_build(sccache: Path, tmp
 
 def test_containers_keep_their_ccache_unless_sccache_is_chosen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                sccache: Path) -> None:
-    image_env = {"CXX": "/opt/farm/sysroot/bin/g++-1/g++", "PYTORCH_NVCC": compiler_cache.IMAGE_NVCC_WRAPPER,
+    image_env = {"CXX": "/opt/farm/sysroot/bin/g++-1/g++", "PYTORCH_NVCC": in_container.IMAGE_NVCC_WRAPPER,
                  "CCACHE_DIR": "/home/build/.cache/ccache"}
-    assert compiler_cache.container_route(tmp_path, image_env) == ({}, [])
+    assert in_container.route(tmp_path, image_env) == in_container.ContainerCache()
     assert compiler_cache.cache_settings() == {}
     monkeypatch.setenv("FARM_COMPILE_CACHE", "sccache")
     monkeypatch.setenv("FARM_CCACHE_REMOTE", "redis://10.0.0.2:6379")
-    added, mounts = compiler_cache.container_route(tmp_path, image_env)
+    cache = in_container.route(tmp_path, image_env)
+    added, mounts = cache.env, cache.create_args
     assert compiler_cache.cache_settings() == {"CCACHE_DISABLE": "1"}  # the image's ccache passes through
-    assert added["CXX"] == f"{compiler_cache.CONTAINER_TOOLS}/fronts/g++"
+    assert added["CXX"] == f"{in_container.CONTAINER_TOOLS}/fronts/g++"
     assert added["SCCACHE_DIR"] == "/home/build/.cache/ccache/sccache"
     assert added["SCCACHE_REDIS_ENDPOINT"] == "redis://10.0.0.2:6379"
     fronts_dir = tmp_path / "compile-cache-fronts"
-    assert f"--volume={fronts_dir}:{compiler_cache.CONTAINER_TOOLS}/fronts:ro" in mounts
-    assert f"--volume={sccache.parent}:{compiler_cache.CONTAINER_TOOLS}/bin:ro" in mounts
-    launcher = f"{compiler_cache.CONTAINER_TOOLS}/bin/sccache"
+    assert f"--volume={fronts_dir}:{in_container.CONTAINER_TOOLS}/fronts:ro" in mounts
+    assert f"--volume={sccache.parent}:{in_container.CONTAINER_TOOLS}/bin:ro" in mounts
+    launcher = f"{in_container.CONTAINER_TOOLS}/bin/sccache"
     assert f"exec {launcher} /usr/local/cuda/bin/nvcc" in (fronts_dir / "nvcc").read_text()  # not the ccache one
     assert f"exec {launcher} /opt/farm/sysroot/bin/g++-1/g++" in (fronts_dir / "g++").read_text()
 
