@@ -149,7 +149,8 @@ def route(host_folder: Path, env: Mapping[str, str]) -> ContainerCache:
     dist = _dist(chosen, launcher, folder, home)
     added = {"CXX": f"{CONTAINER_TOOLS}/fronts/{cxx.name}", "PYTORCH_NVCC": f"{CONTAINER_TOOLS}/fronts/nvcc",
              "SCCACHE_DIR": f"{home}/sccache", "SCCACHE_BASEDIRS": "/project",
-             "SCCACHE_SERVER_UDS": f"{PRIVATE}/server.sock", "SCCACHE_IDLE_TIMEOUT": "0", **storage, **dist.env}
+             "SCCACHE_SERVER_UDS": f"{PRIVATE}/server.sock", "SCCACHE_IDLE_TIMEOUT": "0",
+             **compiler_cache.sccache_nvcc_flags(env), **storage, **dist.env}
     passed = [f"--env={name}" for name in GHA_VARIABLES] if storage.get("SCCACHE_GHA_ENABLED") else []
     mounts = [f"--volume={binary.parent}:{CONTAINER_TOOLS}/bin:ro", f"--volume={folder}:{CONTAINER_TOOLS}/fronts:ro"]
     # The socket's folder first: sccache does not make it.

@@ -344,5 +344,6 @@ def test_sccaches_storage_and_scheduler_reach_the_container_by_name(tmp_path: Pa
     build = parse_environment(env["CIBW_ENVIRONMENT"]).as_dictionary({})
     assert build["SCCACHE_GHA_ENABLED"] == "on" and build["SCCACHE_CONF"] == f"{in_container.PRIVATE}/client.conf"
     assert build["FARM_NVCC_NEXT"] == f"{in_container.CONTAINER_TOOLS}/fronts/nvcc"  # behind the nvcc wrapper
+    assert "-objtemp" not in build["NVCC_APPEND_FLAGS"].split()  # sccache loses such objects (compiler_cache)
     assert "sccache-dist-client.py" in env["CIBW_BEFORE_BUILD"]
     assert in_container.STATS_LINE in env["CIBW_REPAIR_WHEEL_COMMAND"]
