@@ -18,8 +18,12 @@ import pytest
 from ci.linux import images
 from ci.toolchain.compiler_cache import sccache_server
 from tests.integration import cache_servers
-from tests.integration.test_containers import REASON, image, run_ci  # noqa: F401 - image: the fixture
-from tests.integration.test_containers import base  # noqa: F401 - the fixture image needs
+from tests.integration.test_containers import (  # noqa: F401 - base, image: the fixtures
+    REASON,
+    base,
+    image,
+    run_ci,
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.extended, pytest.mark.slow,
               pytest.mark.skipif(REASON is not None, reason=f"no Docker engine: {REASON}")]
