@@ -30,6 +30,7 @@ import shlex
 import sys
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 
 from ci import fsutil, proc, settings, toolenv
@@ -47,7 +48,7 @@ from ci.builds import (
 )
 from ci.builds import tail as publish
 from ci.errors import CommandFailed, FarmError, UsageError
-from ci.linux import image_contents, images, sysroot
+from ci.linux import host, image_contents, images, sysroot
 from ci.log import log
 from ci.toolchain import compiler_cache, envs, toolkit
 from ci.toolchain.compiler_cache import in_container
@@ -74,8 +75,12 @@ TORCH_MOUNT = "/opt/farm-torch"
 FARM_MOUNT = "/opt/farm"
 #: Where container builds on a Debian base see the host-made sysroot (read-only).
 SYSROOT_MOUNT = "/opt/farm-sysroot"
-#: Where container builds with nvcc older than 12.8 see ``ci/nvcc`` (read-only).
+#: Where CUDA builds see ``ci/nvcc`` (read-only): the nvcc wrapper, its toolkit folder, the module anchor.
 NVCC_TOOLS_MOUNT = f"{FARM_MOUNT}/nvcc"
+#: The images' CUDA toolkit (docker/Dockerfile), and where a build makes the folder in front of it whose bin/nvcc
+#: runs the nvcc wrapper (ci/nvcc/shim.py).
+IMAGE_CUDA_HOME = "/usr/local/cuda"
+NVCC_FRONT = "/tmp/farm-nvcc-front"
 #: Where CUDA builds see ``ci/buildsite`` (read-only), first on the build's PYTHONPATH: ci/builds/cuda_available.py.
 BUILDSITE_MOUNT = f"{FARM_MOUNT}/buildsite"
 
@@ -224,12 +229,35 @@ def farm_settings(job: ContainerBuild, nvcc: str) -> dict[str, str]:
     return farm | {k: v for k, v in settings.current().environ.items() if k.startswith("CCACHE_") and k not in farm}
 
 
-def build_environment(job: ContainerBuild,
-                      ca_bundle: Path | None) -> tuple[dict[str, str], list[str], in_container.ContainerCache]:
-    """What the project's build sees in the container, the ``docker create`` arguments that give it (mounts), and
-    sccache's part: the farm's settings under the project's build-env (composed as on every route), the CA bundle,
-    the sysroot's compilers, the compile cache, and in front of nvcc the nvcc wrapper (then the module anchor for
-    nvcc < 12.8, then the cache or the image's ccache wrapper)."""
+def nvcc_front(target: Target, build_env: Mapping[str, str]) -> tuple[dict[str, str], str]:
+    """``CUDA_HOME`` naming a toolkit folder whose ``bin/nvcc`` runs the nvcc wrapper, and the command that makes it
+    in the container before the build (ci/nvcc/shim.py): setuptools' own compile (``use_ninja=False``) runs
+    ``CUDA_HOME/bin/nvcc``, never ``PYTORCH_NVCC``. As on the host: not where the project names its ``CUDA_HOME``
+    or builds with CMake (ci/linux/host.py)."""
+    cmake = any(envs.requirement_name(r) in host.CMAKE_BUILDS for r in target.project.build_requires)
+    if target.cpu or cmake or "CUDA_HOME" in build_env:
+        return {}, ""
+    code = (f"import pathlib, sys; sys.path[:0] = [{NVCC_TOOLS_MOUNT!r}]; import shim; "
+            f"shim.make_shim(pathlib.Path({NVCC_FRONT!r}), {IMAGE_CUDA_HOME!r}, "
+            f"['python', '-I', '{NVCC_TOOLS_MOUNT}/{arch_flags.WRAPPER.name}'])")
+    return {"CUDA_HOME": NVCC_FRONT}, f"python -I -c {shlex.quote(code)}"
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildEnvironment:
+    """What the project's build sees in the container (``env``), the ``docker create`` arguments that give it, and
+    what runs in the container before the build and before the repair (sccache's figures)."""
+
+    env: dict[str, str]
+    create_args: list[str]
+    before_build: str = ""
+    stats: str = ""
+
+
+def build_environment(job: ContainerBuild, ca_bundle: Path | None) -> BuildEnvironment:
+    """The farm's settings under the project's build-env (composed as on every route), the CA bundle, the sysroot's
+    compilers, the compile cache, and in front of nvcc the nvcc wrapper (then the module anchor for nvcc < 12.8,
+    then the cache or the image's ccache wrapper), however the build runs nvcc (:func:`nvcc_front`)."""
     target = job.target
     nvcc = nvcc_version(target.cell) or ""
     values = project_source.build_values(target, nvcc or None)
@@ -256,7 +284,9 @@ def build_environment(job: ContainerBuild,
     # The compile cache's hits and misses of this build alone, from a stats log in the build container (the
     # cache volume's own counters are shared by every build that runs at the same time).
     build_env["CCACHE_STATSLOG"] = CCACHE_STATS_LOG
-    return build_env, mounts, cache
+    front, make_front = nvcc_front(target, build_env)
+    before = " && ".join(filter(None, (make_front, cache.before_build)))
+    return BuildEnvironment(build_env | front, mounts, before, cache.stats)
 
 
 def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: Path | None) -> dict[str, str]:
@@ -265,19 +295,20 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
     target = job.target
     excluded = (*matrix.TORCH_LIBRARIES, *matrix.cuda_libraries(target.cell.cuda_major))
     excludes = " ".join(f"--exclude {lib}" for lib in excluded)
-    build_env, mounts, cache = build_environment(job, ca_bundle)
+    built = build_environment(job, ca_bundle)
+    build_env = built.env
     _, ca_env = ca_mount(ca_bundle)
     create_args = [f"--label=farm.job={job.job}",
                    f"--volume={PIP_CACHE_VOLUME}:{CONTAINER_HOME}/.cache/pip",
                    f"--volume={volume_name(CCACHE_VOLUME)}:{CONTAINER_HOME}/.cache/ccache",
-                   f"--volume={volume}:{TORCH_MOUNT}:ro", *mounts]
+                   f"--volume={volume}:{TORCH_MOUNT}:ro", *built.create_args]
     site = f"{TORCH_MOUNT}/site"
     # The image has the hash-pinned build tools; only the project's own extra build requirements are installed.
     in_image = set(pins.pinned_in(pins.lock_path(images.IMAGE_TOOLS_LOCK)))
     extra = [r for r in target.project.build_requires if envs.requirement_name(r) not in in_image]
     before_build = _pth_command(site) + (f" && pip install {' '.join(shlex.quote(r) for r in extra)}" if extra else "")
-    before_build += f" && rm -f {CCACHE_STATS_LOG}" + (f" && {cache.before_build}" if cache.before_build else "")
-    stats = " && ".join(filter(None, (CCACHE_STATS, cache.stats)))
+    before_build += f" && rm -f {CCACHE_STATS_LOG}" + (f" && {built.before_build}" if built.before_build else "")
+    stats = " && ".join(filter(None, (CCACHE_STATS, built.stats)))
     smoke = container_command(target.project.commands.smoke)
     # The farm's steps in the container never see ci/buildsite: an empty PYTHONPATH is none to Python.
     unset, test_env = ("PYTHONPATH= ", {"PYTHONPATH": ""}) if "PYTHONPATH" in build_env else ("", {})

@@ -1,7 +1,11 @@
-"""The container build's compile cache with sccache-dist, in the CUDA 13.0 cell's real image: a scheduler and one
-build server on loopback (tests/integration/cache_servers.py), the farm pointed at them with FARM_SCCACHE_SCHEDULER
-and FARM_SCCACHE_TOKEN, sccache in the container sending the device compiles to the build server. The same build
-carries a project value with a double quote, a dollar sign and a backquote, which must reach setup.py unchanged.
+"""The container build's compile front and cache, in the CUDA 13.0 cell's real image:
+
+* sccache-dist: a scheduler and one build server on loopback (tests/integration/cache_servers.py), the farm pointed
+  at them with FARM_SCCACHE_SCHEDULER and FARM_SCCACHE_TOKEN, sccache in the container sending the device compiles
+  to the build server. The same build carries a project value with a double quote, a dollar sign and a backquote,
+  which must reach setup.py unchanged;
+* a project that builds without ninja (tests/fixtures/setuptools_nvcc: torch runs ``CUDA_HOME/bin/nvcc``): its
+  compile runs the nvcc wrapper and the image's ccache, as torch's ninja compiles do.
 
 docker and extended (``nox -s tests-extended``): a whole container build. Skipped with the reason where this
 machine has no Docker engine or cannot sandbox the build server's compiles.
@@ -9,6 +13,7 @@ machine has no Docker engine or cannot sandbox the build server's compiles.
 
 from __future__ import annotations
 
+import re
 import shutil
 import uuid
 from pathlib import Path
@@ -24,6 +29,7 @@ from tests.integration.test_containers import (  # noqa: F401 - base, image: the
     image,
     run_ci,
 )
+from tests.integration.test_fixture_projects import copy_fixture
 
 pytestmark = [pytest.mark.docker, pytest.mark.extended, pytest.mark.slow,
               pytest.mark.skipif(REASON is not None, reason=f"no Docker engine: {REASON}")]
@@ -73,3 +79,28 @@ def test_the_container_sends_its_device_compiles_to_the_scheduler(image: str, tm
     # run through the sysroot's wrapper script, which sccache cannot package: they stay in the container.
     assert int(figures["dist"]) == 8 * 3 and figures["misses_PTX"] == figures["misses_CUBIN"] == "8"
     assert len(list((tmp_path / "wheelhouse").glob("*/*.whl"))) == 1
+
+
+COMPILED = re.compile(r"^cuda-ext-farm nvcc: csrc/scale\.cu: (.*?); NVCC_APPEND_FLAGS: ", re.M)
+
+
+def test_setuptools_own_compile_runs_the_wrapper_and_the_images_ccache(image: str, tmp_path: Path) -> None:  # noqa: F811
+    """The landed container build ran the image's nvcc directly there: no wrapper line, no architecture decision,
+    no ccache. A device variable of this run misses the shared ccache volume once; the second build hits, with
+    the same bytes."""
+    project = copy_fixture("setuptools_nvcc", tmp_path)
+    kernel = project / "csrc" / "scale.cu"
+    kernel.write_text(kernel.read_text() + f"\n__device__ int farm_run_{uuid.uuid4().hex[:12]};\n")
+    said, wheels = [], []
+    for run in ("first", "second"):
+        result = run_ci("build-cuda", "13.0", "--project", str(project), "--arch-list", "8.0;9.0", "--wheelhouse",
+                        str(tmp_path / run), "--build-dir", str(tmp_path / "build"),
+                        env={"FARM_BASE_IMAGE": images.BASE_REPO})
+        assert result.returncode == 0, result.stdout[-5000:]
+        said.append(result.stdout)
+        wheels.append(next((tmp_path / run).glob("*/*.whl")).read_bytes())
+    assert re.search(r"^/tmp/farm-nvcc-front/bin/nvcc .* -c csrc/scale\.cu ", said[0], re.M), said[0][-4000:]
+    farm_flags = "-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90"
+    assert COMPILED.findall(said[0]) == COMPILED.findall(said[1]) == [farm_flags]
+    assert "farm-ccache-stats: hits=0 misses=1" in said[0] and "farm-ccache-stats: hits=1 misses=0" in said[1]
+    assert wheels[0] == wheels[1]

@@ -347,3 +347,44 @@ def test_sccaches_storage_and_scheduler_reach_the_container_by_name(tmp_path: Pa
     assert "-objtemp" not in build["NVCC_APPEND_FLAGS"].split()  # sccache loses such objects (compiler_cache)
     assert "sccache-dist-client.py" in env["CIBW_BEFORE_BUILD"]
     assert in_container.STATS_LINE in env["CIBW_REPAIR_WHEEL_COMMAND"]
+
+
+def test_setuptools_own_compile_in_the_container_runs_the_nvcc_wrapper(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """CUDA_HOME names the folder of ci/nvcc/shim.py, made before the build from the image's toolkit: a project
+    that builds without ninja (torch then runs CUDA_HOME/bin/nvcc) gets the wrapper too. The command runs here
+    against a stand-in toolkit, as the container runs it; not for CMake builds or a project's own CUDA_HOME."""
+    import json
+    import sys
+
+    from cibuildwheel.environment import parse_environment
+
+    target = targets.default_target(reading.load(ROOT))
+    job = job_for(target, tmp_path)
+    python = wheels.build_python(target, job.spec)
+    env = wheels.cibuildwheel_env(job, python, wheels.torch_volume(target, python), None)
+    assert parse_environment(env["CIBW_ENVIRONMENT"]).as_dictionary({})["CUDA_HOME"] == wheels.NVCC_FRONT
+    assert "shim.make_shim" in env["CIBW_BEFORE_BUILD"]
+    # The command, with this machine's paths for the container's.
+    real = tmp_path / "cuda"
+    (real / "bin").mkdir(parents=True)
+    (real / "include").mkdir()
+    (real / "bin" / "nvcc").write_text(f"#!{sys.executable}\nimport json, sys\nprint(json.dumps(sys.argv[1:]))\n")
+    (real / "bin" / "nvcc").chmod(0o755)
+    monkeypatch.setattr(wheels, "NVCC_TOOLS_MOUNT", str(ROOT / "ci" / "nvcc"))
+    monkeypatch.setattr(wheels, "IMAGE_CUDA_HOME", str(real))
+    monkeypatch.setattr(wheels, "NVCC_FRONT", str(tmp_path / "front"))
+    front, command = wheels.nvcc_front(target, {})
+    subprocess.run(["sh", "-c", command], check=True, env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"})
+    nvcc = Path(front["CUDA_HOME"]) / "bin" / "nvcc"
+    assert (Path(front["CUDA_HOME"]) / "include").resolve() == (real / "include").resolve()
+    done = subprocess.run([str(nvcc), "-c", "k.cu", "-o", "k.o", "-gencode=arch=compute_90,code=sm_90"],
+                          capture_output=True, text=True, env={"PATH": f"{Path(sys.executable).parent}:/usr/bin",
+                                                               "FARM_NVCC_NEXT": str(real / "bin" / "nvcc"),
+                                                               "FARM_NVCC_ARCH_LIST": "9.0"})
+    assert json.loads(done.stdout) == ["-c", "k.cu", "-o", "k.o", "-gencode=arch=compute_90,code=sm_90"]
+    assert done.stderr.startswith("cuda-ext-farm nvcc: k.cu: -gencode=arch=compute_90,code=sm_90;")
+    cmake = dataclasses.replace(target, project=dataclasses.replace(
+        target.project, build_requires=(*target.project.build_requires, "cmake>=3.26")))
+    assert wheels.nvcc_front(cmake, {}) == ({}, "")
+    assert wheels.nvcc_front(target, {"CUDA_HOME": "/opt/own-cuda"}) == ({}, "")
