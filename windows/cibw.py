@@ -8,8 +8,8 @@ an explicit ``TORCH_CUDA_ARCH_LIST`` so nothing probes for a GPU, ``MAX_JOBS``,
 the farm's nvcc flags, the project's ``build-env``, ``PYTHONPATH`` with ``ci/buildsite`` first, so the
 build sees torch.cuda.is_available() True: ``ci/builds/cuda_available.py``, and the nvcc wrapper
 ``ci/nvcc/wrapper.py``, composed as on every route by ``ci/builds/environment.py``) through
-``CIBW_ENVIRONMENT``, where its log shows them. ``CIBW_ENVIRONMENT`` is parsed as bash: values are single-quoted
-(double quotes would eat the backslashes of Windows paths).
+``CIBW_ENVIRONMENT``, where its log shows them (written as ``ci/builds/cibw_environment.py`` says: every value
+exactly as composed, a ``PATH`` the build names in front of the step's own).
 
 The build venv sees the target's torch through a ``.pth`` file
 (``windows/torchenv.py``) and gets only the build tools from PyPI. Repair
@@ -24,10 +24,11 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path, PurePath, PureWindowsPath
 
-from ci.builds import arch_flags, cuda_available, environment, project_source
+from ci.builds import arch_flags, cibw_environment, cuda_available, environment, project_source
 from ci.errors import UsageError
 from ci.universe import matrix, project, shapes
 from ci.universe.targets import Target
+from windows.toolkit import layout
 
 #: What the build venv installs besides the project's own [build-system] requires (torch comes from the .pth).
 BUILD_TOOLS = ("setuptools>=77", "wheel", "ninja")
@@ -70,40 +71,36 @@ def pth_command(site: PurePath) -> str:
     return f"python -c {cmd_quote(code)}"
 
 
-def bash_single_quote(value: str) -> str:
-    if "'" in value:
-        raise UsageError("a build variable holds a single quote, which CIBW_ENVIRONMENT cannot carry", value,
-                         "remove it from [tool.cuda-ext-farm] build-env")
-    return f"'{value}'"
-
-
 def build_variables(target: Target, cuda_home: PurePath, nvcc_version: str, max_jobs: int | None,
                     cpu_count: int, caller: Mapping[str, str]) -> dict[str, str]:
-    """The build's own variables over ``caller``'s environment (ci/builds/environment.py: the farm's, then the
-    project's build-env, the flag variables joined): the farm's deterministic and compression nvcc flags; in a CUDA
-    build ``ci/buildsite`` first on PYTHONPATH so that the build sees torch.cuda.is_available() True
-    (ci/builds/cuda_available.py); the nvcc wrapper in front of nvcc (ci/builds/arch_flags.py). cibuildwheel's
-    repair and test steps are off, and the farm's own (delvewheel, the audit, the smoke test) run outside this
-    environment."""
+    """The build's own variables, composed by ci/builds/environment.py as on every route: of ``caller``'s
+    environment only the flag variables (a Windows build does not start from the farm's: its process's
+    ``PYTHONPATH`` holds the farm's code, and an empty one is set when the build names none), then the farm's
+    (the toolkit, the deterministic and compression nvcc flags, in a CUDA build ``ci/buildsite`` first on
+    PYTHONPATH so that the build sees torch.cuda.is_available() True: ci/builds/cuda_available.py), then the
+    project's build-env; finally the nvcc wrapper in front of the nvcc asked for (ci/builds/arch_flags.py).
+    cibuildwheel's repair and test steps are off, and the farm's own (delvewheel, the audit, the smoke test) run
+    outside this environment."""
     values = project_source.build_values(target, nvcc_version)
     farm = {
-        "CUDA_HOME": str(cuda_home),
-        "CUDA_PATH": str(cuda_home),
+        **layout.toolkit_env(cuda_home),
         "DISTUTILS_USE_SDK": "1",
         "TORCH_CUDA_ARCH_LIST": target.cell.arch_list,
         "MAX_JOBS": str(max_jobs or cpu_count or 1),
+        **({} if target.cpu else {"PYTORCH_NVCC": str(PureWindowsPath(cuda_home, "bin", "nvcc.exe"))}),
         **environment.farm_flags(target, nvcc_version),
         **cuda_available.pythonpath(target, str(cuda_available.SITE), {}),
     }
     own = {k: project.expand(v, values) for k, v in target.project.build_env.items()}
-    requested = environment.compose(caller, farm, own, pathsep=";")
-    nvcc = requested.get("PYTORCH_NVCC") or caller.get("PYTORCH_NVCC") or str(PureWindowsPath(cuda_home, "bin",
-                                                                                              "nvcc.exe"))
-    return requested | arch_flags.wrapper_env(target, "python", str(arch_flags.WRAPPER), nvcc, windows=True)
+    requested = {"PYTHONPATH": ""} | environment.compose(caller, farm, own, inherit=False, pathsep=";")
+    if target.cpu:
+        return requested
+    return requested | arch_flags.wrapper_env(target, "python", str(arch_flags.WRAPPER), requested["PYTORCH_NVCC"],
+                                              windows=True)
 
 
 def environment_option(variables: Mapping[str, str]) -> str:
-    return " ".join(f"{name}={bash_single_quote(value)}" for name, value in variables.items())
+    return cibw_environment.render(variables, pathsep=";")
 
 
 def cibuildwheel_env(target: Target, python: str, torch_site: PurePath, variables: Mapping[str, str]) -> dict[str, str]:

@@ -30,17 +30,28 @@ import shlex
 import sys
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 
 from ci import fsutil, proc, settings, toolenv
 from ci.audit import checks as audit_records
 from ci.audit import symbols, wheel_audit
-from ci.builds import arch_flags, cuda_available, environment, failure, preflight, project_source, report
+from ci.builds import (
+    arch_flags,
+    cibw_environment,
+    cuda_available,
+    environment,
+    failure,
+    preflight,
+    project_source,
+    report,
+)
 from ci.builds import tail as publish
 from ci.errors import CommandFailed, FarmError, UsageError
-from ci.linux import image_contents, images, sysroot
+from ci.linux import host, image_contents, images, sysroot
 from ci.log import log
 from ci.toolchain import compiler_cache, envs, toolkit
+from ci.toolchain.compiler_cache import in_container
 from ci.universe import matrix, pins, project, project_commands, shapes
 from ci.universe.targets import Target
 
@@ -64,8 +75,12 @@ TORCH_MOUNT = "/opt/farm-torch"
 FARM_MOUNT = "/opt/farm"
 #: Where container builds on a Debian base see the host-made sysroot (read-only).
 SYSROOT_MOUNT = "/opt/farm-sysroot"
-#: Where container builds with nvcc older than 12.8 see ``ci/nvcc`` (read-only).
+#: Where CUDA builds see ``ci/nvcc`` (read-only): the nvcc wrapper, its toolkit folder, the module anchor.
 NVCC_TOOLS_MOUNT = f"{FARM_MOUNT}/nvcc"
+#: The images' CUDA toolkit (docker/Dockerfile), and where a build makes the folder in front of it whose bin/nvcc
+#: runs the nvcc wrapper (ci/nvcc/shim.py).
+IMAGE_CUDA_HOME = "/usr/local/cuda"
+NVCC_FRONT = "/tmp/farm-nvcc-front"
 #: Where CUDA builds see ``ci/buildsite`` (read-only), first on the build's PYTHONPATH: ci/builds/cuda_available.py.
 BUILDSITE_MOUNT = f"{FARM_MOUNT}/buildsite"
 
@@ -200,7 +215,7 @@ def farm_settings(job: ContainerBuild, nvcc: str) -> dict[str, str]:
         "MAX_JOBS": str(job.max_jobs or os.cpu_count() or 2),
         "CXX": compilers.cxx,
         "CC": compilers.cc,
-        "PYTORCH_NVCC": compiler_cache.IMAGE_NVCC_WRAPPER,  # see docker/Dockerfile
+        "PYTORCH_NVCC": in_container.IMAGE_NVCC_WRAPPER,  # see docker/Dockerfile
         # Deterministic objects (see ci/builds/environment.py); toolkits older than 12.8 lack -frandom-seed.
         **environment.farm_flags(target, nvcc or None),
         "CCACHE_DIR": f"{CONTAINER_HOME}/.cache/ccache",
@@ -214,11 +229,35 @@ def farm_settings(job: ContainerBuild, nvcc: str) -> dict[str, str]:
     return farm | {k: v for k, v in settings.current().environ.items() if k.startswith("CCACHE_") and k not in farm}
 
 
-def build_environment(job: ContainerBuild, ca_bundle: Path | None) -> tuple[dict[str, str], list[str]]:
-    """What the project's build sees in the container, and the mounts that gives it: the farm's settings under the
-    project's build-env (composed as on every route), the CA bundle, the sysroot's compilers, the compile cache, and
-    in front of nvcc the nvcc wrapper (then the module anchor for nvcc < 12.8, then the cache or the image's
-    ccache wrapper)."""
+def nvcc_front(target: Target, build_env: Mapping[str, str]) -> tuple[dict[str, str], str]:
+    """``CUDA_HOME`` naming a toolkit folder whose ``bin/nvcc`` runs the nvcc wrapper, and the command that makes it
+    in the container before the build (ci/nvcc/shim.py): setuptools' own compile (``use_ninja=False``) runs
+    ``CUDA_HOME/bin/nvcc``, never ``PYTORCH_NVCC``. As on the host: not where the project names its ``CUDA_HOME``
+    or builds with CMake (ci/linux/host.py)."""
+    cmake = any(envs.requirement_name(r) in host.CMAKE_BUILDS for r in target.project.build_requires)
+    if target.cpu or cmake or "CUDA_HOME" in build_env:
+        return {}, ""
+    code = (f"import pathlib, sys; sys.path[:0] = [{NVCC_TOOLS_MOUNT!r}]; import shim; "
+            f"shim.make_shim(pathlib.Path({NVCC_FRONT!r}), {IMAGE_CUDA_HOME!r}, "
+            f"['python', '-I', '{NVCC_TOOLS_MOUNT}/{arch_flags.WRAPPER.name}'])")
+    return {"CUDA_HOME": NVCC_FRONT}, f"python -I -c {shlex.quote(code)}"
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildEnvironment:
+    """What the project's build sees in the container (``env``), the ``docker create`` arguments that give it, and
+    what runs in the container before the build and before the repair (sccache's figures)."""
+
+    env: dict[str, str]
+    create_args: list[str]
+    before_build: str = ""
+    stats: str = ""
+
+
+def build_environment(job: ContainerBuild, ca_bundle: Path | None) -> BuildEnvironment:
+    """The farm's settings under the project's build-env (composed as on every route), the CA bundle, the sysroot's
+    compilers, the compile cache, and in front of nvcc the nvcc wrapper (then the module anchor for nvcc < 12.8,
+    then the cache or the image's ccache wrapper), however the build runs nvcc (:func:`nvcc_front`)."""
     target = job.target
     nvcc = nvcc_version(target.cell) or ""
     values = project_source.build_values(target, nvcc or None)
@@ -230,8 +269,8 @@ def build_environment(job: ContainerBuild, ca_bundle: Path | None) -> tuple[dict
         mounts.append(f"--volume={job.sysroot.root}:{SYSROOT_MOUNT}:ro")
         build_env |= job.sysroot.build_env(build_env["CC"], build_env["CXX"], mount=SYSROOT_MOUNT)
     # sccache in front of the compilers (FARM_COMPILE_CACHE=sccache); its nvcc front runs behind the nvcc wrapper.
-    cache_env, cache_mounts = compiler_cache.container_route(job.outputs.work_dir(target), build_env)
-    build_env, mounts = build_env | cache_env, mounts + cache_mounts
+    cache = in_container.route(job.outputs.work_dir(target), build_env)
+    build_env, mounts = build_env | cache.env, mounts + cache.create_args
     mounts.append(f"--volume={project.FARM_ROOT / 'ci' / 'nvcc'}:{NVCC_TOOLS_MOUNT}:ro")
     next_nvcc = build_env["PYTORCH_NVCC"]
     if not environment.nvcc_has_random_seed(nvcc):
@@ -245,7 +284,9 @@ def build_environment(job: ContainerBuild, ca_bundle: Path | None) -> tuple[dict
     # The compile cache's hits and misses of this build alone, from a stats log in the build container (the
     # cache volume's own counters are shared by every build that runs at the same time).
     build_env["CCACHE_STATSLOG"] = CCACHE_STATS_LOG
-    return build_env, mounts
+    front, make_front = nvcc_front(target, build_env)
+    before = " && ".join(filter(None, (make_front, cache.before_build)))
+    return BuildEnvironment(build_env | front, mounts, before, cache.stats)
 
 
 def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: Path | None) -> dict[str, str]:
@@ -254,18 +295,20 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
     target = job.target
     excluded = (*matrix.TORCH_LIBRARIES, *matrix.cuda_libraries(target.cell.cuda_major))
     excludes = " ".join(f"--exclude {lib}" for lib in excluded)
-    build_env, mounts = build_environment(job, ca_bundle)
+    built = build_environment(job, ca_bundle)
+    build_env = built.env
     _, ca_env = ca_mount(ca_bundle)
     create_args = [f"--label=farm.job={job.job}",
                    f"--volume={PIP_CACHE_VOLUME}:{CONTAINER_HOME}/.cache/pip",
                    f"--volume={volume_name(CCACHE_VOLUME)}:{CONTAINER_HOME}/.cache/ccache",
-                   f"--volume={volume}:{TORCH_MOUNT}:ro", *mounts]
+                   f"--volume={volume}:{TORCH_MOUNT}:ro", *built.create_args]
     site = f"{TORCH_MOUNT}/site"
     # The image has the hash-pinned build tools; only the project's own extra build requirements are installed.
     in_image = set(pins.pinned_in(pins.lock_path(images.IMAGE_TOOLS_LOCK)))
     extra = [r for r in target.project.build_requires if envs.requirement_name(r) not in in_image]
     before_build = _pth_command(site) + (f" && pip install {' '.join(shlex.quote(r) for r in extra)}" if extra else "")
-    before_build += f" && rm -f {CCACHE_STATS_LOG}"
+    before_build += f" && rm -f {CCACHE_STATS_LOG}" + (f" && {built.before_build}" if built.before_build else "")
+    stats = " && ".join(filter(None, (CCACHE_STATS, built.stats)))
     smoke = container_command(target.project.commands.smoke)
     # The farm's steps in the container never see ci/buildsite: an empty PYTHONPATH is none to Python.
     unset, test_env = ("PYTHONPATH= ", {"PYTHONPATH": ""}) if "PYTHONPATH" in build_env else ("", {})
@@ -279,12 +322,13 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
         "CIBW_BUILD_FRONTEND": "build; args: --no-isolation",
         # torch comes from the read-only volume: one install per torch pin, not one per build.
         "CIBW_BEFORE_BUILD": before_build,
-        "CIBW_ENVIRONMENT": " ".join(f'{k}="{v}"' for k, v in build_env.items()),
-        "CIBW_REPAIR_WHEEL_COMMAND": f"{CCACHE_STATS} && {unset}auditwheel repair {excludes} -w {{dest_dir}} "
+        # Every value reaches the build as composed (a quote, a dollar sign): ci/builds/cibw_environment.py.
+        "CIBW_ENVIRONMENT": cibw_environment.render(build_env, pathsep=":"),
+        "CIBW_REPAIR_WHEEL_COMMAND": f"{stats} && {unset}auditwheel repair {excludes} -w {{dest_dir}} "
                                      "{wheel}",
         # The test venv is new and empty but for the same read-only torch and the wheel.
         "CIBW_BEFORE_TEST": _pth_command(site),
-        "CIBW_TEST_ENVIRONMENT": " ".join(f'{k}="{v}"' for k, v in {**ca_env, **test_env}.items()),
+        "CIBW_TEST_ENVIRONMENT": cibw_environment.render({**ca_env, **test_env}, pathsep=":"),
         # cibuildwheel runs it in an empty folder (the source cannot shadow the wheel), as the farm runs every
         # configured command; then the package must have come from the test venv.
         "CIBW_TEST_COMMAND": f"pip check && {smoke} && "
@@ -369,6 +413,8 @@ def _build_in_container(job: ContainerBuild) -> report.BuildReport:
             # cibuildwheel calls `docker`; give it the client the farm chose.
             docker_dir = str(Path(images.docker_cli()).parent)
             env["PATH"] = proc.path_with(docker_dir)
+            # sccache's storage and scheduler settings, handed on by name (``--env NAME``): on no command line.
+            env |= in_container.passed_environment()
             source = stage / "source"
             project_source.sync_source(target.project.root, source, (job.outputs.build_root, job.outputs.wheelhouse))
             output = stage / "build-output.log"
@@ -389,6 +435,7 @@ def _build_in_container(job: ContainerBuild) -> report.BuildReport:
                 except FarmError:
                     remove_containers(job.job)  # stopped by the watcher: cibuildwheel's container is still there
                     raise
+            in_container.report(output.read_text(errors="replace"))  # sccache's figures, the scheduler's answer
             built = publish.one_wheel(stage / "out", "cibuildwheel")
 
             def keep(wheel: Path, outdir: Path) -> Path:

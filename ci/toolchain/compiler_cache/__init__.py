@@ -9,9 +9,8 @@ What the routes call, once each:
   what the build's environment gains (fronts, the engine's variables, the build's own sccache server) and, when
   the build ends, stops the server and prints one line with the cache's figures;
 * :func:`cache_settings`: the variables a container build passes in (``ci/linux/container.py``,
-  ``ci/linux/shell.py``);
-* :func:`container_route`: what a container build with sccache gains (``ci/linux/container.py``);
-* :func:`for_build` is the Windows build's too (``windows/build.py``), with ``sccache cl`` instead of scripts;
+  ``ci/linux/shell.py``); what a container build with sccache gains besides: ``in_container``;
+* :func:`for_build` is the Windows build's too (``windows/build.py``), with ``sccache cl`` and ``nvcc.cmd``;
 * ``develop`` (``ci/linux/develop.py``): :func:`find_launcher`, :func:`launcher_env`, :func:`remote_cache_env`.
 """
 
@@ -84,7 +83,7 @@ def cache_settings() -> dict[str, str]:
     return chosen.remote.env("ccache") if chosen.remote is not None else {}
 
 
-def _report(engine: str, figures: Mapping[str, int]) -> None:
+def report_figures(engine: str, figures: Mapping[str, int]) -> None:
     remote = f", {figures['remote_hits']} from the shared storage" if figures.get("remote_hits") else ""
     dist = f", {figures['dist']} compiled on build servers" if figures.get("dist") else ""
     log.info(f"compile cache ({engine}): {figures.get('hits', 0)} hits{remote}, {figures.get('misses', 0)} "
@@ -106,10 +105,12 @@ def _real_compilers(env: Mapping[str, str]) -> tuple[str, str | None]:
 def _fronts(engine: str, launcher: str, env: Mapping[str, str], folder: Path, *,
             scripts: bool = True) -> dict[str, str]:
     """What runs the compilers through ``launcher``: front scripts, or on Windows (no shell to run them, and torch
-    takes ``CXX`` there as a command) ``"<launcher>" cl`` and ``"<launcher>" "<nvcc>"``."""
+    takes ``CXX`` there as a command) ``"<launcher>" cl`` and the batch file ``nvcc.cmd``: the nvcc wrapper runs
+    the command after it as one program (:func:`fronts.windows_nvcc_front`)."""
     cxx, nvcc = _real_compilers(env)
     if not scripts:
-        return {"CXX": f'"{launcher}" {cxx}', **({"PYTORCH_NVCC": f'"{launcher}" "{nvcc}"'} if nvcc else {})}
+        front = {"PYTORCH_NVCC": str(fronts.windows_nvcc_front(folder, launcher, nvcc))} if nvcc else {}
+        return {"CXX": f'"{launcher}" {cxx}', **front}
     out = {"CXX": str(fronts.cxx_front(folder, engine, launcher, cxx))}
     if nvcc is not None:
         out["PYTORCH_NVCC"] = str(fronts.nvcc_front(folder, engine, launcher, nvcc))
@@ -151,7 +152,7 @@ def for_build(route: str, env: Mapping[str, str], folder: Path, source: Path) ->
         if figures.get("errors") and chosen.remote is not None:
             server.warn(f"{figures['errors']} reads or writes of the shared compile cache {chosen.remote.shown()} "
                         "failed during the build: those compiles ran uncached")
-        _report("sccache", figures)
+        report_figures("sccache", figures)
 
 
 @contextlib.contextmanager
@@ -169,34 +170,4 @@ def _ccache_build(chosen: choice.CacheChoice, env: Mapping[str, str], folder: Pa
         if figures["errors"] and chosen.remote is not None:
             log.warn(f"the shared compile cache {chosen.remote.shown()} failed {figures['errors']} times (ccache's "
                      "remote_storage_error/timeout): those compiles used the local cache only")
-        _report("ccache", figures)
-
-
-#: Where a container build sees the pinned sccache and its fronts (the host's folders, read-only).
-CONTAINER_TOOLS = "/opt/farm-compile-cache"
-#: The image's ccache wrapper of nvcc (docker/Dockerfile): with sccache in front, the real nvcc is called instead.
-IMAGE_NVCC_WRAPPER = "/usr/local/bin/nvcc-ccache"
-
-
-def container_route(host_folder: Path, env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
-    """sccache in a container build whose environment is ``env`` (its compilers as the container names them): what
-    the environment gains and the ``docker create`` arguments that mount the pinned sccache and the fronts (written
-    into ``host_folder``). Nothing for ccache: the images carry it (:func:`cache_settings`). sccache's client starts
-    the container's own server, which ends with the container; its cache is a folder of the ccache volume (the
-    images make that volume writable for the build user)."""
-    chosen = choice.choose("container")
-    if chosen.engine != "sccache":
-        return {}, []
-    binary = sccache_server.ensure_sccache()
-    launcher = f"{CONTAINER_TOOLS}/bin/{binary.name}"
-    folder = host_folder / "compile-cache-fronts"
-    nvcc = env.get("PYTORCH_NVCC") or "nvcc"
-    nvcc = f"{env.get('CUDA_HOME', '/usr/local/cuda')}/bin/nvcc" if nvcc == IMAGE_NVCC_WRAPPER else nvcc
-    cxx = fronts.cxx_front(folder, "sccache", launcher, env.get("CXX") or "g++")
-    fronts.nvcc_front(folder, "sccache", launcher, nvcc)
-    home = env.get("CCACHE_DIR", "/home/build/.cache/ccache")
-    added = {"CXX": f"{CONTAINER_TOOLS}/fronts/{cxx.name}", "PYTORCH_NVCC": f"{CONTAINER_TOOLS}/fronts/nvcc",
-             "SCCACHE_DIR": f"{home}/sccache", "SCCACHE_BASEDIRS": "/project", **sccache_nvcc_flags(env),
-             **(chosen.remote.env("sccache") if chosen.remote is not None else {})}
-    mounts = [f"--volume={binary.parent}:{CONTAINER_TOOLS}/bin:ro", f"--volume={folder}:{CONTAINER_TOOLS}/fronts:ro"]
-    return added, mounts
+        report_figures("ccache", figures)

@@ -7,6 +7,9 @@ names a known compiler (so the C++ front is called ``g++`` or whatever the real 
 also rewrites torch's long dependency options: ccache does not know them and passes them to the preprocessing run
 it makes (``nvcc -E``), which nvcc refuses, so nothing would be cached; it knows the short spellings (``-MD``,
 ``-MF``) of the same options (the builder images' ``/usr/local/bin/nvcc-ccache`` does the same).
+
+On Windows the nvcc front is a batch file (:func:`windows_nvcc_front`): the farm's nvcc wrapper runs the command
+after it as one program (``FARM_NVCC_NEXT``, ``ci/nvcc/wrapper.py``), and ``sccache.exe nvcc.exe`` is two words.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ def write_front(folder: Path, name: str, text: str) -> Path:
     """``folder/name`` with ``text``, executable; rewritten only when it changed (its time is ninja's input)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / name
-    if not path.is_file() or path.read_text() != text:
+    if not path.is_file() or path.read_bytes() != text.encode():
         fsutil.atomic_write_text(path, text)
         path.chmod(0o755)
     return path
@@ -60,3 +63,14 @@ def cxx_front(folder: Path, engine: str, launcher: str, compiler: str) -> Path:
 def nvcc_front(folder: Path, engine: str, launcher: str, nvcc: str) -> Path:
     """The nvcc front (``PYTORCH_NVCC``)."""
     return write_front(folder, NVCC_FRONT, front_text(engine, launcher, nvcc, nvcc=True))
+
+
+#: The Windows nvcc front: ``%*`` hands on the arguments as the caller wrote them; ``%`` in a path is doubled (a
+#: batch file would expand it), and a Windows path holds no ``"``.
+_WINDOWS_NVCC = '@"{launcher}" "{compiler}" %*\r\n@exit /b %ERRORLEVEL%\r\n'
+
+
+def windows_nvcc_front(folder: Path, launcher: str, nvcc: str) -> Path:
+    """``nvcc.cmd``: nvcc run through ``launcher`` as one program the nvcc wrapper (or ninja) can start."""
+    text = _WINDOWS_NVCC.format(launcher=launcher.replace("%", "%%"), compiler=nvcc.replace("%", "%%"))
+    return write_front(folder, f"{NVCC_FRONT}.cmd", text)

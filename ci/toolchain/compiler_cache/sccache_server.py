@@ -78,6 +78,11 @@ def write_refused(server_log: str) -> str | None:
     return None
 
 
+def dist_ready(status: str) -> bool:
+    """Whether ``sccache --dist-status`` answered with a scheduler that has a build server."""
+    return "SchedulerStatus" in status and '"num_servers":0' not in status.replace(" ", "")
+
+
 def counts(stats: Mapping[str, Any]) -> dict[str, int]:
     """The figures a build reports, from ``sccache --show-stats --stats-format=json``: hits, misses (both per
     language too: ``hits_PTX``), compiles on build servers, and cache errors."""
@@ -191,7 +196,7 @@ class Server:
     def _check_scheduler(self, scheduler: Scheduler) -> None:
         out = proc.run([self.binary, "--dist-status"], env=self.client_env, capture=True, check=False, log=False)
         status = out.stdout.strip()
-        if out.returncode != 0 or "SchedulerStatus" not in status or '"num_servers":0' in status.replace(" ", ""):
+        if out.returncode != 0 or not dist_ready(status):
             self.warn(f"the sccache-dist scheduler {scheduler.url} cannot take compiles "
                       f"({(status or out.stderr.strip() or 'no answer')[:200]}): compiling here")
 

@@ -296,3 +296,95 @@ def test_host_compiler_outside_the_cuda_range_is_refused() -> None:
 def test_bootstrap_command() -> None:
     cmd = images.bootstrap_command("trixie", Path("/tmp/r"), "http://m/debian")
     assert cmd == ["debootstrap", "--variant=minbase", "--include=ca-certificates", "trixie", "/tmp/r", "http://m/debian"]
+
+
+def test_every_value_reaches_the_container_build_as_composed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A double quote, a dollar sign, a backquote, a backslash in a project's build-env value or the caller's flags
+    reach the build unchanged, as cibuildwheel's own parser reads CIBW_ENVIRONMENT (the landed option wrapped each
+    value in bare double quotes: a quote ended it, $NAME and $(...) were expanded). A PATH the project names goes
+    in front of the container's own, which it cannot replace."""
+    from cibuildwheel.environment import parse_environment
+
+    monkeypatch.setenv("NVCC_APPEND_FLAGS", '-DCALLER="a b" -DCOST=$HOME')
+    target = targets.default_target(reading.load(ROOT))
+    odd = {"ODD_DEFINE": '-DNAME=\\"x\\" $(id) `id` <(no) C:\\back\\', "PATH": "/opt/tools/bin"}
+    target = dataclasses.replace(target, project=dataclasses.replace(
+        target.project, build_env={**target.project.build_env, **odd}))
+    job = job_for(target, tmp_path)
+    python = wheels.build_python(target, job.spec)
+    env = wheels.cibuildwheel_env(job, python, wheels.torch_volume(target, python), None)
+    container = {"PATH": "/project/venv/bin:/usr/bin", "HOME": "/home/build"}
+    build = parse_environment(env["CIBW_ENVIRONMENT"]).as_dictionary(container)
+    assert build["ODD_DEFINE"] == odd["ODD_DEFINE"]
+    assert build["NVCC_APPEND_FLAGS"].startswith('-DCALLER="a b" -DCOST=$HOME -objtemp ')
+    assert build["PATH"] == "/opt/tools/bin:/project/venv/bin:/usr/bin"
+
+
+def test_sccaches_storage_and_scheduler_reach_the_container_by_name(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """GitHub's cache service (FARM_CCACHE_REMOTE=gha) and an sccache-dist scheduler: the runner's token and the
+    scheduler's go into the container by name (docker create --env NAME), so no cibuildwheel option holds them;
+    the scheduler's client configuration is written in the container before the build, and the repair step prints
+    sccache's figures (the landed route passed SCCACHE_GHA_ENABLED alone and ignored the scheduler)."""
+    from cibuildwheel.environment import parse_environment
+
+    from ci.toolchain.compiler_cache import in_container
+
+    secrets = {"ACTIONS_RUNTIME_TOKEN": "runner-s3cret", "FARM_SCCACHE_TOKEN": "dist-s3cret"}
+    for name, value in {**secrets, "ACTIONS_RESULTS_URL": "https://results.example/", "FARM_CCACHE_REMOTE": "gha",
+                        "FARM_SCCACHE_SCHEDULER": "http://10.1.2.3:10600"}.items():
+        monkeypatch.setenv(name, value)
+    target = targets.default_target(reading.load(ROOT))
+    job = job_for(target, tmp_path)
+    python = wheels.build_python(target, job.spec)
+    env = wheels.cibuildwheel_env(job, python, wheels.torch_volume(target, python), None)
+    assert not [k for k, v in env.items() if any(s in v for s in secrets.values())]
+    create = env["CIBW_CONTAINER_ENGINE"].split("; ")[1].split()
+    assert {"--env=ACTIONS_RUNTIME_TOKEN", "--env=ACTIONS_RESULTS_URL", "--env=FARM_SCCACHE_TOKEN"} <= set(create)
+    build = parse_environment(env["CIBW_ENVIRONMENT"]).as_dictionary({})
+    assert build["SCCACHE_GHA_ENABLED"] == "on" and build["SCCACHE_CONF"] == f"{in_container.PRIVATE}/client.conf"
+    assert build["FARM_NVCC_NEXT"] == f"{in_container.CONTAINER_TOOLS}/fronts/nvcc"  # behind the nvcc wrapper
+    assert "-objtemp" not in build["NVCC_APPEND_FLAGS"].split()  # sccache loses such objects (compiler_cache)
+    assert "sccache-dist-client.py" in env["CIBW_BEFORE_BUILD"]
+    assert in_container.STATS_LINE in env["CIBW_REPAIR_WHEEL_COMMAND"]
+
+
+def test_setuptools_own_compile_in_the_container_runs_the_nvcc_wrapper(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """CUDA_HOME names the folder of ci/nvcc/shim.py, made before the build from the image's toolkit: a project
+    that builds without ninja (torch then runs CUDA_HOME/bin/nvcc) gets the wrapper too. The command runs here
+    against a stand-in toolkit, as the container runs it; not for CMake builds or a project's own CUDA_HOME."""
+    import json
+    import sys
+
+    from cibuildwheel.environment import parse_environment
+
+    target = targets.default_target(reading.load(ROOT))
+    job = job_for(target, tmp_path)
+    python = wheels.build_python(target, job.spec)
+    env = wheels.cibuildwheel_env(job, python, wheels.torch_volume(target, python), None)
+    assert parse_environment(env["CIBW_ENVIRONMENT"]).as_dictionary({})["CUDA_HOME"] == wheels.NVCC_FRONT
+    assert "shim.make_shim" in env["CIBW_BEFORE_BUILD"]
+    # The command, with this machine's paths for the container's.
+    real = tmp_path / "cuda"
+    (real / "bin").mkdir(parents=True)
+    (real / "include").mkdir()
+    (real / "bin" / "nvcc").write_text(f"#!{sys.executable}\nimport json, sys\nprint(json.dumps(sys.argv[1:]))\n")
+    (real / "bin" / "nvcc").chmod(0o755)
+    monkeypatch.setattr(wheels, "NVCC_TOOLS_MOUNT", str(ROOT / "ci" / "nvcc"))
+    monkeypatch.setattr(wheels, "IMAGE_CUDA_HOME", str(real))
+    monkeypatch.setattr(wheels, "NVCC_FRONT", str(tmp_path / "front"))
+    front, command = wheels.nvcc_front(target, {})
+    subprocess.run(["sh", "-c", command], check=True, env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"})
+    nvcc = Path(front["CUDA_HOME"]) / "bin" / "nvcc"
+    assert (Path(front["CUDA_HOME"]) / "include").resolve() == (real / "include").resolve()
+    done = subprocess.run([str(nvcc), "-c", "k.cu", "-o", "k.o", "-gencode=arch=compute_90,code=sm_90"],
+                          capture_output=True, text=True, env={"PATH": f"{Path(sys.executable).parent}:/usr/bin",
+                                                               "FARM_NVCC_NEXT": str(real / "bin" / "nvcc"),
+                                                               "FARM_NVCC_ARCH_LIST": "9.0"})
+    assert json.loads(done.stdout) == ["-c", "k.cu", "-o", "k.o", "-gencode=arch=compute_90,code=sm_90"]
+    assert done.stderr.startswith("cuda-ext-farm nvcc: k.cu: -gencode=arch=compute_90,code=sm_90;")
+    cmake = dataclasses.replace(target, project=dataclasses.replace(
+        target.project, build_requires=(*target.project.build_requires, "cmake>=3.26")))
+    assert wheels.nvcc_front(cmake, {}) == ({}, "")
+    assert wheels.nvcc_front(target, {"CUDA_HOME": "/opt/own-cuda"}) == ({}, "")

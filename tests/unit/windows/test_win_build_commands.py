@@ -147,23 +147,26 @@ def test_cibuildwheel_environment(fusedops_targets: tuple[Target, ...]) -> None:
     assert parsed == variables
     spaced = dict(variables, CUDA_HOME=r"C:\Users\Zoë Doe\cache\cu13")
     assert parse_environment(cibw.environment_option(spaced)).as_dictionary({}) == spaced
-    with pytest.raises(UsageError, match="single quote"):
-        cibw.environment_option({"X": "it's"})
+    # A quote of either kind, a dollar sign, backslashes: each value exactly as composed (issue 45).
+    odd = {"NVCC_APPEND_FLAGS": '-DNAME=\\"it\'s\\" -DCOST=$5 -DP=C:\\a\\', "X": "$(echo no) `no` <(no)"}
+    assert parse_environment(cibw.environment_option(odd)).as_dictionary({}) == odd
 
 
 def test_the_build_sees_cuda_available_unless_the_project_says_no(fusedops_targets: tuple[Target, ...]) -> None:
-    """ci/buildsite first on the build's PYTHONPATH (Windows' separator), then the project's own or the one the
-    farm process had; nothing with cuda-available-in-build = false (cibuildwheel's repair and test are off)."""
+    """ci/buildsite first on the build's PYTHONPATH (Windows' separator), then the project's own; the farm
+    process's own (its code, which the launcher puts there) never: a Windows build takes only the caller's flag
+    variables (ci/builds/environment.py), and an empty PYTHONPATH where the build names none
+    (cuda-available-in-build = false; cibuildwheel's repair and test are off)."""
     target = fusedops_targets[0]
     caller = {"PYTHONPATH": r"C:\farm\code"}
     inherited = cibw.build_variables(target, HOME, "13.0.88", None, 4, caller)
-    assert inherited["PYTHONPATH"] == f"{cuda_available.SITE};C:\\farm\\code"
+    assert inherited["PYTHONPATH"] == str(cuda_available.SITE)
     own = dataclasses.replace(target, project=dataclasses.replace(
         target.project, build_env={**target.project.build_env, "PYTHONPATH": r"C:\tools"}))
     assert cibw.build_variables(own, HOME, "13.0.88", None, 4, caller)["PYTHONPATH"] == \
-        f"{cuda_available.SITE};C:\\tools;C:\\farm\\code"
+        f"{cuda_available.SITE};C:\\tools"
     off = dataclasses.replace(target, project=dataclasses.replace(target.project, cuda_available_in_build=False))
-    assert "PYTHONPATH" not in cibw.build_variables(off, HOME, "13.0.88", None, 4, {})
+    assert cibw.build_variables(off, HOME, "13.0.88", None, 4, caller)["PYTHONPATH"] == ""
 
 
 def test_before_build_is_a_valid_cmd_line(fusedops_targets: tuple[Target, ...]) -> None:
