@@ -315,9 +315,9 @@ def markdown(declared: Iterable[Setting] = DECLARED) -> str:
              "Every setting is resolved once, when a command starts: its flag, else its environment variable, else "
              "the project's `[tool.cuda-ext-farm]` key where there is one, else the default. "
              "`cuda-ext-farm <command> --show-settings` prints what was resolved and where each value came from, "
-             "and exits (`FARM_DEBUG=1` prints it and runs the command). The project keys that have no variable (`torch`, `build-env`, `strip-debug`, "
-             "`compress-fatbin`, `test-requires`, `test-extras`, ...) are listed in "
-             "[options.md](options.md).", ""]
+             "and exits (`FARM_DEBUG=1` prints it and runs the command). The project keys that have no variable "
+             "(`torch`, `build-env`, `strip-debug`, `compress-fatbin`, `test-requires`, `test-extras`, ...) are listed "
+             "in [options.md](options.md).", ""]
     for group, title in GROUPS.items():
         members = [s for s in settings if s.group == group]
         if not members:
