@@ -36,9 +36,13 @@ from ci.builds import (
     report,
     tail,
 )
+from ci.builds.progress import plan as compile_plan
+from ci.builds.progress import records as compile_records
+from ci.builds.progress import watch as compile_watch
 from ci.errors import CommandFailed, UsageError
 from ci.linux import cross, qemu, sysroot
 from ci.log import log
+from ci.nvcc import admission
 from ci.nvcc import shim as nvcc_shim
 from ci.toolchain import compiler_cache, envs, toolkit
 from ci.universe import project
@@ -77,7 +81,7 @@ def compiler_env(target: Target, tk: toolkit.InstalledToolkit | None, *, cpu: bo
     build-env; in a CUDA build, torch.cuda.is_available() True (``ci/buildsite`` first on PYTHONPATH:
     ci/builds/cuda_available.py)."""
     config = target.project
-    settings_env: dict[str, str] = {"MAX_JOBS": str(max_jobs or os.cpu_count() or 1)}
+    settings_env = jobs_env(target, max_jobs)
     if tk is not None and not cpu:
         settings_env |= {"CUDA_HOME": str(tk.cuda_home), "CUDA_PATH": str(tk.cuda_home),
                          "PATH": str(tk.cuda_home / "bin"), "TORCH_CUDA_ARCH_LIST": target.cell.arch_list}
@@ -94,6 +98,20 @@ def compiler_env(target: Target, tk: toolkit.InstalledToolkit | None, *, cpu: bo
     environment.check_nvcc_flags(caller, "your environment's")
     environment.check_nvcc_flags(own, "build-env's in [tool.cuda-ext-farm]")
     return environment.compose(caller, {**settings_env, **(farm or {})}, own, pathsep=os.pathsep)
+
+
+def jobs_env(target: Target, max_jobs: int | None) -> dict[str, str]:
+    """``MAX_JOBS`` (and nvcc's ``--threads`` where memory is short) from the cores, the memory a compile can get
+    and the project's compile records (ci/builds/progress/plan.py), stated in one line; the user's MAX_JOBS wins."""
+    cores = os.cpu_count() or 1
+    if target.cpu:
+        return {"MAX_JOBS": str(max_jobs or cores)}
+    archs = len(arch_flags.torch_arch_flags(arch_flags.arch_list_of(target)))
+    chosen = compile_plan.for_project(target.project.name, archs, cores, admission.available(), max_jobs)
+    log.info(chosen.line)
+    if chosen.warning:
+        log.warn(chosen.warning)
+    return {"MAX_JOBS": str(chosen.jobs), **({admission.THREADS: str(chosen.threads)} if chosen.threads else {})}
 
 
 #: Build requirements of CMake builds: their CMake would find the toolkit through ci/nvcc/shim.py's folder, and
@@ -280,7 +298,14 @@ def _build(target: Target, outputs: tail.Outputs, started: float, *, max_jobs: i
                 copied = project_source.sync_source(target.project.root, source,
                                                     (outputs.build_root, outputs.wheelhouse))
                 log.info(f"sources in {source} ({copied} files updated)")
-                run_build(cmd, build_env, source, target)
+                compiles = compile_records.prepare(target.project.name, work) | {admission.ROOT: str(source)}
+                try:
+                    with compile_watch.watching(work / compile_records.RECORD, source,
+                                                compile_records.load(target.project.name),
+                                                int(build_env.get("MAX_JOBS", "1"))):
+                        run_build(cmd, build_env | compiles, source, target)
+                finally:
+                    compile_records.merge(target.project.name, work / compile_records.RECORD)
                 built = tail.one_wheel(stage / "dist", "the wheel build")
             search = symbol_search(target, env, tk, setup, linked)
 
