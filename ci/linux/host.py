@@ -36,10 +36,11 @@ from ci.builds import (
     report,
     tail,
 )
+from ci.builds.progress import deadline as compile_deadline
 from ci.builds.progress import plan as compile_plan
 from ci.builds.progress import records as compile_records
 from ci.builds.progress import watch as compile_watch
-from ci.errors import CommandFailed, UsageError
+from ci.errors import CommandFailed, FarmError, UsageError
 from ci.linux import cross, qemu, sysroot
 from ci.log import log
 from ci.nvcc import admission
@@ -163,6 +164,28 @@ def run_build(cmd: list[str | Path], env: Mapping[str, str], source: Path, targe
                                     source=source, cpu=target.cpu, linkable=linkable) from None
 
 
+def deadline_env() -> dict[str, str]:
+    """The moment the nvcc wrapper holds each compile against (``--deadline``; ci/builds/progress/deadline.py)."""
+    given = settings.current().get("FARM_DEADLINE")
+    return {admission.DEADLINE: f"{compile_deadline.parse(given):.0f}"} if given else {}
+
+
+def run_measured(cmd: list[str | Path], env: Mapping[str, str], source: Path, target: Target, work: Path) -> None:
+    """:func:`run_build` with each compile's line and ETA, its records folded into the farm's cache; a build whose
+    wrapper refused a compile at the deadline stops with its own status and line."""
+    record = work / compile_records.RECORD
+    try:
+        with compile_watch.watching(record, source, compile_records.load(target.project.name),
+                                    int(env.get("MAX_JOBS", "1"))):
+            run_build(cmd, env, source, target)
+    except FarmError:
+        if compile_deadline.stopped(record):
+            raise compile_deadline.reached(source) from None
+        raise
+    finally:
+        compile_records.merge(target.project.name, record)
+
+
 def check_build_torch(target: Target, found: Mapping[str, str | None]) -> None:
     version = str(found["version"])
     if version.split("+")[0] != target.torch:
@@ -219,6 +242,7 @@ def symbol_search(target: Target, env: envs.PythonEnv, tk: toolkit.InstalledTool
 def build(target: Target, outputs: tail.Outputs, *, max_jobs: int | None = None) -> report.BuildReport:
     """Build, repair, audit and publish ``target`` (``target.cpu``: a CPU-only wheel, no toolkit)."""
     started = time.monotonic()
+    deadline_env()  # a --deadline that is neither a duration nor a time: refused before anything runs
     preflight.preflight(target)  # what the source alone refuses (links, submodules, C++ standard): now
     # before anything runs nvcc (the toolkit's own check of it reads these variables too)
     environment.check_nvcc_flags(settings.current().environ, "your environment's")
@@ -299,13 +323,7 @@ def _build(target: Target, outputs: tail.Outputs, started: float, *, max_jobs: i
                                                     (outputs.build_root, outputs.wheelhouse))
                 log.info(f"sources in {source} ({copied} files updated)")
                 compiles = compile_records.prepare(target.project.name, work) | {admission.ROOT: str(source)}
-                try:
-                    with compile_watch.watching(work / compile_records.RECORD, source,
-                                                compile_records.load(target.project.name),
-                                                int(build_env.get("MAX_JOBS", "1"))):
-                        run_build(cmd, build_env | compiles, source, target)
-                finally:
-                    compile_records.merge(target.project.name, work / compile_records.RECORD)
+                run_measured(cmd, build_env | compiles | deadline_env(), source, target, work)
                 built = tail.one_wheel(stage / "dist", "the wheel build")
             search = symbol_search(target, env, tk, setup, linked)
 

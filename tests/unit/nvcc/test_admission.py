@@ -150,3 +150,25 @@ def test_a_real_nvcc_compile_is_measured_and_its_object_is_nvccs_own(tmp_path: P
     assert len(objects) == 1
     (line,) = records(tmp_path)
     assert line["compiled"] is True and line["archs"] == 2 and int(line["peak"]) > 50 * MIB  # type: ignore[call-overload]
+
+
+def test_at_the_deadline_a_compile_is_not_started_nor_any_after_it(tmp_path: Path) -> None:
+    """A compile recorded at 60 s with 30 s left is refused with its line and the wrapper's status; a compile
+    recorded at 1 s is refused too from then on (the build stops starting compiles); nothing ran."""
+    import time
+
+    ran = tmp_path / "ran"
+    expected = tmp_path / "expected.json"
+    expected.write_text(json.dumps({"sources": {"slow.cu": {"peak": MIB, "seconds": 60, "archs": 1, "threads": 1},
+                                                "quick.cu": {"peak": MIB, "seconds": 1, "archs": 1, "threads": 1}}}))
+    env = wrapper_env(tmp_path, FARM_COMPILE_EXPECTED=str(expected), FARM_DEADLINE=f"{time.time() + 30:.0f}",
+                      FARM_NVCC_NEXT=f"{sys.executable} -c 'import pathlib, sys; pathlib.Path(sys.argv[1]).touch()' "
+                                     f"{ran}")
+    quick = run_wrapper(["-c", "quick.cu", "-o", "q.o"], env, tmp_path)
+    assert quick.returncode == 0 and ran.exists()
+    ran.unlink()
+    slow = run_wrapper(["-c", "slow.cu", "-o", "s.o"], env, tmp_path)
+    assert slow.returncode == admission.STOPPED
+    assert "cuda-ext-farm nvcc: at the deadline: slow.cu not started (60 s expected, " in slow.stderr
+    again = run_wrapper(["-c", "quick.cu", "-o", "q.o"], env, tmp_path)
+    assert again.returncode == admission.STOPPED and not ran.exists()
