@@ -79,6 +79,9 @@ DECLARED: tuple[Setting, ...] = (
       "the target torch's own (plus extra-cuda-archs)", flag="--arch-list", key="cuda-archs", group="build"),
     S("MAX_JOBS", "parallel compile jobs of the commands that compile", "the number of CPUs", flag="--max-jobs",
       group="build"),
+    S("FARM_DEADLINE", "when the build stops starting compiles: a duration from now (5h30m, 90m, 3600s) or a time "
+      "(23:30, 2026-01-31T23:30); the compiles running finish into the compile cache, the build exits 75 and the "
+      "same command resumes", "none", flag="--deadline", commands=("build",), group="build"),
     S("SOURCE_DATE_EPOCH", "the time stamp of the wheel's entries (reproducible builds); builds set it from the "
       "commit", "1980-01-01 (the zip epoch)",
       group="build"),
@@ -147,6 +150,14 @@ DECLARED: tuple[Setting, ...] = (
     S("FARM_NVCC", "the nvcc the module-anchor wrapper runs", kind="internal", group="internal"),
     S("FARM_NVCC_NEXT", "the command ci/nvcc/wrapper.py runs (nvcc, a compile cache in front of it, the anchor)",
       kind="internal", group="internal"),
+    S("FARM_NVCC_THREADS", "nvcc's --threads the farm chose for a build short of memory (ci/nvcc/admission.py)",
+      kind="internal", group="internal"),
+    S("FARM_COMPILE_RECORD", "the JSON-lines file ci/nvcc/admission.py records each compile in (work folder)",
+      kind="internal", group="internal"),
+    S("FARM_COMPILE_EXPECTED", "earlier builds' compile records ci/nvcc/admission.py expects needs from",
+      kind="internal", group="internal"),
+    S("FARM_COMPILE_ROOT", "the source copy ci/nvcc/admission.py names sources relative to", kind="internal",
+      group="internal"),
     S("FARM_NVCC_ARCH_LIST", "the architecture list ci/nvcc/wrapper.py holds each compile to", kind="internal",
       group="internal"),
     S("FARM_NVCC_ARCH_MODE", "project-arch-flags as ci/nvcc/wrapper.py applies it (refuse, replace, keep)",

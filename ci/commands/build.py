@@ -20,6 +20,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     output_args(parser)
     parser.add_argument("--cpu", action="store_true", help="build without CUDA (no toolkit; a CPU-only wheel)")
     parser.add_argument("--all", action="store_true", help="every host-buildable target of the project, not just one")
+    parser.add_argument("--deadline", metavar="WHEN", help="stop starting compiles so as to end by then: 5h30m, 90m, "
+                        "23:30 (FARM_DEADLINE); the same command resumes")
 
 
 def run(opts: Options[Args]) -> int:

@@ -36,9 +36,14 @@ from ci.builds import (
     report,
     tail,
 )
-from ci.errors import CommandFailed, UsageError
+from ci.builds.progress import deadline as compile_deadline
+from ci.builds.progress import plan as compile_plan
+from ci.builds.progress import records as compile_records
+from ci.builds.progress import watch as compile_watch
+from ci.errors import CommandFailed, FarmError, UsageError
 from ci.linux import cross, qemu, sysroot
 from ci.log import log
+from ci.nvcc import admission
 from ci.nvcc import shim as nvcc_shim
 from ci.toolchain import compiler_cache, envs, toolkit
 from ci.universe import project
@@ -77,7 +82,7 @@ def compiler_env(target: Target, tk: toolkit.InstalledToolkit | None, *, cpu: bo
     build-env; in a CUDA build, torch.cuda.is_available() True (``ci/buildsite`` first on PYTHONPATH:
     ci/builds/cuda_available.py)."""
     config = target.project
-    settings_env: dict[str, str] = {"MAX_JOBS": str(max_jobs or os.cpu_count() or 1)}
+    settings_env = jobs_env(target, max_jobs)
     if tk is not None and not cpu:
         settings_env |= {"CUDA_HOME": str(tk.cuda_home), "CUDA_PATH": str(tk.cuda_home),
                          "PATH": str(tk.cuda_home / "bin"), "TORCH_CUDA_ARCH_LIST": target.cell.arch_list}
@@ -94,6 +99,20 @@ def compiler_env(target: Target, tk: toolkit.InstalledToolkit | None, *, cpu: bo
     environment.check_nvcc_flags(caller, "your environment's")
     environment.check_nvcc_flags(own, "build-env's in [tool.cuda-ext-farm]")
     return environment.compose(caller, {**settings_env, **(farm or {})}, own, pathsep=os.pathsep)
+
+
+def jobs_env(target: Target, max_jobs: int | None) -> dict[str, str]:
+    """``MAX_JOBS`` (and nvcc's ``--threads`` where memory is short) from the cores, the memory a compile can get
+    and the project's compile records (ci/builds/progress/plan.py), stated in one line; the user's MAX_JOBS wins."""
+    cores = os.cpu_count() or 1
+    if target.cpu:
+        return {"MAX_JOBS": str(max_jobs or cores)}
+    archs = len(arch_flags.torch_arch_flags(arch_flags.arch_list_of(target)))
+    chosen = compile_plan.for_project(target.project.name, archs, cores, admission.available(), max_jobs)
+    log.info(chosen.line)
+    if chosen.warning:
+        log.warn(chosen.warning)
+    return {"MAX_JOBS": str(chosen.jobs), **({admission.THREADS: str(chosen.threads)} if chosen.threads else {})}
 
 
 #: Build requirements of CMake builds: their CMake would find the toolkit through ci/nvcc/shim.py's folder, and
@@ -143,6 +162,28 @@ def run_build(cmd: list[str | Path], env: Mapping[str, str], source: Path, targe
     except CommandFailed as exc:
         raise failure.explain_build(exc, output.read_text(errors="replace"), build=f"the wheel build of {target.id}",
                                     source=source, cpu=target.cpu, linkable=linkable) from None
+
+
+def deadline_env() -> dict[str, str]:
+    """The moment the nvcc wrapper holds each compile against (``--deadline``; ci/builds/progress/deadline.py)."""
+    given = settings.current().get("FARM_DEADLINE")
+    return {admission.DEADLINE: f"{compile_deadline.parse(given):.0f}"} if given else {}
+
+
+def run_measured(cmd: list[str | Path], env: Mapping[str, str], source: Path, target: Target, work: Path) -> None:
+    """:func:`run_build` with each compile's line and ETA, its records folded into the farm's cache; a build whose
+    wrapper refused a compile at the deadline stops with its own status and line."""
+    record = work / compile_records.RECORD
+    try:
+        with compile_watch.watching(record, source, compile_records.load(target.project.name),
+                                    int(env.get("MAX_JOBS", "1"))):
+            run_build(cmd, env, source, target)
+    except FarmError:
+        if compile_deadline.stopped(record):
+            raise compile_deadline.reached(source) from None
+        raise
+    finally:
+        compile_records.merge(target.project.name, record)
 
 
 def check_build_torch(target: Target, found: Mapping[str, str | None]) -> None:
@@ -201,6 +242,7 @@ def symbol_search(target: Target, env: envs.PythonEnv, tk: toolkit.InstalledTool
 def build(target: Target, outputs: tail.Outputs, *, max_jobs: int | None = None) -> report.BuildReport:
     """Build, repair, audit and publish ``target`` (``target.cpu``: a CPU-only wheel, no toolkit)."""
     started = time.monotonic()
+    deadline_env()  # a --deadline that is neither a duration nor a time: refused before anything runs
     preflight.preflight(target)  # what the source alone refuses (links, submodules, C++ standard): now
     # before anything runs nvcc (the toolkit's own check of it reads these variables too)
     environment.check_nvcc_flags(settings.current().environ, "your environment's")
@@ -280,7 +322,8 @@ def _build(target: Target, outputs: tail.Outputs, started: float, *, max_jobs: i
                 copied = project_source.sync_source(target.project.root, source,
                                                     (outputs.build_root, outputs.wheelhouse))
                 log.info(f"sources in {source} ({copied} files updated)")
-                run_build(cmd, build_env, source, target)
+                compiles = compile_records.prepare(target.project.name, work) | {admission.ROOT: str(source)}
+                run_measured(cmd, build_env | compiles | deadline_env(), source, target, work)
                 built = tail.one_wheel(stage / "dist", "the wheel build")
             search = symbol_search(target, env, tk, setup, linked)
 

@@ -44,12 +44,14 @@ list the farm's flags come from; ``FARM_NVCC_ARCH_MODE``, the mode (unset: ``ref
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shlex
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from types import ModuleType
 from typing import NamedTuple
 
 MODES = ("refuse", "replace", "keep")
@@ -242,6 +244,19 @@ def next_command(value: str) -> list[str]:
     return [value] if os.name == "nt" else shlex.split(value)
 
 
+def admission() -> ModuleType:
+    """``admission.py`` beside this file (run as ``python -I wrapper.py``, the farm's package is not importable)."""
+    try:
+        from ci.nvcc import admission as module
+    except ImportError:
+        spec = importlib.util.spec_from_file_location("farm_nvcc_admission", os.path.join(
+            os.path.dirname(os.path.abspath(__file__)), "admission.py"))
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return module
+
+
 def main(argv: Sequence[str]) -> int:
     env = dict(os.environ)
     try:
@@ -261,6 +276,9 @@ def main(argv: Sequence[str]) -> int:
     command = [*next_command(env.get("FARM_NVCC_NEXT", "")), *decision.args]
     for name in FOLDED:  # on the command line now: nvcc must not read them a second time
         env.pop(name, None)
+    if env.get("FARM_COMPILE_RECORD") and is_compile(decision.args):  # admitted and measured (admission.py)
+        archs = len(set(find_flags(decision.args).flags)) or 1
+        return int(admission().run(command, env, source_of(decision.args), archs))
     if os.name != "nt":
         os.execvpe(command[0], command, env)  # nvcc in this process: ninja's signals reach it
     return subprocess.call(command, env=env)  # Windows: exec would end this process first

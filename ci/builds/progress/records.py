@@ -1,0 +1,69 @@
+"""Compile records kept in the farm's cache (``FARM_CACHE_DIR/compile-records/<project>.json``): per source, the
+last measured compile (one that ran the compiler, not a compile-cache hit), so that the next build can expect its
+need and duration; and the files a build's wrapper reads and writes in its work folder."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ci import fsutil, toolenv
+from ci.nvcc import admission
+
+#: The wrapper's record of this build (JSON lines) and what it expects from earlier builds, in the work folder.
+RECORD, EXPECTED = "compiles.jsonl", "compiles-expected.json"
+
+
+def cache_file(project: str, cache: Path | None = None) -> Path:
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", project) or "project"
+    return (cache or toolenv.cache_root()) / "compile-records" / f"{name}.json"
+
+
+def load(project: str, cache: Path | None = None) -> dict[str, dict[str, Any]]:
+    """The project's recorded sources (empty when never built)."""
+    try:
+        data = json.loads(cache_file(project, cache).read_text())
+    except (OSError, ValueError):
+        return {}
+    sources = data.get("sources") if isinstance(data, dict) else None
+    return sources if isinstance(sources, dict) else {}
+
+
+def measured(lines: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The last measured compile of each source among a record's ``lines``."""
+    out: dict[str, dict[str, Any]] = {}
+    for line in lines:
+        if line.get("compiled") and line.get("rc") == 0 and line.get("peak"):
+            out[str(line["source"])] = {k: line[k] for k in ("peak", "seconds", "archs", "threads")}
+    return out
+
+
+def unit_peak(sources: Mapping[str, Mapping[str, Any]]) -> float | None:
+    peaks = admission.unit_peaks([{**v, "compiled": True} for v in sources.values()])
+    return max(peaks) if peaks else None
+
+
+def merge(project: str, record: Path, cache: Path | None = None) -> dict[str, dict[str, Any]]:
+    """Fold a build's record into the project's cache entry; returns the updated sources."""
+    sources = load(project, cache) | measured(admission.read_record(record))
+    path = cache_file(project, cache)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fsutil.atomic_write_json(path, {"sources": dict(sorted(sources.items()))})
+    return sources
+
+
+def prepare(project: str, work: Path, cache: Path | None = None) -> dict[str, str]:
+    """Start a build's record in ``work``: the last build's record folded into the cache first (a build stopped at
+    its deadline or killed keeps what it measured), the expected file written; returns the wrapper's variables."""
+    record = work / RECORD
+    if record.exists():
+        merge(project, record, cache)
+        record.unlink()
+    sources = load(project, cache)
+    fsutil.atomic_write_json(work / EXPECTED, {"sources": sources, "unit_peak": unit_peak(sources)})
+    for stale in (work / (RECORD + ".stopped"),):
+        stale.unlink(missing_ok=True)
+    return {admission.RECORD: str(record), admission.EXPECTED: str(work / EXPECTED)}

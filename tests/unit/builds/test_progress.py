@@ -1,0 +1,74 @@
+"""ci/builds/progress/: the plan's one line (jobs x --threads from cores, memory and records), the deadline's
+values, the records kept in the farm's cache and the ETA from them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ci.builds.progress import deadline, plan, records, watch
+from ci.errors import UsageError
+
+GIB = 2**30
+
+
+def test_ample_memory_keeps_one_job_per_core_and_threads_0() -> None:
+    chosen = plan.choose(4, 64 * GIB, 1.0 * GIB, 4, None)
+    assert (chosen.jobs, chosen.threads) == (4, None)
+    assert chosen.line == "4 jobs x --threads 0: 64.0 GiB available, 4.0 GiB per compile expected (recorded)"
+
+
+def test_short_memory_lowers_jobs_and_threads_to_what_fits() -> None:
+    chosen = plan.choose(4, int(15.6 * GIB), 1.55 * GIB, 4, None)
+    assert (chosen.jobs, chosen.threads) == (4, 2)
+    assert chosen.line == "4 jobs x --threads 2: 15.6 GiB available, 3.1 GiB per compile expected (recorded)"
+    assert plan.choose(16, 6 * GIB, 2 * GIB, 4, None)[:2] == (3, 1)
+
+
+def test_the_users_max_jobs_wins_with_one_warning_when_the_record_says_it_will_not_fit() -> None:
+    chosen = plan.choose(16, 6 * GIB, 1 * GIB, 4, 8)
+    assert chosen.jobs == 8 and chosen.threads is None
+    assert chosen.warning.startswith("MAX_JOBS=8 asks for 8 compiles at once, 4.0 GiB each expected (recorded), "
+                                     "6.0 GiB available")
+    assert plan.choose(16, 64 * GIB, 1 * GIB, 4, 8).warning == ""
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("5h30m", 19800), ("90m", 5400), ("45s", 45), ("3600", 3600)])
+def test_a_deadline_as_a_duration(value: str, seconds: int) -> None:
+    assert deadline.parse(value, now=1000.0) == 1000.0 + seconds
+
+
+def test_a_deadline_as_a_time_and_a_bad_one() -> None:
+    assert deadline.parse("2026-01-31T23:30:00+00:00") == 1769902200
+    with pytest.raises(UsageError, match=r"--deadline is neither a duration nor a time \('soon'\)"):
+        deadline.parse("soon")
+
+
+def test_the_line_at_the_deadline() -> None:
+    stop = deadline.DeadlineReached("stopped at the deadline: 3 of 8 compiles done and cached", "3/8",
+                                    "the same command resumes")
+    assert stop.line() == "stopped at the deadline: 3 of 8 compiles done and cached; the same command resumes"
+    assert stop.exit_code == 75
+
+
+def test_records_keep_the_last_measured_compile_of_each_source(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    lines = [{"source": "a.cu", "peak": 2 * GIB, "seconds": 30.0, "archs": 4, "threads": 0, "compiled": True, "rc": 0},
+             {"source": "a.cu", "peak": 10, "seconds": 0.1, "archs": 4, "threads": 0, "compiled": False, "rc": 0},
+             {"source": "b.cu", "peak": GIB, "seconds": 9.0, "archs": 4, "threads": 0, "compiled": True, "rc": 1}]
+    (work / records.RECORD).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    env = records.prepare("proj", work, tmp_path / "cache")  # the last build's record folded in first
+    assert records.load("proj", tmp_path / "cache") == {"a.cu": {"peak": 2 * GIB, "seconds": 30.0, "archs": 4,
+                                                                  "threads": 0}}
+    assert not (work / records.RECORD).exists()
+    assert json.loads(Path(env["FARM_COMPILE_EXPECTED"]).read_text())["unit_peak"] == GIB / 2
+
+
+def test_the_eta_counts_the_recorded_durations_of_what_is_left() -> None:
+    known = {f"k{i}.cu": {"seconds": 10.0 * (i + 1)} for i in range(4)}
+    done = [{"source": "k3.cu", "seconds": 40.0}]
+    assert watch.eta(done, 4, known, 2) == (10 + 20 + 30) / 2
+    assert watch.eta([], None, known, 2) is None

@@ -1,0 +1,174 @@
+"""ci/nvcc/admission.py: each compile the wrapper lets through admitted by memory and measured over its process
+tree, run here as the build runs it (``python -I wrapper.py``), with real processes and the real nvcc."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ci.nvcc import admission
+
+WRAPPER = Path(admission.__file__).with_name("wrapper.py")
+MIB = 2**20
+#: A stand-in compile tree: the command starts two children that each hold ``MiB`` resident at the same time.
+TWO_CHILDREN = """
+import subprocess, sys
+hold = "import sys, time; b = bytearray(int(sys.argv[1]) * 2**20); b[::4096] = b'x' * len(b[::4096]); time.sleep(0.8)"
+kids = [subprocess.Popen([sys.executable, "-c", hold, sys.argv[1]]) for _ in range(2)]
+sys.exit(max(k.wait() for k in kids))
+"""
+
+
+def wrapper_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {"PATH": os.environ["PATH"], admission.RECORD: str(tmp_path / "compiles.jsonl"),
+            admission.ROOT: str(tmp_path), **extra}
+
+
+def run_wrapper(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-I", str(WRAPPER), *args], env=env, cwd=cwd, capture_output=True,
+                          text=True)
+
+
+def records(tmp_path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in (tmp_path / "compiles.jsonl").read_text().splitlines()]
+
+
+def test_the_peak_is_the_sum_over_the_tree_not_its_largest_process(tmp_path: Path) -> None:
+    """Two processes of one compile hold 150 MiB each at the same time: the tree's peak counts both (ru_maxrss
+    alone would say 150)."""
+    script = tmp_path / "tree.py"
+    script.write_text(TWO_CHILDREN)
+    env = wrapper_env(tmp_path, FARM_NVCC_NEXT=f"{sys.executable} {script} 150")
+    done = run_wrapper(["-c", "k.cu", "-o", "k.o", "-gencode=arch=compute_90,code=sm_90"], env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    (line,) = records(tmp_path)
+    assert line["source"] == "k.cu" and line["archs"] == 1 and line["rc"] == 0
+    assert 290 * MIB < int(line["peak"]) < 400 * MIB  # type: ignore[call-overload]
+    assert line["compiled"] is False  # no compiler ran (a compile cache's hit looks so)
+
+
+def test_a_failed_compile_keeps_its_status_and_is_recorded(tmp_path: Path) -> None:
+    env = wrapper_env(tmp_path, FARM_NVCC_NEXT=f"{sys.executable} -c 'import sys; sys.exit(7)'")
+    done = run_wrapper(["-c", "k.cu", "-o", "k.o"], env, tmp_path)
+    assert done.returncode == 7
+    assert [line["rc"] for line in records(tmp_path)] == [7]
+
+
+def test_a_compile_waits_while_the_running_ones_hold_its_memory(tmp_path: Path) -> None:
+    """Each compile is expected (recorded) to need 60 % of what is free now: the second starts only after the
+    first ended, however the two were started together."""
+    free = admission.available()
+    assert free
+    expected = tmp_path / "expected.json"
+    need = int(free * 0.6)
+    expected.write_text(json.dumps({"sources": {f"k{i}.cu": {"peak": need, "seconds": 1, "archs": 1, "threads": 1}
+                                                for i in range(2)}}))
+    env = wrapper_env(tmp_path, FARM_NVCC_NEXT=f"{sys.executable} -c 'import time; time.sleep(1)'",
+                      FARM_COMPILE_EXPECTED=str(expected))
+    started = [subprocess.Popen([sys.executable, "-I", str(WRAPPER), "-c", f"k{i}.cu", "-o", "k.o",
+                                 "-gencode=arch=compute_90,code=sm_90"], env=env, cwd=tmp_path) for i in range(2)]
+    assert [p.wait() for p in started] == [0, 0]
+    first, second = sorted(records(tmp_path), key=lambda line: float(line["end"]))  # type: ignore[arg-type]
+    assert first["need"] == second["need"] == need and second["how"] == "recorded"
+    assert float(second["end"]) - float(second["seconds"]) >= float(first["end"]) - 0.05  # type: ignore[arg-type]
+
+
+def test_a_compile_that_alone_exceeds_what_is_free_runs_alone_with_fewer_threads(tmp_path: Path) -> None:
+    free = admission.available()
+    assert free
+    expected = tmp_path / "expected.json"
+    expected.write_text(json.dumps({"sources": {"k.cu": {"peak": free * 3, "seconds": 1, "archs": 4, "threads": 0}}}))
+    argv, script = tmp_path / "argv.json", tmp_path / "nvcc.py"
+    script.write_text(f"import json, sys\nopen({str(argv)!r}, 'w').write(json.dumps(sys.argv[1:]))\n")
+    env = wrapper_env(tmp_path, FARM_COMPILE_EXPECTED=str(expected), FARM_NVCC_NEXT=f"{sys.executable} {script}")
+    gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in (75, 80, 90, 100)]
+    done = run_wrapper(["-c", "k.cu", "-o", "k.o", *gencode, "--threads", "0"], env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(argv.read_text())[-2:] == ["--threads", "1"]  # 3x what is free per 4 archs: 1 fits
+    assert "k.cu: runs alone with --threads 1" in done.stderr
+
+
+@pytest.mark.parametrize(("version", "files"), [
+    ("v2", {"memory.max": "1073741824", "memory.current": "805306368", "memory.stat": "inactive_file 268435456\n"}),
+    ("v1", {"memory.limit_in_bytes": "1073741824", "memory.usage_in_bytes": "805306368",
+            "memory.stat": "total_inactive_file 268435456\n"}),
+])
+def test_what_a_cgroup_can_still_give_less_its_reclaimable_cache(tmp_path: Path, version: str,
+                                                                   files: dict[str, str]) -> None:
+    mount = tmp_path / "cgroup"
+    folder = mount / ("memory" if version == "v1" else "") / "build" / "job"
+    folder.mkdir(parents=True)
+    (mount / "build").mkdir(exist_ok=True) if version == "v2" else None
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    cgroup = tmp_path / "self-cgroup"
+    cgroup.write_text("0::/build/job\n" if version == "v2" else "4:memory:/build/job\n0::/\n")
+    assert admission.cgroup_free(cgroup, mount) == 512 * MIB
+
+
+def test_the_expected_need_scales_a_record_and_estimates_a_file_never_built() -> None:
+    known = {"sources": {"a.cu": {"peak": 4 * 2**30, "seconds": 40.0, "archs": 4, "threads": 0}}}
+    assert admission.expected("a.cu", 4, 2, known, []) == (2 * 2**30, 40.0, "recorded")
+    assert admission.expected("b.cu", 2, 0, known, []).bytes == 2 * 2**30  # 1 GiB per parallel architecture
+    assert admission.expected("b.cu", 2, 0, {}, []).how == "unknown"
+    this_build = [{"source": "c.cu", "peak": 3 * 2**30, "archs": 1, "threads": 1, "compiled": True}]
+    assert admission.expected("b.cu", 2, 0, {}, this_build).bytes == 6 * 2**30
+
+
+def test_with_threads_replaces_or_adds_nvccs_option() -> None:
+    assert admission.with_threads(["-c", "k.cu", "--threads", "0"], 2) == ["-c", "k.cu", "--threads", "2"]
+    assert admission.with_threads(["-c", "--threads=0", "k.cu"], 1) == ["-c", "--threads=1", "k.cu"]
+    assert admission.with_threads(["-c", "k.cu"], 3) == ["-c", "k.cu", "--threads", "3"]
+
+
+def test_a_real_nvcc_compile_is_measured_and_its_object_is_nvccs_own(tmp_path: Path) -> None:
+    """Through the wrapper with a record, the real nvcc's tree (cicc, ptxas) is measured, and the object equals
+    nvcc's alone; nvcc's --threads does not change the object."""
+    from ci.toolchain import toolkit
+    from ci.universe import matrix
+
+    nvcc = str(toolkit.ensure_toolkit(matrix.get_cell("13.0")).nvcc)
+    (tmp_path / "k.cu").write_text("template <int N> __global__ void k(float *p) { p[N] = N; }\n"
+                                   "template __global__ void k<1>(float *); template __global__ void k<2>(float *);\n")
+    # the farm's reproducible flags (ci/builds/environment.py); each object in a folder of its own, same name
+    args = ["-c", "../k.cu", "-o", "k.o", "-objtemp", "-frandom-seed=k", "-gencode=arch=compute_80,code=sm_80",
+            "-gencode=arch=compute_90,code=sm_90"]
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("NVCC_", "FARM_"))}
+    for name in ("wrapped", "t0", "t1"):
+        (tmp_path / name).mkdir()
+    done = run_wrapper([*args, "--threads", "0"], {**base, **wrapper_env(tmp_path), "FARM_NVCC_NEXT": nvcc},
+                       tmp_path / "wrapped")
+    assert done.returncode == 0, done.stderr
+    for threads in ("0", "1"):
+        subprocess.run([nvcc, *args, "--threads", threads], env=base, cwd=tmp_path / f"t{threads}", check=True)
+    objects = {(tmp_path / name / "k.o").read_bytes() for name in ("wrapped", "t0", "t1")}
+    assert len(objects) == 1
+    (line,) = records(tmp_path)
+    assert line["compiled"] is True and line["archs"] == 2 and int(line["peak"]) > 50 * MIB  # type: ignore[call-overload]
+
+
+def test_at_the_deadline_a_compile_is_not_started_nor_any_after_it(tmp_path: Path) -> None:
+    """A compile recorded at 60 s with 30 s left is refused with its line and the wrapper's status; a compile
+    recorded at 1 s is refused too from then on (the build stops starting compiles); nothing ran."""
+    import time
+
+    ran = tmp_path / "ran"
+    expected = tmp_path / "expected.json"
+    expected.write_text(json.dumps({"sources": {"slow.cu": {"peak": MIB, "seconds": 60, "archs": 1, "threads": 1},
+                                                "quick.cu": {"peak": MIB, "seconds": 1, "archs": 1, "threads": 1}}}))
+    env = wrapper_env(tmp_path, FARM_COMPILE_EXPECTED=str(expected), FARM_DEADLINE=f"{time.time() + 30:.0f}",
+                      FARM_NVCC_NEXT=f"{sys.executable} -c 'import pathlib, sys; pathlib.Path(sys.argv[1]).touch()' "
+                                     f"{ran}")
+    quick = run_wrapper(["-c", "quick.cu", "-o", "q.o"], env, tmp_path)
+    assert quick.returncode == 0 and ran.exists()
+    ran.unlink()
+    slow = run_wrapper(["-c", "slow.cu", "-o", "s.o"], env, tmp_path)
+    assert slow.returncode == admission.STOPPED
+    assert "cuda-ext-farm nvcc: at the deadline: slow.cu not started (60 s expected, " in slow.stderr
+    again = run_wrapper(["-c", "quick.cu", "-o", "q.o"], env, tmp_path)
+    assert again.returncode == admission.STOPPED and not ran.exists()
