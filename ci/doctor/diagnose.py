@@ -8,7 +8,9 @@ every rule holds:
 1. **platform**: one of its platform tags is this machine's: OS and CPU (``manylinux_2_28_aarch64`` is not for
    x86_64), and ``manylinux_2_X`` needs glibc >= 2.X;
 2. **Python**: its interpreter-ABI tag is this interpreter's (``cp311-cp311``; ``cp310-abi3`` from CPython 3.10 on,
-   not free-threaded), and its Requires-Python holds;
+   not free-threaded; ``cp313-cp313t`` in a free-threaded CPython 3.13 only, which loads no GIL build's wheel),
+   and its Requires-Python holds. Tags a probe recorded with a packaging older than free-threaded CPython (a
+   ``cp313t`` interpreter given the GIL build's ``cp313`` tags) are derived again from the Python's fields;
 3. **torch**: the installed torch's version (local label and pre-release allowed) satisfies the wheel's
    ``Requires-Dist: torch`` (``==2.11.*`` classic, ``>=2.10`` stable); without torch, pip installs one with it;
 4. **CUDA major**: ``torch.version.cuda``'s major is the wheel's; a CPU-only torch loads a stable-ABI CUDA wheel

@@ -92,8 +92,28 @@ class Machine:
                 torch.get("hip") if torch else None, driver.get("version"), driver.get("cuda"), gpus,
                 tuple(str(n) for n in raw.get("notes") or ()))
         recorded = raw.get("tags")
-        tags = [t for text in recorded for t in parse_tag(text)] if isinstance(recorded, list) else m.derived_tags()
-        return dataclasses.replace(m, tags=tuple(tags))
+        tags = [t for text in recorded for t in parse_tag(text)] if isinstance(recorded, list) else None
+        if tags is not None and not m.knows_threading(tags):
+            # A packaging older than free-threaded CPython (before 24.0) gives a cp313t interpreter the GIL build's
+            # cp313 and abi3 tags: the doctor would offer it wheels that do not load, and none that do.
+            m = dataclasses.replace(m, notes=(*m.notes, f"tags: those recorded are not {m.abi}'s (the probe's "
+                                                        "packaging predates free-threaded CPython): derived from the "
+                                                        "Python, libc and machine fields"))
+            tags = None
+        return dataclasses.replace(m, tags=tuple(m.derived_tags() if tags is None else tags))
+
+    @property
+    def free_threaded(self) -> bool:
+        """A free-threaded CPython (``cp313t``, PEP 703): it loads ``cp313-cp313t`` wheels, no GIL build's."""
+        return self.implementation == "cpython" and self.abi.startswith("cp") and self.abi.endswith("t")
+
+    def knows_threading(self, tags: list[Tag]) -> bool:
+        """Whether recorded ``tags`` are this interpreter's build: a free-threaded one's name its ``cp313t`` ABI,
+        a GIL build's never do."""
+        if self.implementation != "cpython" or not self.abi.startswith("cp"):
+            return True
+        threaded = any(t.abi == (self.abi if self.free_threaded else f"{self.abi}t") for t in tags)
+        return threaded == self.free_threaded
 
     def derived_tags(self) -> list[Tag]:
         """The tags pip would accept here, from the recorded fields (packaging.tags with this machine's values)."""
@@ -107,7 +127,8 @@ class Machine:
     def describe(self) -> list[str]:
         glibc = f", glibc {_cc(self.glibc)}" if self.glibc else ""
         impl = "CPython" if self.implementation == "cpython" else self.implementation
-        lines = [f"machine: {OS_NAMES.get(self.os, self.os)} {self.arch}{glibc}, {impl} {self.python_text} "
+        threaded = " free-threaded" if self.free_threaded else ""
+        lines = [f"machine: {OS_NAMES.get(self.os, self.os)} {self.arch}{glibc}, {impl} {self.python_text}{threaded} "
                  f"({self.abi}; {self.source})"]
         cuda = "CPU-only" if not self.torch_cuda else f"CUDA {self.torch_cuda}"
         lines.append(f"torch: {self.torch} ({cuda})" if self.torch else "torch: not installed")
@@ -222,8 +243,14 @@ def python_reason(w: WheelFacts, m: Machine) -> str | None:
     for interp, abi in pairs:
         cp = re.fullmatch(r"cp(\d)(\d+)", interp)
         floor = (int(cp.group(1)), int(cp.group(2))) if cp else None
-        if abi == "abi3" and floor and m.abi.endswith("t"):
+        if abi == "abi3" and floor and m.free_threaded:
             found.append(f"abi3 wheels ({interp}-abi3) do not load in free-threaded {this} ({m.abi})")
+        elif floor and abi == f"{interp}t" and not m.free_threaded:
+            found.append(f"a free-threaded wheel ({interp}-{abi}): it loads only in free-threaded CPython "
+                         f"{floor[0]}.{floor[1]} (python{floor[0]}.{floor[1]}t), this is {this} with the GIL ({m.abi})")
+        elif floor and abi == interp and m.free_threaded:
+            found.append(f"built for CPython {floor[0]}.{floor[1]} with the GIL ({interp}-{abi}), this is "
+                         f"free-threaded {this} ({m.abi})")
         elif abi == "abi3" and floor and m.python < floor:
             found.append(f"needs CPython >= {floor[0]}.{floor[1]} (abi3 floor {interp}), this is {this}")
         elif floor and abi != "abi3":

@@ -43,6 +43,8 @@ from ci.universe.targets import platforms
 DOCKERFILE = FARM_ROOT / "docker" / "Dockerfile"
 #: The scripts the Dockerfile runs to find the base's layout (copied into the build context and the image).
 LAYOUT_SCRIPTS = ("detect-toolchain.sh", "own-python.sh")
+#: The script of the Dockerfile's free-threaded stage (the free-threaded CPython built from Debian's source).
+STAGE_SCRIPTS = ("free-threaded-python.sh",)
 #: Where detect-toolchain.sh records the compiler paths in the image.
 TOOLCHAIN_ENV = "/etc/farm/toolchain.env"
 IMAGE_REPO = "cuda-ext-farm/builder"
@@ -128,7 +130,7 @@ class ImageSpec:
     def context_files(self) -> dict[str, Path]:
         """The files of the build context: the Dockerfile and the locks it installs (name in context -> source)."""
         files = {"Dockerfile": DOCKERFILE, "image.txt": pins.lock_path(IMAGE_TOOLS_LOCK)}
-        files |= {name: DOCKERFILE.parent / name for name in LAYOUT_SCRIPTS}
+        files |= {name: DOCKERFILE.parent / name for name in (*LAYOUT_SCRIPTS, *STAGE_SCRIPTS)}
         if self.cell.toolkit.kind == "pypi":
             files["toolkit.txt"] = pins.lock_path(pins.toolkit_lock(self.cell))
             if self.cell.toolkit.library_headers:
@@ -193,6 +195,17 @@ def gcc_major(cell: shapes.Cell) -> int:
     return int(cell.host_compiler.partition("-")[2])
 
 
+def free_threaded_args() -> dict[str, str]:
+    """The free-threaded stage's build arguments: the CPython ci/toolchain/free_threaded.py builds on a host, from
+    the same source package, patches and flags."""
+    from ci.toolchain import free_threaded
+
+    source = free_threaded.SOURCES["3.13"]
+    return {"FREE_THREADED_SOURCE": f"{source.package} {source.suite} {source.upstream}",
+            "FREE_THREADED_SKIPPED_PATCHES": " ".join(free_threaded.SKIPPED_PATCHES),
+            "FREE_THREADED_FLAGS": " ".join(free_threaded.CONFIGURE_FLAGS)}
+
+
 def spec_for(cell: shapes.Cell, base_image: str | None = None, arch: str | None = None) -> ImageSpec:
     """The image of ``cell`` for ``arch`` (default: this machine's; an image runs where it was built)."""
     # A builder image is built for, and runs on, the machine's own architecture (GitHub's arm64 runners build
@@ -233,6 +246,7 @@ def spec_for(cell: shapes.Cell, base_image: str | None = None, arch: str | None 
         # (name-version-release) dnf installs.
         "TOOLKIT_PACKAGES": " ".join(cell.toolkit.packages),
         "TOOLKIT_HOME": cell.toolkit.home_subdir,
+        **free_threaded_args(),
     }
     if cell.toolkit.kind == "nvidia-repo":
         # The repository of the image's architecture (sbsa for aarch64); dnf installs TOOLKIT_PACKAGES from it.

@@ -64,6 +64,8 @@ def render(release: shapes.TorchRelease, names: Mapping[tuple[str, ...], str], w
     """``release`` as a line (or lines) of ``TORCH_RELEASES``: four spaces, ``TorchRelease(`` and its arguments
     filled to ``width`` columns, continuation lines under the first argument."""
     args = [f'"{release.version}"', f'"{release.cuda}"', _tuple(release.pythons, names)]
+    if release.free_threaded:
+        args.append(f"free_threaded={_tuple(release.free_threaded, names)}")
     if release.aarch64:
         args.append("aarch64=True")
     if release.sass:
@@ -100,7 +102,9 @@ def entries(text: str) -> dict[str, str]:
     """Each entry's text by torch version, in the table's order."""
     start, end = table_span(text)
     found: dict[str, str] = {}
-    for m in re.finditer(r'^    TorchRelease\("([^"]+)".*?\),\n', text[start:end], re.M | re.S):
+    # An entry ends where the next begins (or the table does): a line of it may end in a tuple's "),".
+    entry = r'^    TorchRelease\("([^"]+)".*?\),\n(?=    TorchRelease\(|\Z)'
+    for m in re.finditer(entry, text[start:end], re.M | re.S):
         found[m.group(1)] = m.group(0)
     return found
 

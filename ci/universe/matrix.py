@@ -5,7 +5,8 @@
   an MSVC range on Windows), the base image of its container builds, and the
   torch release and Python a stable-ABI project builds against in it.
 * ``TORCH_RELEASES`` are the torch releases on PyPI with the CUDA version of
-  their wheels and the CPython versions they have wheels for.
+  their wheels and the CPython versions they have wheels for: GIL builds, and
+  free-threaded ones (``free_threaded``: ``cp313t`` targets of their own).
 
 Projects never list versions of their own beyond what they want covered: a
 project's targets (``ci/universe/targets/``) are this universe filtered by its
@@ -55,7 +56,8 @@ _PY_3_10_14 = ("3.10", "3.11", "3.12", "3.13", "3.14")
 
 #: torch releases on PyPI (newest patch of each minor), written from PyPI's metadata by ``cuda-ext-farm
 #: adopt-torch`` (``--check`` says when they differ). PyPI's wheels of 2.8-2.10 are CUDA 12.8 builds, 2.11-2.14
-#: CUDA 13.0, 2.15 CUDA 13.2; ``cxx``: the C++ standard their headers need (20 from 2.12).
+#: CUDA 13.0, 2.15 CUDA 13.2; ``cxx``: the C++ standard their headers need (20 from 2.12); ``free_threaded``: the
+#: CPythons whose free-threaded build (``cp313-cp313t``) has wheels (2.12's patch release dropped 3.13t).
 #: The SASS lists are those of the cp312 manylinux_2_28 wheels' ``torch._C._cuda_getArchFlags()`` (the string
 #: ``torch.cuda.get_arch_list()`` returns on a GPU machine), read from PyPI by ``nox -s torch-archs``, which also
 #: says when this table and PyPI disagree. None of them carries PTX. PyPI's aarch64 wheels of 2.8-2.10 are CPU builds.
@@ -63,18 +65,19 @@ _CU128_SASS = ("7.0", "7.5", "8.0", "8.6", "9.0", "10.0", "12.0")
 _CU130_SASS = ("7.5", "8.0", "8.6", "9.0", "10.0", "12.0")
 _CU130_SASS_AARCH64 = ("8.0", "9.0", "10.0", "11.0", "12.0")
 TORCH_RELEASES: tuple[TorchRelease, ...] = (
-    TorchRelease("2.8.0", "12.8", ("3.9", "3.10", "3.11", "3.12", "3.13"), sass=_CU128_SASS),
-    TorchRelease("2.9.1", "12.8", _PY_3_10_14, sass=_CU128_SASS),
-    TorchRelease("2.10.0", "12.8", _PY_3_10_14, sass=_CU128_SASS),
-    TorchRelease("2.11.0", "13.0", _PY_3_10_14, aarch64=True, sass=_CU130_SASS, sass_aarch64=_CU130_SASS_AARCH64),
-    TorchRelease("2.12.1", "13.0", _PY_3_10_14, aarch64=True, sass=_CU130_SASS, sass_aarch64=_CU130_SASS_AARCH64,
-                 cxx=20),
-    TorchRelease("2.13.0", "13.0", _PY_3_10_14, aarch64=True, sass=_CU130_SASS, sass_aarch64=_CU130_SASS_AARCH64,
-                 cxx=20),
-    TorchRelease("2.14.1", "13.0", _PY_3_10_14, aarch64=True, sass=_CU130_SASS, sass_aarch64=_CU130_SASS_AARCH64,
-                 cxx=20),
-    TorchRelease("2.15.0", "13.2", ("3.11", "3.12", "3.13", "3.14", "3.15"), aarch64=True, sass=_CU130_SASS,
+    TorchRelease("2.8.0", "12.8", ("3.9", "3.10", "3.11", "3.12", "3.13"), free_threaded=("3.13",), sass=_CU128_SASS),
+    TorchRelease("2.9.1", "12.8", _PY_3_10_14, free_threaded=("3.13", "3.14"), sass=_CU128_SASS),
+    TorchRelease("2.10.0", "12.8", _PY_3_10_14, free_threaded=("3.13", "3.14"), sass=_CU128_SASS),
+    TorchRelease("2.11.0", "13.0", _PY_3_10_14, free_threaded=("3.13", "3.14"), aarch64=True, sass=_CU130_SASS,
+                 sass_aarch64=_CU130_SASS_AARCH64),
+    TorchRelease("2.12.1", "13.0", _PY_3_10_14, free_threaded=("3.14",), aarch64=True, sass=_CU130_SASS,
                  sass_aarch64=_CU130_SASS_AARCH64, cxx=20),
+    TorchRelease("2.13.0", "13.0", _PY_3_10_14, free_threaded=("3.14",), aarch64=True, sass=_CU130_SASS,
+                 sass_aarch64=_CU130_SASS_AARCH64, cxx=20),
+    TorchRelease("2.14.1", "13.0", _PY_3_10_14, free_threaded=("3.14",), aarch64=True, sass=_CU130_SASS,
+                 sass_aarch64=_CU130_SASS_AARCH64, cxx=20),
+    TorchRelease("2.15.0", "13.2", ("3.11", "3.12", "3.13", "3.14", "3.15"), free_threaded=("3.14", "3.15"),
+                 aarch64=True, sass=_CU130_SASS, sass_aarch64=_CU130_SASS_AARCH64, cxx=20),
 )
 
 #: The CUDA builds of each torch minor on PyTorch's own index (``/whl/cu126`` ...), beside PyPI's (its entry's

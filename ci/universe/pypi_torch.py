@@ -9,6 +9,7 @@ test reads tests/fixtures/pypi_torch/).
   wheel's ``METADATA`` read in place): ``cuda-toolkit[...]==13.0.2`` (2.11 onwards), ``nvidia-cuda-runtime==13.0.x``
   or ``nvidia-cuda-runtime-cu12==12.8.90`` (2.8-2.10) give 13.0, 12.8;
 * ``pythons``: the CPythons (GIL builds) with both a manylinux_2_28 x86_64 and a win_amd64 wheel;
+* ``free_threaded``: the same for the free-threaded builds (``cp313-cp313t`` wheels: ``3.13``);
 * ``aarch64``: whether the manylinux_2_28_aarch64 wheel's requirements pull a CUDA runtime on Linux aarch64 (2.8-2.10's
   aarch64 wheels are CPU builds: their CUDA requirements are marked ``platform_machine == "x86_64"``);
 * ``sass``, ``sass_aarch64``: ``CUDA_ARCH_FLAGS`` compiled into ``libtorch_python.so`` (``torch_archs.arch_flags``);
@@ -22,8 +23,8 @@ written with no CPython or a partial set, so ``upload_incomplete`` refuses it (`
 incomplete, try later") when: no CPython has both a manylinux_2_28 x86_64 and a win_amd64 wheel; it has wheels for
 fewer platforms (x86_64, aarch64, win_amd64) than the previous minor's newest patch; a platform lacks a CPython the
 previous minor's has there (compared as sets, so a new CPython does not hide a missing one; one older than all of
-the release's is a CPython torch dropped); or its platforms' CPythons differ (every release PyPI has offers each
-CPython on every platform it has).
+the release's is a CPython torch dropped); or its platforms' CPythons differ, GIL or free-threaded builds (every
+release PyPI has offers each CPython on every platform it has).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import re
 import urllib.error
 import urllib.request
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from email.parser import HeaderParser
 from pathlib import Path
 from typing import Protocol
@@ -196,15 +197,17 @@ def newest_patches(versions: Sequence[str], floor: str) -> list[str]:
     return list(newest.values())
 
 
-def cpythons(files: Sequence[pages.IndexFile], version: str, platform: str) -> set[str]:
-    """The CPythons (``3.12``; GIL builds) with a torch ``version`` wheel for ``platform``."""
+def cpythons(files: Sequence[pages.IndexFile], version: str, platform: str, free_threaded: bool = False) -> set[str]:
+    """The CPythons (``3.12``) with a torch ``version`` wheel for ``platform``: GIL builds (``cp312-cp312``), or
+    with ``free_threaded`` the free-threaded ones (``cp313-cp313t``: ``3.13``)."""
     found = set()
     for f in files:
         parsed = wheel_tags(f.filename)
         if parsed is None or str(parsed[0]) != version:
             continue
         for interpreter, abi, tag in parsed[2]:
-            if tag == platform and abi == interpreter and interpreter.startswith("cp"):
+            wanted = interpreter + "t" if free_threaded else interpreter
+            if tag == platform and abi == wanted and interpreter.startswith("cp"):
                 found.add(f"{interpreter[2]}.{interpreter[3:]}")
     return found
 
@@ -273,6 +276,19 @@ def _python_gaps(before: dict[str, set[str]], have: dict[str, set[str]]) -> list
     return gaps
 
 
+def _differ(pythons: dict[str, set[str]]) -> str:
+    """Each platform's CPythons (``manylinux_2_28_x86_64 3.12 3.13; win_amd64 3.12``) when they differ, else ``""``."""
+    if len({frozenset(found) for found in pythons.values()}) < 2:
+        return ""
+    return "; ".join(f"{PLATFORM_TAGS[a]} {' '.join(sorted(p, key=shapes.version_key)) or 'none'}"
+                     for a, p in pythons.items())
+
+
+def _free_threaded(files: Sequence[pages.IndexFile], version: str, platforms: Iterable[str]) -> dict[str, set[str]]:
+    """The free-threaded CPythons of ``version``'s wheels on each of ``platforms`` (``x86_64``, ...)."""
+    return {arch: cpythons(files, version, PLATFORM_TAGS[arch], True) for arch in platforms}
+
+
 def upload_incomplete(source: Source, version: str, previous: str | None) -> UploadIncomplete | None:
     """Why torch ``version``'s wheels on the index look like an upload in progress (None: they do not), against
     ``previous`` (the previous minor's newest patch; None for the oldest release read)."""
@@ -289,9 +305,10 @@ def upload_incomplete(source: Source, version: str, previous: str | None) -> Upl
             reasons.append(f"no {', '.join(gaps)} wheel yet (torch {previous} has them)")
     if not have.get("x86_64", set()) & have.get("win_amd64", set()):
         reasons.append("no CPython with both a manylinux_2_28_x86_64 and a win_amd64 wheel")
-    elif len({frozenset(pythons) for pythons in have.values()}) > 1:
-        listed = "; ".join(f"{PLATFORM_TAGS[a]} {' '.join(sorted(p, key=shapes.version_key))}" for a, p in have.items())
-        reasons.append(f"its platforms' CPythons differ ({listed})")
+    elif _differ(have):
+        reasons.append(f"its platforms' CPythons differ ({_differ(have)})")
+    elif _differ(threaded := _free_threaded(files, version, have)):
+        reasons.append(f"its platforms' free-threaded CPythons differ ({_differ(threaded)})")
     if not reasons:
         return None
     return UploadIncomplete(f"upload incomplete, try later: torch {version} is on PyPI with {', '.join(reasons)}",
@@ -313,12 +330,14 @@ def observe(version: str, source: Source) -> shapes.TorchRelease:
         raise CommandFailed("torch's x86_64 wheel requires no CUDA runtime", x86.filename,
                             "PyTorch changed how its wheels pull CUDA: record the release by hand")
     pythons = cpythons(files, version, PLATFORM_TAGS["x86_64"]) & cpythons(files, version, "win_amd64")
+    threaded = cpythons(files, version, PLATFORM_TAGS["x86_64"], True) & cpythons(files, version, "win_amd64", True)
     facts = source.wheel_facts(x86)
     arm = wheel_for(files, version, "aarch64")
     aarch64 = arm is not None and cuda_of(source.metadata(arm), "aarch64") is not None
     sass_aarch64 = _sass(source.wheel_facts(arm).flags) if aarch64 and arm is not None else ()
     return shapes.TorchRelease(version, cuda, tuple(sorted(pythons, key=shapes.version_key)), aarch64=aarch64,
-                               sass=_sass(facts.flags), sass_aarch64=sass_aarch64, cxx=facts.cxx)
+                               sass=_sass(facts.flags), sass_aarch64=sass_aarch64, cxx=facts.cxx,
+                               free_threaded=tuple(sorted(threaded, key=shapes.version_key)))
 
 
 def _sass(flags: Sequence[str]) -> tuple[str, ...]:

@@ -152,7 +152,7 @@ def _by_torch(config: ProjectConfig, chosen: Sequence[Target], torch: str, cuda_
 def _by_python(config: ProjectConfig, chosen: Sequence[Target], python: str) -> list[Target]:
     """``--python``: an abi3 project's wheels built and tested with that CPython, a per-Python project's targets
     of it."""
-    if config.python_abi != "abi3":
+    if config.python_abi != "abi3" or shapes.is_free_threaded(python):  # a free-threaded CPython's wheels: per-Python
         matching = [t for t in chosen if t.python == python]
         if not matching:
             raise TargetError(f"{config.name} has no target for Python", python,
@@ -160,6 +160,10 @@ def _by_python(config: ProjectConfig, chosen: Sequence[Target], python: str) -> 
         return matching
     # --python asks for a wheel that serves that CPython (any at or above the abi3 floor), built and tested with
     # that interpreter: the wheel (its id, its cpXY-abi3 tag) stays the same.
+    chosen = [t for t in chosen if t.abi3]
+    if not chosen:
+        raise TargetError(f"{config.name} builds no abi3 wheel", python, "its Pythons are free-threaded ones: "
+                          "ask for one of them (3.13t), or add GIL Pythons to [tool.cuda-ext-farm] python")
     oldest = chosen[0].oldest_python
     if shapes.version_key(python) < shapes.version_key(oldest):
         raise TargetError(f"{config.name} builds abi3 wheels for CPython {oldest} and newer",

@@ -135,6 +135,15 @@ class TorchRelease:
     #: (C++20 from 2.12 on). A project that pins an older standard is refused before its compile
     #: (``ci/builds/standard.py``).
     cxx: int = 17
+    #: The CPythons (``3.13``) whose free-threaded build (``cp313t``, PEP 703) it has manylinux x86_64 and win_amd64
+    #: wheels for, as ``pythons`` for the GIL builds; :attr:`labels` spells them ``3.13t``.
+    free_threaded: tuple[str, ...] = ()
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """Every CPython it has wheels for as a project's ``python`` list spells them, in version order, each
+        free-threaded build after its GIL build: ``3.12``, ``3.13``, ``3.13t``, ``3.14``, ``3.14t``."""
+        return tuple(sorted((*self.pythons, *(f"{p}t" for p in self.free_threaded)), key=python_order))
 
     def archs_for(self, arch: str) -> tuple[str, ...]:
         """Torch's SASS list for a wheel's CPU architecture (``x86_64``, ``amd64``, ``aarch64``)."""
@@ -163,4 +172,20 @@ def minor_of(version: str) -> str:
 
 
 def version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in version.split("+")[0].split(".") if p.isdigit())
+    """``2.11.0+cu130`` -> (2, 11, 0); a free-threaded CPython's ``3.13t`` -> (3, 13), as its GIL build."""
+    return tuple(int(p) for p in version.split("+")[0].removesuffix("t").split(".") if p.isdigit())
+
+
+def is_free_threaded(python: str) -> bool:
+    """Whether a CPython label names a free-threaded build: ``3.13t`` (PEP 703's ``t`` ABI flag), not ``3.13``."""
+    return python.endswith("t")
+
+
+def python_minor(python: str) -> str:
+    """The ``X.Y`` of a CPython label: ``3.13t`` -> ``3.13``."""
+    return python.removesuffix("t")
+
+
+def python_order(python: str) -> tuple[tuple[int, ...], bool]:
+    """The sort key of CPython labels: by version, a free-threaded build after the GIL build of its version."""
+    return version_key(python), is_free_threaded(python)

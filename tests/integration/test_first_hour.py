@@ -57,7 +57,7 @@ MISTAKES: list[tuple[str, str | None, bool, list[str], dict[str, str], str]] = [
      r"unknown torch release \(2\.99\): this farm knows torch 2\.\d+"),
     ("python 2.7", NAMED + '[tool.cuda-ext-farm]\npython = ["2.7"]\n', True, ["build"], {},
      r"\[tool\.cuda-ext-farm\] python names no Python the selected torch releases have wheels for \(2\.7\): "
-     r"torch [\d., ]+ have wheels for Python 3\.\d+ to 3\.\d+: pick some of those"),
+     r"torch [\d., ]+ have wheels for Python 3\.\d+ to 3\.\d+(; free-threaded [\d.t, ]+)?: pick some of those"),
     ("cuda 11.8", NAMED + '[tool.cuda-ext-farm]\ncuda = ["11.8"]\n', True, ["build"], {},
      r"unknown CUDA version \(11\.8\): pick one of 13\.0"),
     ("cuda-archs empty", NAMED + '[tool.cuda-ext-farm]\ncuda-archs = ""\n', True, ["build"], {},

@@ -6,6 +6,7 @@ platform. Its ``id`` names every axis::
 
     myops-stable-cu130-cp310abi3-linux_x86_64
     classic_ext-torch2.11-cu130-cp312-linux_x86_64
+    classic_ext-torch2.11-cu130-cp313t-linux_x86_64
 
 and everything a build writes is keyed by it: the wheelhouse folder, the report,
 the staging and build folders, the lock, nox session arguments, workflow jobs.
@@ -22,6 +23,10 @@ project's configuration (``ci/universe/project/``):
   ``python-abi = "abi3"``), built in the release cell of the torch's CUDA major
   (or in each cell the project lists), with torch pinned in its metadata and a
   local version ``+pt2.11.cu130`` so several torch builds coexist on an index.
+* free-threaded CPythons (``python = "3.13t"``, PEP 703): a target of their own for each one the torch release has
+  wheels for (``TorchRelease.free_threaded``), ``cp313t`` in the id and ``cp313-cp313t`` in the wheel tag, in both
+  kinds of project: abi3 does not cover a free-threaded CPython (it has no limited API), so a stable-ABI or abi3
+  project builds one per-Python wheel per free-threaded CPython besides its abi3 wheel (``axes.python_labels``).
 
 The package: the :class:`Target` and the enumeration of a project's targets (:func:`targets_for`,
 :func:`default_target`, :func:`workflow_targets`) here; ``axes`` the torch releases, Pythons and cells a project's
@@ -56,7 +61,8 @@ class Target:
     cell: shapes.Cell
     #: The exact torch version the wheel is built against (``2.11.0``).
     torch: str
-    #: The CPython used for the build (for abi3 wheels the oldest the project allows that torch has wheels for).
+    #: The CPython used for the build (for abi3 wheels the oldest the project allows that torch has wheels for), as a
+    #: label: ``3.12``, or ``3.13t`` for a free-threaded build (``shapes.python_minor`` gives its ``3.13``).
     python: str
     os: str = "linux"
     #: A CPU-only build (no toolkit, no CUDA code): ``--cpu``.
@@ -69,8 +75,13 @@ class Target:
     arch: str = "x86_64"
 
     @property
+    def free_threaded(self) -> bool:
+        """Built for a free-threaded CPython (``cp313t``): never an abi3 wheel, whatever the project's kind."""
+        return shapes.is_free_threaded(self.python)
+
+    @property
     def abi3(self) -> bool:
-        return self.project.python_abi == "abi3"
+        return self.project.python_abi == "abi3" and not self.free_threaded
 
     @property
     def torch_minor(self) -> str:
@@ -89,9 +100,9 @@ class Target:
 
     @property
     def wheel_tag_prefix(self) -> str:
-        """The interpreter-abi part of the wheel tag: ``cp310-abi3`` or ``cp312-cp312``."""
-        tag = "cp" + self.oldest_python.replace(".", "")
-        return f"{tag}-abi3" if self.abi3 else f"{tag}-{tag}"
+        """The interpreter-abi part of the wheel tag: ``cp310-abi3``, ``cp312-cp312`` or ``cp313-cp313t``."""
+        interpreter = "cp" + shapes.python_minor(self.oldest_python).replace(".", "")
+        return f"{interpreter}-abi3" if self.abi3 else f"{interpreter}-cp{self.oldest_python.replace('.', '')}"
 
     @property
     def platform(self) -> str:
@@ -156,6 +167,7 @@ class Target:
             "torch_pin": self.torch_pin,
             "cxx": self.cxx,
             "python": self.python,
+            "free_threaded": self.free_threaded,
             "abi3_floor": self.oldest_python if self.abi3 else None,
             "wheel_tag": f"{self.wheel_tag_prefix}-{self.platform}",
             "local_version": self.local_version,
@@ -222,34 +234,19 @@ def targets_for(config: ProjectConfig, os: str = "linux", arch: str | None = Non
     targets: list[Target] = []
     if config.abi == "stable":
         all_pythons = sorted({p for r in matrix.TORCH_RELEASES for p in r.pythons}, key=shapes.version_key)
-        python = axes.abi3_python(config, all_pythons)
+        python = axes.abi3_python(config, all_pythons) if axes.any_allowed(config, all_pythons) else None
         for cell in axes.cells_for(config, None, arch):
             matrix.validate(cell)
-            targets.append(Target(config, cell, cell.torch, python, os, abi3_floor=axes.abi3_floor(config, python),
-                                  arch=arch))
+            if python is not None:
+                targets.append(Target(config, cell, cell.torch, python, os,
+                                      abi3_floor=axes.abi3_floor(config, python), arch=arch))
+            targets += [Target(config, cell, cell.torch, p, os, arch=arch)
+                        for p in axes.free_threaded_labels(config, matrix.get_torch(cell.torch))]
     else:
         releases = axes.torch_releases(config)
         for release in releases:
-            if cross and not release.aarch64:
-                continue
-            cells = axes.cells_for(config, release.cuda_major, arch, release.version)
-            if not cells:
-                raise TargetError(
-                    f"torch {release.minor} is built with CUDA {release.cuda}, but no toolkit cell of CUDA "
-                    f"{release.cuda_major} is selected for {config.name}", release.minor,
-                    "add a CUDA "
-                    f"{release.cuda_major} cell to [tool.cuda-ext-farm] cuda, or drop this torch release",
-                )
-            pythons = [p for p in release.pythons if axes.python_allowed(config, p)]
-            if not pythons and any(p not in release.pythons for p in config.python):
-                _no_python(config, release, releases)
-            if not pythons:
-                continue
-            chosen = [axes.abi3_python(config, pythons)] if config.python_abi == "abi3" else pythons
-            floor = axes.abi3_floor(config, chosen[0]) if config.python_abi == "abi3" else None
-            for cell in cells:
-                for python in chosen:
-                    targets.append(Target(config, cell, release.version, python, os, abi3_floor=floor, arch=arch))
+            if not cross or release.aarch64:
+                targets += _classic_targets(config, release, releases, os, arch)
     if not targets:
         covered = "" if config.abi == "stable" else \
             f" (its torch releases have wheels for Python {axes.python_range(axes.torch_releases(config))})"
@@ -262,16 +259,42 @@ def targets_for(config: ProjectConfig, os: str = "linux", arch: str | None = Non
 def _no_python(config: ProjectConfig, release: shapes.TorchRelease, releases: list[shapes.TorchRelease]) -> None:
     """``python`` leaves ``release`` no Python: refused, naming the Pythons the selected torch releases cover."""
     minors = ", ".join(r.minor for r in releases)
-    if not any(p in r.pythons for r in releases for p in config.python):
+    if not any(p in r.labels for r in releases for p in config.python):
         raise TargetError("[tool.cuda-ext-farm] python names no Python the selected torch releases have wheels for",
                           ", ".join(config.python), f"torch {minors} {'has' if len(releases) == 1 else 'have'} "
                           "wheels for Python "
                           f"{axes.python_range(releases)}: pick some of those")
-    missing = [p for p in config.python if p not in release.pythons]
+    missing = [p for p in config.python if p not in release.labels]
     raise TargetError(f"torch {release.minor} has no wheel for the requested Python on PyPI", ", ".join(missing),
                       f"torch {release.minor} has wheels for {axes.python_range([release])} (the selected torch "
                       f"releases, {minors}, for {axes.python_range(releases)}): add one of those, or leave torch "
                       f"{release.minor} out with [tool.cuda-ext-farm] torch")
+
+
+def _classic_targets(config: ProjectConfig, release: shapes.TorchRelease, releases: list[shapes.TorchRelease],
+                     os: str, arch: str) -> list[Target]:
+    """A classic project's targets of one torch release: each allowed Python's (abi3: one wheel for the GIL
+    builds), and each allowed free-threaded CPython's, in each selected cell."""
+    cells = axes.cells_for(config, release.cuda_major, arch, release.version)
+    if not cells:
+        raise TargetError(
+            f"torch {release.minor} is built with CUDA {release.cuda}, but no toolkit cell of CUDA "
+            f"{release.cuda_major} is selected for {config.name}", release.minor,
+            "add a CUDA "
+            f"{release.cuda_major} cell to [tool.cuda-ext-farm] cuda, or drop this torch release",
+        )
+    pythons = [p for p in release.pythons if axes.python_allowed(config, p)]
+    threaded = axes.free_threaded_labels(config, release)
+    if not pythons and not threaded:
+        if any(p not in release.labels for p in config.python):
+            _no_python(config, release, releases)
+        return []
+    abi3 = config.python_abi == "abi3"
+    chosen = [axes.abi3_python(config, pythons)] if abi3 and pythons else pythons
+    floor = axes.abi3_floor(config, chosen[0]) if abi3 and chosen else None
+    chosen = sorted([*chosen, *threaded], key=shapes.python_order)
+    return [Target(config, cell, release.version, python, os, abi3_floor=None if shapes.is_free_threaded(python)
+                   else floor, arch=arch) for cell in cells for python in chosen]
 
 
 def default_target(config: ProjectConfig, os: str = "linux", prefer_python: str | None = None) -> Target:
@@ -284,7 +307,11 @@ def default_target(config: ProjectConfig, os: str = "linux", prefer_python: str 
     newest_torch = max((t.torch for t in release), key=shapes.version_key)
     release = [t for t in release if t.torch == newest_torch]
     preferred = [t for t in release if t.python == prefer_python]
-    return preferred[0] if preferred else max(release, key=lambda t: shapes.version_key(t.python))
+    if preferred:
+        return preferred[0]
+    # A free-threaded target is the release target only when asked for: the GIL build is what most installs run.
+    gil = [t for t in release if not t.free_threaded] or release
+    return max(gil, key=lambda t: shapes.python_order(t.python))
 
 
 def pypi_variant(config: ProjectConfig) -> str:

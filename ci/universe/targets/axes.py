@@ -1,7 +1,7 @@
 """The axes a project's targets range over, as its configuration narrows the universe: the torch releases a
-classic project covers, the Pythons it allows (an abi3 target's build Python and floor), and the toolkit cells it
-is built in, each with the architectures of one target (the target torch's, the project's ``__CUDA_ARCH__``
-gates', its own lists)."""
+classic project covers, the Pythons it allows (an abi3 target's build Python and floor; the free-threaded ones),
+and the toolkit cells it is built in, each with the architectures of one target (the target torch's, the
+project's ``__CUDA_ARCH__`` gates', its own lists)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,38 @@ from ci.universe import archs, build_files, matrix, shapes
 from ci.universe.arch_gates import sources
 from ci.universe.project import ProjectConfig
 
+#: The project table's key that turns free-threaded CPythons off (``free-threaded = false``), and its default: they
+#: are built unless a project opts out. Why: the farm builds every CPython the torch release has wheels for, users of
+#: free-threaded CPython can install nothing else, and a ``cp313t`` wheel costs one build per release and Python; an
+#: extension that does not declare free-threading support (``Py_mod_gil``) still works there, the interpreter turning
+#: the GIL back on as it imports it (with a warning), so the default risks no wrong result.
+FREE_THREADED_KEY = "free-threaded"
+FREE_THREADED_DEFAULT = True
+
 
 def sorted_versions(values: Iterable[str]) -> list[str]:
-    return sorted(set(values), key=shapes.version_key)
+    return sorted(set(values), key=shapes.python_order)
+
+
+def free_threaded_wanted(config: ProjectConfig) -> bool:
+    """Whether ``config`` builds free-threaded CPythons beyond those its ``python`` list names (``3.13t``)."""
+    # ProjectConfig.free_threaded comes from the project table's key (ci/universe/project/, default
+    # FREE_THREADED_DEFAULT). A configuration without the field (a table reader that has no such key yet) builds the
+    # free-threaded CPythons its python list names, no others: its targets stay those it had.
+    return bool(getattr(config, "free_threaded", False))
+
+
+def free_threaded_labels(config: ProjectConfig, release: shapes.TorchRelease) -> list[str]:
+    """The free-threaded CPythons (``3.13t``) of ``release`` that ``config`` builds: those its ``python`` list names,
+    else (unless it opts out) each one its ``python`` specifier and requires-python allow."""
+    labels = [f"{p}t" for p in release.free_threaded]
+    if not config.python and not free_threaded_wanted(config):
+        return []
+    return [p for p in labels if python_allowed(config, p)]
+
+
+def any_allowed(config: ProjectConfig, candidates: Iterable[str]) -> bool:
+    return any(python_allowed(config, p) for p in candidates)
 
 
 def torch_releases(config: ProjectConfig) -> list[shapes.TorchRelease]:
@@ -43,13 +72,18 @@ def torch_releases(config: ProjectConfig) -> list[shapes.TorchRelease]:
 
 
 def python_range(releases: Iterable[shapes.TorchRelease]) -> str:
-    """The Pythons ``releases`` have wheels for, together: ``3.10 to 3.15``."""
+    """The Pythons ``releases`` have wheels for, together: ``3.10 to 3.15`` (``; free-threaded 3.13t, 3.14t``)."""
+    releases = list(releases)
     pythons = sorted_versions(p for r in releases for p in r.pythons)
-    return f"{pythons[0]} to {pythons[-1]}" if len(pythons) > 1 else ", ".join(pythons) or "none"
+    said = f"{pythons[0]} to {pythons[-1]}" if len(pythons) > 1 else ", ".join(pythons) or "none"
+    threaded = sorted({p for r in releases for p in r.labels if shapes.is_free_threaded(p)}, key=shapes.python_order)
+    return f"{said}; free-threaded {', '.join(threaded)}" if threaded else said
 
 
 def python_allowed(config: ProjectConfig, python: str) -> bool:
-    version = Version(python)
+    """Whether ``config`` allows the CPython ``python`` (``3.12``, ``3.13t``): a ``python`` list names it (a
+    free-threaded one by its ``t``), a specifier and requires-python hold for its version."""
+    version = Version(shapes.python_minor(python))
     if config.python and python not in config.python:
         return False
     if config.python_spec is not None and version not in config.python_spec:

@@ -112,8 +112,8 @@ def test_python_with_no_torch_wheel_is_refused(tmp_path: Path) -> None:
     config = reading.load(write_project(tmp_path, '[tool.cuda-ext-farm]\ntorch = ["2.13", "2.15"]\n'
                                         'python = ["3.10"]\n'))
     with pytest.raises(TargetError, match=r"torch 2.15 has no wheel for the requested Python on PyPI \(3.10\): "
-                       r"torch 2.15 has wheels for 3.11 to 3.15 \(the selected torch releases, 2.13, 2.15, for 3.10 "
-                       r"to 3.15\)"):
+                       r"torch 2.15 has wheels for 3.11 to 3.15(; free-threaded [\d.t, ]+)? \(the selected torch "
+                       r"releases, 2.13, 2.15, for 3.10 to 3.15(; free-threaded [\d.t, ]+)?\)"):
         targets.targets_for(config)
 
 
