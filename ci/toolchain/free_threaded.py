@@ -37,7 +37,6 @@ import dataclasses
 import hashlib
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -119,8 +118,9 @@ def cached(python: str = "3.13", cache: Path | None = None) -> Path | None:
 def gil_state(python: Path | str, env: Mapping[str, str] | None = None) -> tuple[bool, bool]:
     """(built free-threaded: ``Py_GIL_DISABLED``; the GIL enabled while it runs: ``sys._is_gil_enabled()``) of the
     interpreter ``python``. A GIL build is (False, True)."""
-    done = subprocess.run([str(python), "-c", _PROBE], capture_output=True, text=True, check=False,
-                          env=None if env is None else {**os.environ, **env})
+    from ci import proc
+
+    done = proc.run([str(python), "-c", _PROBE], capture=True, check=False, log=False, env=env)
     if done.returncode != 0:
         raise CommandFailed("the interpreter does not run", python, f"its output: {done.stderr.strip()[-300:]}")
     disabled, enabled = done.stdout.split()
