@@ -68,10 +68,9 @@ class Remote:
         if self.scheme in ("redis", "rediss"):
             parts = urlsplit(self.plain())
             db = parts.path.strip("/")
-            env = {"SCCACHE_REDIS_ENDPOINT": urlunsplit(parts._replace(path="")) if db.isdigit() else self.plain()}
-            kind = "REDIS"
+            kind, env = "REDIS", {"SCCACHE_REDIS_ENDPOINT": self.plain()}
             if db.isdigit():  # sccache reads the database number from its own variable only
-                env["SCCACHE_REDIS_DB"] = db
+                env = {"SCCACHE_REDIS_ENDPOINT": urlunsplit(parts._replace(path="")), "SCCACHE_REDIS_DB": db}
         elif self.scheme in ("http", "https"):
             env, kind = {"SCCACHE_WEBDAV_ENDPOINT": self.plain()}, "WEBDAV"
         else:
