@@ -151,7 +151,8 @@ def test_the_container_routes_cibuildwheel_echo_holds_no_password(tmp_path: Path
                  tee=tmp_path / "build-output.log")
     out, err = capsys.readouterr()
     kept = (tmp_path / "build-output.log").read_text()
-    assert 'CCACHE_REMOTE_STORAGE="redis://:***@cache.internal:6379"' in kept and "environment:" in out
+    # ccache's form of redis://:pw@host (choice.Remote), masked
+    assert 'CCACHE_REMOTE_STORAGE="redis://***@cache.internal:6379"' in kept and "environment:" in out
     assert password not in out + err + kept
 
 
