@@ -38,7 +38,13 @@ from pathlib import Path
 from ci import wheelmeta
 from ci.audit import describe, wheel_size
 from ci.audit.checks import AuditResult, Check, LibraryInfo
-from ci.audit.gpu_code import expects_cpu_only, expects_cuda_code, no_cuda_code_advice, read_gpu_code
+from ci.audit.gpu_code import (
+    cuda_library_globs,
+    expects_cpu_only,
+    expects_cuda_code,
+    no_cuda_code_advice,
+    read_gpu_code,
+)
 from ci.audit.naming import check_metadata, check_wheel_tag, expected_prefix
 from ci.universe import matrix
 from ci.universe.project import DEFAULT_MAX_WHEEL_SIZE
@@ -145,10 +151,12 @@ def check_cpu_only(info: pe.PeInfo, lib: str) -> Check:
                  "(it is listed in [tool.cuda-ext-farm] cpu-libraries)")
 
 
-def check_cuda_code(info: pe.PeInfo, lib: str, target: Target) -> list[Check]:
+def check_cuda_code(info: pe.PeInfo, lib: str, target: Target, globs: Sequence[str] | None = None) -> list[Check]:
+    """``globs``: the ``cuda-libraries`` that would pass on this wheel (gpu_code.cuda_library_globs), for the
+    advice, as the Linux audit gives it."""
     if not info.has_cuda_code:
         return [Check(f"cuda-code:{lib}", False,
-                      no_cuda_code_advice(target.project, target.cell, " (no .nv_fatb section)"))]
+                      no_cuda_code_advice(target.project, target.cell, " (no .nv_fatb section)", globs=globs))]
     runtime = dlls.cudart(target.cell.cuda_major)
     linked = any(d.lower() == runtime for d in info.all_dlls)
     return [
@@ -303,6 +311,7 @@ def audit_wheel(
         libs = tuple(LibraryInfo(str(p.relative_to(root)).replace("\\", "/"), i.all_dlls, (), i.has_cuda_code)
                      for p, i in infos.items())
         cuda_libs: list[Path] = []
+        globs = cuda_library_globs([(lib.path, lib.has_cuda_code) for lib in libs], target.project) if target else None
         for (path, info), lib in zip(infos.items(), libs, strict=True):
             name = lib.path
             if info.machine != pe.AMD64:
@@ -314,7 +323,7 @@ def audit_wheel(
             if expects_cpu_only(name, target.project if target else None, cuda):
                 checks.append(check_cpu_only(info, name))
             if target is not None and expects_cuda_code(name, target.project, cuda):
-                checks += check_cuda_code(info, name, target)
+                checks += check_cuda_code(info, name, target, globs)
                 if info.has_cuda_code:
                     cuda_libs.append(path)
             checks += check_cuda_namespaces(info, name)

@@ -28,6 +28,7 @@ from ci.audit.checks import AuditResult, Check
 from ci.builds import arch_flags, failure, preflight, project_source, report
 from ci.builds import tail as publish
 from ci.errors import CommandFailed
+from ci.linux.host import NVCC_SHIM
 from ci.log import log
 from ci.toolchain import compiler_cache, envs
 from ci.universe import project_commands
@@ -98,6 +99,9 @@ def build_target(target: Target, outputs: publish.Outputs, found: Discovery,
             project_source.sync_source(target.project.root, source, (outputs.build_root, outputs.wheelhouse))
             variables = cibw.build_variables(target, tk.cuda_home, tk.nvcc_version, options.max_jobs,
                                              os.cpu_count() or 1, settings.current().environ)
+            # setuptools' own compile (use_ninja=False) through the wrapper too: CUDA_HOME\bin\nvcc.exe runs it.
+            variables |= cibw.nvcc_front(target, variables, tk.cuda_home, stage / NVCC_SHIM,
+                                         torchenv.interpreter(python))
             env = environment.compose(settings.current().environ, vc, tk.cuda_home)
             with log.stage("cibuildwheel"), compiler_cache.for_build("windows", {**env, **variables}, stage,
                                                                       source) as cached:

@@ -26,6 +26,9 @@ from pathlib import Path, PurePath, PureWindowsPath
 
 from ci.builds import arch_flags, cibw_environment, cuda_available, environment, project_source
 from ci.errors import UsageError
+from ci.linux.host import CMAKE_BUILDS
+from ci.nvcc import shim
+from ci.toolchain import envs
 from ci.universe import matrix, project, shapes
 from ci.universe.targets import Target
 from windows.toolkit import layout
@@ -97,6 +100,20 @@ def build_variables(target: Target, cuda_home: PurePath, nvcc_version: str, max_
         return requested
     return requested | arch_flags.wrapper_env(target, "python", str(arch_flags.WRAPPER), requested["PYTORCH_NVCC"],
                                               windows=True)
+
+
+def nvcc_front(target: Target, requested: Mapping[str, str], cuda_home: PurePath, folder: Path,
+               python: PurePath) -> dict[str, str]:
+    """``CUDA_HOME`` naming a toolkit folder (``folder``, in the build's stage) whose ``bin\\nvcc.exe`` runs the
+    nvcc wrapper with ``python`` (ci/nvcc/shim.py): setuptools' own compile (``use_ninja=False``) runs
+    ``CUDA_HOME\\bin\\nvcc``, never ``PYTORCH_NVCC``. As on the Linux routes: not in a CPU build, nor where the
+    project names its own ``CUDA_HOME`` or builds with CMake (ci/linux/host.py). ``CUDA_PATH`` keeps the real
+    toolkit (nvcc's own lookups)."""
+    cmake = any(envs.requirement_name(r) in CMAKE_BUILDS for r in target.project.build_requires)
+    if target.cpu or cmake or requested.get("CUDA_HOME") != str(cuda_home):
+        return {}
+    shim.make_shim(folder, cuda_home, [str(python), "-I", str(arch_flags.WRAPPER)], windows=True)
+    return {"CUDA_HOME": str(folder)}
 
 
 def environment_option(variables: Mapping[str, str]) -> str:

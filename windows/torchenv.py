@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ci import fsutil, proc, settings, toolenv
 from ci.errors import UsageError
-from ci.log import log
+from ci.log import log, mask
 from ci.toolchain import envs
 from ci.universe import matrix
 from ci.universe.targets import Target
@@ -77,7 +77,13 @@ def folder_for(target: Target, python: str, index: str, root: Path) -> Path:
     return root / "torch-win" / f"torch{target.torch}-py{python}-cu{target.cell.cuda_major}-{key}"
 
 
-def ensure_torch(target: Target, python: str) -> Path:  # pragma: no cover - installs torch on a Windows host
+def mark_complete(folder: Path, version: str, index: str) -> None:
+    """The marker of a finished install: the torch and the index it came from, whose credentials (a mirror's
+    ``https://user:token@host``) are masked; the folder's name keys the index itself (:func:`folder_for`)."""
+    (folder / ".farm-complete").write_text(f"{version}\n{mask(index)}\n")
+
+
+def ensure_torch(target: Target, python: str) -> Path:
     """The folder (a site directory) holding the CUDA build of the target's torch for CPython ``python``."""
     index = index_url(target)
     folder = folder_for(target, python, index, toolenv.cache_root())
@@ -97,7 +103,7 @@ def ensure_torch(target: Target, python: str) -> Path:  # pragma: no cover - ins
                      hint=f"check the network or the index ({index}; FARM_TORCH_INDEX_URL sets a mirror)")
             version, cuda = parse_version_py((tmp / "torch" / "version.py").read_text(encoding="utf-8"))
             check_torch(version, cuda, target)
-            (tmp / ".farm-complete").write_text(f"{version}\n{index}\n")
+            mark_complete(tmp, version, index)
             shutil.rmtree(folder, ignore_errors=True)
             os.replace(tmp, folder)
         finally:

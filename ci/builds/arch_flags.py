@@ -89,8 +89,10 @@ def nvcc_arch_flags(line: str) -> list[str] | None:
 
 
 #: How a printed nvcc command that runs through the wrapper starts: ninja's (``PYTORCH_NVCC``), or setuptools' own
-#: compile through the toolkit folder whose ``bin/nvcc`` runs the wrapper (ci/nvcc/shim.py).
-THROUGH_WRAPPER = ("nvcc/wrapper.py", "nvcc\\wrapper.py", "nvcc-front/bin/nvcc", "nvcc-front\\bin\\nvcc.bat")
+#: compile through the toolkit folder whose ``bin/nvcc`` runs the wrapper (ci/nvcc/shim.py; on Windows setuptools
+#: prints ``CUDA_HOME\\bin\\nvcc`` and Windows starts ``nvcc.exe``).
+THROUGH_WRAPPER = ("nvcc/wrapper.py", "nvcc\\wrapper.py", "nvcc-front/bin/nvcc", "nvcc-front\\bin\\nvcc",
+                   "nvcc-front\\bin\\nvcc.exe")
 
 
 def through_wrapper(line: str) -> bool:

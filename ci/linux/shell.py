@@ -44,6 +44,13 @@ def home_for(uid: int) -> str:
     return wheels.CONTAINER_HOME if uid == IMAGE_BUILD_UID else "/tmp/farm-home"
 
 
+def passed_environment() -> dict[str, str]:
+    """The compile cache's settings (FARM_CCACHE_REMOTE, FARM_CCACHE=off), which the container gets by name
+    (``--env NAME``) from the docker client's environment: a storage URL can carry a password, which a command line
+    would show in the process list and the replayable line."""
+    return compiler_cache.cache_settings()
+
+
 def shell_command(
     image: str,
     project: Path,
@@ -76,8 +83,8 @@ def shell_command(
         "--env", f"PIP_CACHE_DIR={wheels.CONTAINER_HOME}/.cache/pip",
         "--env", f"CCACHE_DIR={wheels.CONTAINER_HOME}/.cache/ccache",
     ]
-    for key, value in compiler_cache.cache_settings().items():  # FARM_CCACHE_REMOTE, FARM_CCACHE=off
-        cmd += ["--env", f"{key}={value}"]
+    for key in sorted(passed_environment()):
+        cmd += ["--env", key]
     if ca_bundle is not None:
         cmd += ["--volume", f"{ca_bundle}:{wheels.CONTAINER_CA}:ro",
                 "--env", f"PIP_CERT={wheels.CONTAINER_CA}", "--env", f"SSL_CERT_FILE={wheels.CONTAINER_CA}"]
@@ -99,4 +106,4 @@ def run_shell(spec: images.ImageSpec, project: Path, command: Sequence[str]) -> 
     )
     with proc.on_interrupt(lambda: wheels.remove_containers(name)):
         # An interactive shell keeps the terminal (foreground); a command runs in its own process group.
-        return proc.run(cmd, check=False, foreground=interactive).returncode
+        return proc.run(cmd, env=passed_environment(), check=False, foreground=interactive).returncode

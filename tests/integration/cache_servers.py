@@ -59,8 +59,11 @@ def running(cmd: list[str], port: int, log: Path, cwd: Path | None = None,
 
 
 @contextlib.contextmanager
-def redis(folder: Path, maxmemory: str | None = None) -> Iterator[str]:
-    """A redis-server on loopback, no persistence; ``maxmemory="1"`` (bytes, noeviction): full, every write refused."""
+def redis(folder: Path, maxmemory: str | None = None, password: str | None = None,
+          user: str | None = None) -> Iterator[str]:
+    """A redis-server on loopback, no persistence; ``maxmemory="1"`` (bytes, noeviction): full, every write refused.
+    With ``password`` it refuses every client without it (``requirepass``, the default user's); with ``user`` too,
+    that password is the user's (an ACL user with every right) and the default user has none."""
     program = require("redis-server", "redis-server")
     port = free_port()
     folder.mkdir(parents=True, exist_ok=True)
@@ -68,6 +71,10 @@ def redis(folder: Path, maxmemory: str | None = None) -> Iterator[str]:
            "--dir", str(folder), "--protected-mode", "yes"]
     if maxmemory is not None:
         cmd += ["--maxmemory", maxmemory, "--maxmemory-policy", "noeviction"]
+    if password is not None and user is None:
+        cmd += ["--requirepass", password]
+    elif password is not None:
+        cmd += ["--user", "default", "off", "--user", user, "on", f">{password}", "~*", "&*", "+@all"]
     with running(cmd, port, folder / "redis.log"):
         yield f"redis://127.0.0.1:{port}"
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from ci.toolchain import toolkit
+from ci.toolchain import compiler_cache, toolkit
 from ci.toolchain.compiler_cache import choice, sccache_server
 from tests.integration import cache_servers
 
@@ -101,6 +101,42 @@ def test_ccache_shares_objects_through_nginx_webdav(tmp_path: Path) -> None:
         assert cache_servers.stored_files(tmp_path / "dav") > 0
     second = (tmp_path / "two" / "stats.log").read_text().split()
     assert "remote_storage_hit" in second and "cache_miss" not in second
+
+
+PASSWORD = "Pw" + "4f1d9c2e77a0"
+CREDENTIAL_FORMS = {"password": f"redis://:{PASSWORD}@127.0.0.1:{{port}}",
+                    "user": f"redis://alice:{PASSWORD}@127.0.0.1:{{port}}"}
+
+
+@pytest.mark.parametrize("engine", ["ccache", "sccache"])
+@pytest.mark.parametrize("form", sorted(CREDENTIAL_FORMS))
+def test_a_redis_url_with_credentials_shares_objects_with_either_engine(tmp_path: Path, engine: str, form: str,
+                                                                        monkeypatch: pytest.MonkeyPatch,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """FARM_CCACHE_REMOTE as a user writes it (``redis://:pw@host:port``, ``redis://user:pw@host:port``) against a
+    redis-server that refuses every client without it: a second machine's compile, from an empty local cache,
+    is a hit from the server, through the farm's own fronts and server."""
+    with cache_servers.redis(tmp_path / "redis", password=PASSWORD,
+                             user="alice" if form == "user" else None) as plain:
+        monkeypatch.setenv("FARM_COMPILE_CACHE", engine)
+        monkeypatch.setenv("FARM_CCACHE_REMOTE", CREDENTIAL_FORMS[form].format(port=plain.rsplit(":", 1)[1]))
+        lines = []
+        for machine in ("one", "two"):
+            folder = tmp_path / machine
+            folder.mkdir()
+            (folder / "a.cpp").write_text("int twice(int x) { return 2 * x; }\n")
+            monkeypatch.setenv("CCACHE_DIR", str(folder / "ccache"))
+            monkeypatch.setenv("SCCACHE_DIR", str(folder / "sccache"))
+            with compiler_cache.for_build("host", {"CXX": "g++"}, folder / "work", folder) as added:
+                subprocess.run([added["CXX"], "-c", "a.cpp", "-o", "a.o"], cwd=folder, check=True,
+                               env={**os.environ, **added})
+            err = capsys.readouterr().err
+            lines.append(next(x for x in err.splitlines() if x.startswith("farm-compile-cache:")))
+            assert "warning:" not in err and PASSWORD not in err
+    first, second = (dict(item.split("=") for item in line.split()[1:]) for line in lines)
+    assert first["misses"] == "1" and second["hits"] == "1" and second["misses"] == "0", lines
+    if engine == "ccache":
+        assert second["remote_hits"] == "1"
 
 
 # --- whole builds (extended) ---------------------------------------------------------------------------------

@@ -1,14 +1,14 @@
 """A secret the farm is given is never printed or written (issue 45, item 6): a shared compile cache's URL with a
 password, against a real redis-server on loopback that requires it (``requirepass``), and sccache-dist's token.
 
-* The default suite: the build's own sccache server started against that server (its launch line, its log), and
-  the container route's cibuildwheel run up to its echo of ``CIBW_ENVIRONMENT`` (real cibuildwheel; a ``docker``
-  that refuses stops it there).
-* ``extended``: whole farm builds of tests/fixtures/tiny_ext (CPU-only, one C++ file) through ccache (the password
-  in ``FARM_CCACHE_REMOTE``) and through sccache (in ``SCCACHE_REDIS_PASSWORD``, with ``FARM_SCCACHE_TOKEN``); every
-  output stream and every file the build wrote (work
-  folder, wheelhouse, report, the caches' folders and logs, what changed in the farm's cache folder and the
-  temporary folder) is searched for the secrets: zero occurrences. The objects did go through redis (its keys).
+* The default suite: the build's own sccache server started against that server (its launch line, its log kept
+  masked at debug level), and the container route's cibuildwheel run up to its echo of ``CIBW_ENVIRONMENT`` (real
+  cibuildwheel; a ``docker`` that refuses stops it there).
+* ``extended``: whole farm builds of tests/fixtures/tiny_ext (CPU-only, one C++ file) through ccache and through
+  sccache (with ``FARM_SCCACHE_TOKEN`` too), the password in ``FARM_CCACHE_REMOTE``; every output stream and every
+  file the build wrote (work folder, wheelhouse, report, the caches' folders and logs, what changed in the farm's
+  cache folder and the temporary folder) is searched for the secrets: zero occurrences. The objects did go through
+  redis (its keys).
 """
 
 from __future__ import annotations
@@ -86,9 +86,8 @@ def files_holding(secrets: Iterable[str], folders: Iterable[Path], since: float 
 
 def test_the_sccache_servers_launch_line_and_log_hold_no_password(tmp_path: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    """The URL goes to sccache in SCCACHE_REDIS_ENDPOINT, on the server's launch line. (sccache 0.16 does not
-    authenticate with a URL's credentials: its storage check waits until the client gives up, measured here; the
-    farm then builds on the local cache with one warning. Its own SCCACHE_REDIS_PASSWORD works: the build below.)"""
+    """The URL's password goes to sccache in its own SCCACHE_REDIS_PASSWORD (sccache 0.16 does not authenticate
+    with a URL's credentials), masked on the server's launch line; the server takes the storage, no warning."""
     password = new_secret("Rp")
     binary = sccache_server.ensure_sccache()
     with redis_with_password(tmp_path / "redis", password) as port:
@@ -100,9 +99,29 @@ def test_the_sccache_servers_launch_line_and_log_hold_no_password(tmp_path: Path
         finally:
             server.stop()
     out, err = capsys.readouterr()
-    assert err.count("warning:") <= 1
-    assert f"SCCACHE_REDIS_ENDPOINT=redis://default:***@127.0.0.1:{port}" in err  # the launch line
+    assert "warning:" not in err
+    assert f"SCCACHE_REDIS_ENDPOINT=redis://127.0.0.1:{port} SCCACHE_REDIS_PASSWORD=***" in err  # the launch line
+    assert "SCCACHE_REDIS_USERNAME=***" in err  # a secret by its name
     assert password not in out + err
+    assert files_holding([password], [tmp_path / "work"]) == []
+
+
+def test_the_sccache_servers_debug_log_is_kept_masked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SCCACHE_LOG=debug writes the storage's settings as sccache has them (here the caller's own
+    SCCACHE_REDIS_ENDPOINT with a password, which a redis without one accepts) into the server's log: the log the
+    work folder keeps has it masked."""
+    password = new_secret("Lp")
+    monkeypatch.setenv("SCCACHE_LOG", "debug")
+    with cache_servers.redis(tmp_path / "redis") as url:
+        monkeypatch.setenv("SCCACHE_REDIS_ENDPOINT", url.replace("://", f"://u:{password}@"))
+        server = sccache_server.Server(sccache_server.ensure_sccache(), tmp_path / "work",
+                                       choice.CacheChoice("sccache"))
+        try:
+            server.start()
+        finally:
+            server.stop()
+    kept = (tmp_path / "work" / "sccache-server.log").read_text()
+    assert f"redis://u:***@{url.split('://')[1]}" in kept  # sccache did log it
     assert files_holding([password], [tmp_path / "work"]) == []
 
 
@@ -132,7 +151,8 @@ def test_the_container_routes_cibuildwheel_echo_holds_no_password(tmp_path: Path
                  tee=tmp_path / "build-output.log")
     out, err = capsys.readouterr()
     kept = (tmp_path / "build-output.log").read_text()
-    assert 'CCACHE_REMOTE_STORAGE="redis://:***@cache.internal:6379"' in kept and "environment:" in out
+    # ccache's form of redis://:pw@host (choice.Remote), masked
+    assert 'CCACHE_REMOTE_STORAGE="redis://***@cache.internal:6379"' in kept and "environment:" in out
     assert password not in out + err + kept
 
 
@@ -150,9 +170,9 @@ def farm_build(project: Path, work: Path, env: dict[str, str]) -> subprocess.Com
 @pytest.mark.extended
 @pytest.mark.parametrize("engine", ["ccache", "sccache"])
 def test_a_build_with_a_password_for_its_cache_leaves_it_nowhere(tmp_path: Path, engine: str) -> None:
-    """ccache takes the password in the URL (``redis://default:<password>@host``), sccache in its own
-    SCCACHE_REDIS_PASSWORD (the caller's), with sccache-dist's token in FARM_SCCACHE_TOKEN (a scheduler that is not
-    there: the build compiles here)."""
+    """The password in FARM_CCACHE_REMOTE as users write it (``redis://:<password>@host``; the farm hands each
+    engine its form), with sccache-dist's token in FARM_SCCACHE_TOKEN for sccache (a scheduler that is not there:
+    the build compiles here)."""
     password, token = new_secret("Bp"), new_secret("Tk")
     project = tmp_path / "project"
     shutil.copytree(TINY, project, ignore=shutil.ignore_patterns("build", "wheelhouse", "*.egg-info"))
@@ -162,11 +182,9 @@ def test_a_build_with_a_password_for_its_cache_leaves_it_nowhere(tmp_path: Path,
         env = {"FARM_COMPILE_CACHE": engine, "CCACHE_DIR": str(work / "ccache"), "SCCACHE_DIR": str(work / "sccache"),
                # the resolved settings printed, GitHub's annotations and step summary written
                "FARM_DEBUG": "1", "GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(work / "summary.md")}
-        if engine == "ccache":
-            env["FARM_CCACHE_REMOTE"] = f"redis://default:{password}@127.0.0.1:{port}"
-        else:
-            env |= {"FARM_CCACHE_REMOTE": f"redis://127.0.0.1:{port}", "SCCACHE_REDIS_PASSWORD": password,
-                    "FARM_SCCACHE_SCHEDULER": f"http://127.0.0.1:{cache_servers.free_port()}",
+        env["FARM_CCACHE_REMOTE"] = f"redis://:{password}@127.0.0.1:{port}"
+        if engine == "sccache":
+            env |= {"FARM_SCCACHE_SCHEDULER": f"http://127.0.0.1:{cache_servers.free_port()}",
                     "FARM_SCCACHE_TOKEN": token}
         built = farm_build(project, work, env)
         stored = redis_keys(port, password)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from ci import settings
 from ci.errors import UsageError
@@ -31,27 +31,72 @@ GHA = "gha"
 
 @dataclasses.dataclass(frozen=True)
 class Remote:
-    """The shared storage: its URL as given, and its scheme (``redis``, ``http``, ``file``, ``gha``)."""
+    """The shared storage: its URL as given, and its scheme (``redis``, ``http``, ``file``, ``gha``).
+
+    A URL may carry credentials, ``redis://:pw@host``, ``redis://user:pw@host``, ``redis://pw@host`` (a lone
+    user part is the password, as redis-cli and ccache read it) or ``https://user:pw@host``. Each engine gets them
+    the way it understands them (measured with the pinned versions against a redis-server with ``requirepass``):
+    sccache 0.16 does not authenticate with a URL's credentials (its storage check waits and gives up), so it gets
+    a plain endpoint and its own ``SCCACHE_*_USERNAME``/``SCCACHE_*_PASSWORD``; ccache 4.14 refuses an empty user
+    name (``redis://:pw@host`` stores nothing), so it gets ``redis://pw@host`` (``default:pw`` for a password with
+    a colon, which the lone form would split).
+    """
 
     url: str
     scheme: str
 
+    def credentials(self) -> tuple[str, str]:
+        """The URL's user name and password, percent-decoded (empty when absent)."""
+        parts = urlsplit(self.url)
+        if "@" not in parts.netloc:
+            return "", ""
+        user, colon, password = parts.netloc.rsplit("@", 1)[0].partition(":")
+        if not colon:  # a lone user part is the password
+            user, password = "", user
+        return unquote(user), unquote(password)
+
+    def plain(self) -> str:
+        """The URL without its credentials."""
+        parts = urlsplit(self.url)
+        return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]))
+
     def env(self, engine: str) -> dict[str, str]:
         """The engine's own variables for this storage."""
         if engine == "ccache":
-            return {"CCACHE_REMOTE_STORAGE": self.url}
+            return {"CCACHE_REMOTE_STORAGE": self._ccache_url()}
+        user, password = self.credentials()
         if self.scheme in ("redis", "rediss"):
-            return {"SCCACHE_REDIS_ENDPOINT": self.url}
-        if self.scheme in ("http", "https"):
-            return {"SCCACHE_WEBDAV_ENDPOINT": self.url}
-        return {"SCCACHE_GHA_ENABLED": "on"}
+            parts = urlsplit(self.plain())
+            db = parts.path.strip("/")
+            kind, env = "REDIS", {"SCCACHE_REDIS_ENDPOINT": self.plain()}
+            if db.isdigit():  # sccache reads the database number from its own variable only
+                env = {"SCCACHE_REDIS_ENDPOINT": urlunsplit(parts._replace(path="")), "SCCACHE_REDIS_DB": db}
+        elif self.scheme in ("http", "https"):
+            env, kind = {"SCCACHE_WEBDAV_ENDPOINT": self.plain()}, "WEBDAV"
+        else:
+            return {"SCCACHE_GHA_ENABLED": "on"}
+        if user:
+            env[f"SCCACHE_{kind}_USERNAME"] = user
+        if password:
+            env[f"SCCACHE_{kind}_PASSWORD"] = password
+        return env
+
+    def _ccache_url(self) -> str:
+        user, password = self.credentials()
+        if self.scheme not in ("redis", "rediss") or user or not password:
+            return self.url
+        userinfo = urlsplit(self.url).netloc.rsplit("@", 1)[0].lstrip(":")
+        parts = urlsplit(self.plain())
+        return urlunsplit(parts._replace(netloc=f"{'default:' if ':' in password else ''}{userinfo}@{parts.netloc}"))
 
     def shown(self) -> str:
         """The URL without a password (what a log line may print)."""
         parts = urlsplit(self.url)
-        if parts.password:
-            return self.url.replace(f":{parts.password}@", ":***@")
-        return self.url
+        if "@" not in parts.netloc:
+            return self.url
+        user, colon, _ = parts.netloc.rsplit("@", 1)[0].partition(":")
+        hidden = f"{user}:***" if colon else "***"
+        return urlunsplit(parts._replace(netloc=f"{hidden}@{parts.netloc.rsplit('@', 1)[-1]}"))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,6 +9,8 @@ which ends with the container; its local cache is a folder of the ccache volume.
   (:data:`GHA_VARIABLES`). They go into the container by name (``docker create --env NAME``: the docker client
   hands on the value it has), so no command line, ``CIBW_*`` option or log holds the token. Without them (the
   workflow's step before the build exports them) one warning says so and the build keeps sccache's local cache.
+* **A storage's credentials** (``redis://:pw@host``: sccache's ``SCCACHE_REDIS_PASSWORD``, ``choice.Remote``) go
+  in the same way.
 * **sccache-dist** (``FARM_SCCACHE_SCHEDULER``): the scheduler and its token go in the same way, and before the
   build :data:`DIST_CLIENT` writes sccache's client configuration inside the container (readable by the build
   user only, gone with the container) and asks the scheduler for its status, which starts the build's server.
@@ -31,7 +33,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ci import settings
-from ci.log import log
+from ci.log import log, secret_name
 from ci.toolchain import compiler_cache
 from ci.toolchain.compiler_cache import choice, fronts, sccache_server
 
@@ -102,7 +104,14 @@ def passed_environment() -> dict[str, str]:
         out |= {name: environ[name] for name in GHA_VARIABLES if environ.get(name)}
     if chosen.scheduler is not None:
         out |= {"FARM_SCCACHE_SCHEDULER": chosen.scheduler.url, "FARM_SCCACHE_TOKEN": chosen.scheduler.token}
-    return out
+    return out | _storage_secrets(chosen)
+
+
+def _storage_secrets(chosen: choice.CacheChoice) -> dict[str, str]:
+    """The storage's credentials (``SCCACHE_REDIS_PASSWORD``...), passed in by name like the tokens."""
+    if chosen.remote is None or chosen.remote.scheme == choice.GHA:
+        return {}
+    return {name: value for name, value in chosen.remote.env("sccache").items() if secret_name(name)}
 
 
 def _storage(chosen: choice.CacheChoice) -> dict[str, str]:
@@ -146,12 +155,15 @@ def route(host_folder: Path, env: Mapping[str, str]) -> ContainerCache:
     fronts.nvcc_front(folder, "sccache", launcher, nvcc)
     home = env.get("CCACHE_DIR", "/home/build/.cache/ccache")
     storage = _storage(chosen)
+    secrets = sorted(_storage_secrets(chosen))
     dist = _dist(chosen, launcher, folder, home)
     added = {"CXX": f"{CONTAINER_TOOLS}/fronts/{cxx.name}", "PYTORCH_NVCC": f"{CONTAINER_TOOLS}/fronts/nvcc",
              "SCCACHE_DIR": f"{home}/sccache", "SCCACHE_BASEDIRS": "/project",
              "SCCACHE_SERVER_UDS": f"{PRIVATE}/server.sock", "SCCACHE_IDLE_TIMEOUT": "0",
-             **compiler_cache.sccache_nvcc_flags(env), **storage, **dist.env}
+             **compiler_cache.sccache_nvcc_flags(env), **{k: v for k, v in storage.items() if k not in secrets},
+             **dist.env}
     passed = [f"--env={name}" for name in GHA_VARIABLES] if storage.get("SCCACHE_GHA_ENABLED") else []
+    passed += [f"--env={name}" for name in secrets]
     mounts = [f"--volume={binary.parent}:{CONTAINER_TOOLS}/bin:ro", f"--volume={folder}:{CONTAINER_TOOLS}/fronts:ro"]
     # The socket's folder first: sccache does not make it.
     before = " && ".join(filter(None, (f"mkdir -p -m 700 {PRIVATE}", dist.before_build)))

@@ -34,7 +34,7 @@ from typing import Any
 
 from ci import proc, settings
 from ci.errors import CommandFailed
-from ci.log import log
+from ci.log import log, mask
 from ci.toolchain import toolkit
 from ci.toolchain.compiler_cache.choice import CacheChoice, Remote, Scheduler
 from ci.toolenv import cache_root
@@ -152,8 +152,9 @@ class Server:
         """Start the server; None when it listens, else why it did not (it is stopped then)."""
         env = self._env(remote)
         # At info its log says why a storage was refused; SCCACHE_LOG=debug adds every compile's time
-        # (ci/toolchain/scaling.py reads them).
-        server_log = self.folder / "sccache-server.log"
+        # (ci/toolchain/scaling.py reads them) and the storage's settings as given, a password among them: it is
+        # written in the private folder and kept, masked, in the work folder when the server stops.
+        server_log = self.private / "server.log"
         self.folder.mkdir(parents=True, exist_ok=True)
         with server_log.open("w") as out:
             level = settings.current().environ.get("SCCACHE_LOG") or "info"
@@ -185,7 +186,7 @@ class Server:
             raise CommandFailed("sccache's server did not start", reason,
                                 f"its log is {self.folder / 'sccache-server.log'}; FARM_COMPILE_CACHE=off builds "
                                 "without it")
-        refused = write_refused((self.folder / "sccache-server.log").read_text(errors="replace"))
+        refused = write_refused((self.private / "server.log").read_text(errors="replace"))
         if refused and remote is not None:
             self.warn(f"the shared compile cache {remote.shown()} takes no writes ({refused}): reading from it, "
                       "writing nothing")
@@ -215,10 +216,14 @@ class Server:
         return found
 
     def stop(self) -> None:
-        """Stop the server (and one a client may have started on the same socket), remove the private folder."""
+        """Stop the server (and one a client may have started on the same socket), keep its log with its secrets
+        masked (``<work>/sccache-server.log``), remove the private folder."""
         if self.client_env:
             proc.run([self.binary, "--stop-server"], env=self.client_env, capture=True, check=False, log=False)
         self._kill()
+        running_log = self.private / "server.log"
+        if running_log.is_file():
+            (self.folder / "sccache-server.log").write_text(mask(running_log.read_text(errors="replace")))
         shutil.rmtree(self.private, ignore_errors=True)
 
     def _kill(self) -> None:

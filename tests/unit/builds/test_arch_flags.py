@@ -93,6 +93,8 @@ def test_setuptools_own_compile_through_the_toolkit_folder_of_the_wrapper_is_let
     refuse = arch_flags.watch_output(stable_target("9.0"))
     assert replace is not None and refuse is not None
     assert replace(shimmed) is None and refuse(shimmed) is None
+    windows = own.replace(NVCC, r"C:\farm\stage\nvcc-front\bin\nvcc")  # setuptools' spawn prints it so
+    assert replace(windows) is None and refuse(windows) is None
 
 
 def test_the_wrappers_line_is_the_same_error_as_a_printed_compile_line() -> None:

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
+
+import pefile
 
 from ci.builds import arch_flags
 from ci.nvcc import shim
@@ -71,9 +75,34 @@ def test_a_toolkit_of_another_machine_is_linked_by_its_listed_entries(tmp_path: 
     assert "/usr/local/cuda/bin/nvcc" in nvcc.read_text()
 
 
-def test_windows_gets_a_batch_file(tmp_path: Path) -> None:
-    nvcc = shim.make_shim(tmp_path / "f", r"C:\cuda", ["python", "-I", r"C:\farm\wrapper.py"], windows=True,
-                          entries=[])
-    text = nvcc.read_bytes().decode()
-    assert nvcc.name == "nvcc.bat" and "\r\n" in text
-    assert r'set "FARM_NVCC_NEXT=C:\cuda\bin\nvcc.exe"' in text and r"python -I C:\farm\wrapper.py %*" in text
+def test_windows_gets_an_exe_launcher_in_front_of_the_wrapper(tmp_path: Path) -> None:
+    """``bin\\nvcc.exe``: distlib's x64 launcher (a PE file Windows starts for ``CUDA_HOME\\bin\\nvcc``), the line
+    naming the interpreter, and an archive whose ``__main__`` runs the wrapper; run here as the launcher runs it
+    (``<python> -I nvcc.exe <arguments>``), in front of a stand-in nvcc. (The launcher itself runs on Windows only.)"""
+    real = toolkit(tmp_path)
+    command = [sys.executable, "-I", str(arch_flags.WRAPPER)]
+    nvcc = shim.make_shim(tmp_path / "f", r"C:\cuda 13", command, windows=True,
+                          entries=[("include", True), ("bin/nvcc.exe", False), ("bin/ptxas.exe", False)])
+    assert nvcc == tmp_path / "f" / "bin" / "nvcc.exe"
+    assert os.readlink(tmp_path / "f" / "include") == r"C:\cuda 13\include"
+    data = nvcc.read_bytes()
+    launcher = shim.distlib_launcher()
+    image = pefile.PE(data=data)
+    assert image.is_exe() and image.FILE_HEADER.Machine == pefile.MACHINE_TYPE["IMAGE_FILE_MACHINE_AMD64"]
+    assert data.startswith(launcher) and image.get_overlay_data_start_offset() <= len(launcher)
+    assert data[len(launcher):].split(b"\n", 1)[0] == f'#!"{sys.executable}" -I'.encode()
+    with zipfile.ZipFile(nvcc) as archive:
+        main = archive.read("__main__.py").decode()
+    assert repr(r"C:\cuda 13\bin\nvcc.exe") in main and repr(str(arch_flags.WRAPPER)) in main
+    env = {"PATH": os.environ["PATH"], "FARM_NVCC_ARCH_LIST": "9.0", "NVCC_APPEND_FLAGS": "-DFOO=1",
+           "FARM_NVCC_NEXT": shlex.quote(str(real / "bin" / "nvcc"))}  # the Windows default names C:\cuda 13
+    done = subprocess.run([sys.executable, "-I", str(nvcc), "-c", "k.cu", "-o", "k.o",
+                           "-gencode=arch=compute_90,code=sm_90"], env=env, capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [["-c", "k.cu", "-o", "k.o", "-gencode=arch=compute_90,code=sm_90",
+                                        "-DFOO=1"], {}]
+    assert done.stderr.startswith("cuda-ext-farm nvcc: k.cu: -gencode=arch=compute_90,code=sm_90;")
+    os.utime(nvcc, (1, 1))
+    shim.make_shim(tmp_path / "f", r"C:\cuda 13", command, windows=True, entries=[])
+    assert nvcc.stat().st_mtime == 1  # the same bytes: not rewritten

@@ -73,12 +73,29 @@ def test_sccache_takes_no_file_storage(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_each_engine_gets_the_storage_in_its_own_variables() -> None:
-    redis = choice.parse_remote("redis://u:secret@10.1.2.3:6379")
-    assert redis.env("sccache") == {"SCCACHE_REDIS_ENDPOINT": "redis://u:secret@10.1.2.3:6379"}
-    assert redis.env("ccache")["CCACHE_REMOTE_STORAGE"] == "redis://u:secret@10.1.2.3:6379"
-    assert "secret" not in redis.shown()
+    redis = choice.parse_remote("redis://u:secret@10.1.2.3:6379/2")
+    assert redis.env("sccache") == {"SCCACHE_REDIS_ENDPOINT": "redis://10.1.2.3:6379", "SCCACHE_REDIS_DB": "2",
+                                    "SCCACHE_REDIS_USERNAME": "u", "SCCACHE_REDIS_PASSWORD": "secret"}
+    assert redis.env("ccache")["CCACHE_REMOTE_STORAGE"] == "redis://u:secret@10.1.2.3:6379/2"
+    assert redis.shown() == "redis://u:***@10.1.2.3:6379/2"
     assert choice.parse_remote("http://h:8080/c").env("sccache") == {"SCCACHE_WEBDAV_ENDPOINT": "http://h:8080/c"}
     assert choice.parse_remote("GHA").env("sccache") == {"SCCACHE_GHA_ENABLED": "on"}
+    dav = choice.parse_remote("https://u:p%3Aw@dav.example/c")
+    assert dav.env("sccache") == {"SCCACHE_WEBDAV_ENDPOINT": "https://dav.example/c", "SCCACHE_WEBDAV_USERNAME": "u",
+                                  "SCCACHE_WEBDAV_PASSWORD": "p:w"}
+
+
+@pytest.mark.parametrize(("url", "ccache", "password"), [
+    ("redis://:pw%40x@h:1", "redis://pw%40x@h:1", "pw@x"),  # ccache 4.14 refuses an empty user name
+    ("redis://pw1@h:1", "redis://pw1@h:1", "pw1"),  # a lone user part is the password (redis-cli, ccache)
+    ("rediss://:p:q@h:1", "rediss://default:p:q@h:1", "p:q"),  # the lone form would split p:q
+])
+def test_a_password_without_a_user_reaches_each_engine_as_it_reads_one(url: str, ccache: str, password: str) -> None:
+    remote = choice.parse_remote(url)
+    assert remote.env("ccache") == {"CCACHE_REMOTE_STORAGE": ccache}
+    assert remote.env("sccache") == {"SCCACHE_REDIS_ENDPOINT": url.split("://")[0] + "://h:1",
+                                     "SCCACHE_REDIS_PASSWORD": password}
+    assert password not in remote.shown() and remote.shown().endswith("***@h:1")
 
 
 def test_the_dist_token_stays_out_of_reach_of_other_users(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

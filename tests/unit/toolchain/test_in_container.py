@@ -114,3 +114,16 @@ def test_the_figures_come_back_from_the_builds_output(capsys: pytest.CaptureFixt
     assert "compile cache (sccache): 8 hits, 2 misses, 9 compiled on build servers" in err
     in_container.report("a build without sccache\n")
     assert capsys.readouterr().err == ""
+
+
+def test_the_storages_password_reaches_the_container_by_name(sccache: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A redis URL's credentials become sccache's own variables (it does not authenticate with a URL's), passed in
+    by name: no CIBW_ENVIRONMENT value or command line holds them."""
+    monkeypatch.setenv("FARM_COMPILE_CACHE", "sccache")
+    monkeypatch.setenv("FARM_CCACHE_REMOTE", f"redis://alice:{TOKEN}@cache.internal:6379")
+    cache = in_container.route(tmp_path, IMAGE_ENV)
+    assert cache.env["SCCACHE_REDIS_ENDPOINT"] == "redis://cache.internal:6379"
+    assert {"--env=SCCACHE_REDIS_PASSWORD", "--env=SCCACHE_REDIS_USERNAME"} <= set(cache.create_args)
+    assert TOKEN not in repr(cache) and "alice" not in repr(cache)
+    assert in_container.passed_environment() == {"SCCACHE_REDIS_USERNAME": "alice", "SCCACHE_REDIS_PASSWORD": TOKEN}

@@ -87,3 +87,38 @@ def test_a_path_the_project_names_goes_before_the_steps_own(fusedops_targets: tu
     step = {"PATH": r"C:\venv\Scripts;C:\VS\VC\bin\Hostx64\x64"}
     seen = parse_environment(cibw.environment_option(variables)).as_dictionary(step)
     assert seen["PATH"] == r"C:\tools\bin;C:\venv\Scripts;C:\VS\VC\bin\Hostx64\x64"
+
+
+def test_setuptools_own_compile_runs_the_wrapper_through_cuda_home(fusedops_targets: tuple[Target, ...],
+                                                                   tmp_path: Path) -> None:
+    """use_ninja=False: torch runs CUDA_HOME\\bin\\nvcc, so CUDA_HOME names a toolkit folder in the stage whose
+    bin\\nvcc.exe launches the wrapper with the build's CPython (ci/nvcc/shim.py); CUDA_PATH keeps the real toolkit.
+    Not for a CPU build, a CMake build or a project that names its own CUDA_HOME."""
+    import pefile
+
+    from ci.nvcc import shim
+
+    real = tmp_path / "cuda"  # the toolkit's layout on the build machine
+    for folder in ("bin", "include", "lib/x64"):
+        (real / folder).mkdir(parents=True)
+    (real / "bin" / "nvcc.exe").write_bytes(b"MZ")
+    python = PureWindowsPath(r"C:\hostedtoolcache\Python\3.10.11\x64\python.exe")
+    target = fusedops_targets[0]
+    variables = cibw.build_variables(target, real, "13.0.88", None, 4, {})
+    front = cibw.nvcc_front(target, variables, real, tmp_path / "stage" / "nvcc-front", python)
+    assert front == {"CUDA_HOME": str(tmp_path / "stage" / "nvcc-front")}
+    nvcc = tmp_path / "stage" / "nvcc-front" / "bin" / "nvcc.exe"
+    assert pefile.PE(str(nvcc)).is_exe()
+    launcher = nvcc.read_bytes()[len(shim.distlib_launcher()):]
+    assert launcher.startswith(f'#!"{python}" -I\n'.encode())
+    built = variables | front
+    assert built["CUDA_PATH"] == str(real) and built["FARM_NVCC_NEXT"] == str(PureWindowsPath(real, "bin", "nvcc.exe"))
+    assert parse_environment(cibw.environment_option(built)).as_dictionary({})["CUDA_HOME"] == front["CUDA_HOME"]
+    cmake = dataclasses.replace(target, project=dataclasses.replace(target.project, build_requires=("cmake>=3.26",)))
+    own = dataclasses.replace(target, project=dataclasses.replace(target.project,
+                                                                  build_env={"CUDA_HOME": r"C:\my\cuda"}))
+    cpu = dataclasses.replace(target, cpu=True)
+    for other in (cmake, own, cpu):
+        composed = cibw.build_variables(other, real, "13.0.88", None, 4, {})
+        assert cibw.nvcc_front(other, composed, real, tmp_path / "other", python) == {}
+    assert not (tmp_path / "other").exists()

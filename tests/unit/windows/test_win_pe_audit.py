@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 import zipfile
 from pathlib import Path
 
@@ -117,6 +119,27 @@ def test_cuda_library_without_cuda_code(tmp_path: Path, pe_files: dict[str, Path
     failed = _failed(audit.audit_wheel(wheel, _stable_target(fusedops_targets)))
     assert "holds no CUDA code (no .nv_fatb section)" in failed["cuda-code:fusedops/_C_cuda.pyd"]
     assert "FUSEDOPS_CUDA=1" in failed["cuda-code:fusedops/_C_cuda.pyd"]
+
+
+def test_the_cuda_code_advice_names_the_globs_that_pass_on_the_wheel(tmp_path: Path, pe_files: dict[str, Path],
+                                                                     fusedops_targets: tuple[Target, ...]) -> None:
+    """A project that pairs ``*_cpu`` and ``*_cuda`` libraries (no cuda-libraries set): the failed ``cuda-code``
+    check names the cuda-libraries that pass, as the Linux audit does; applied, every cuda-code check passes and
+    each library with CUDA code is still checked."""
+    stable = _stable_target(fusedops_targets)
+    target = dataclasses.replace(stable, project=dataclasses.replace(stable.project, cuda_libraries=("*",),
+                                                                     cpu_libraries=()))
+    files = {f"pkg/{name}_{kind}.pyd": pe_files[kind].read_bytes() for name in ("ops", "image")
+             for kind in ("cpu", "cuda")}
+    wheel = pebuild.make_wheel(tmp_path, "pkg", "1.0", "cp310-abi3-win_amd64", files, requires=["torch>=2.10"])
+    failed = {k: v for k, v in _failed(audit.audit_wheel(wheel, target)).items() if k.startswith("cuda-code:")}
+    assert sorted(failed) == ["cuda-code:pkg/image_cpu.pyd", "cuda-code:pkg/ops_cpu.pyd"]
+    table = re.search(r"cuda-libraries = (\[[^]]*\])", failed["cuda-code:pkg/ops_cpu.pyd"])
+    assert table is not None, failed
+    globs = json.loads(table.group(1))  # a TOML array of basic strings, as the user pastes it
+    applied = dataclasses.replace(target, project=dataclasses.replace(target.project, cuda_libraries=tuple(globs)))
+    checked = {c.name: c.ok for c in audit.audit_wheel(wheel, applied).checks if c.name.startswith("cuda-code:")}
+    assert checked == {"cuda-code:pkg/image_cuda.pyd": True, "cuda-code:pkg/ops_cuda.pyd": True}
 
 
 def test_torch_cuda_must_be_loaded_with_the_module(tmp_path: Path, pe_files: dict[str, Path],
