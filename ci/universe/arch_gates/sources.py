@@ -270,9 +270,21 @@ def _resolve(name: str, here: str, folders: list[str], tree: Tree, by_name: dict
     return [p for p in by_name.get(name.rsplit("/", 1)[1], ()) if p.endswith("/" + name)]
 
 
+#: :func:`compiled_files` of each project folder this process read: one command asks for the gates of every target
+#: (each cell's thinning), and the project's files do not change under a running command; a file's text is still
+#: read again when its time or size changed (``_parsed``).
+_COMPILED: dict[Path, list[Path]] = {}
+
+
 def compiled_files(root: Path) -> list[Path]:
     """The files read (see the module's rules): the project's own sources, those its build files name, and the
     project's headers they include, transitively."""
+    if root not in _COMPILED:
+        _COMPILED[root] = _compiled_files(root)
+    return list(_COMPILED[root])
+
+
+def _compiled_files(root: Path) -> list[Path]:
     tree = walk(root)
     named, folders = _build_names(root, tree)
     by_name: dict[str, list[str]] = {}
