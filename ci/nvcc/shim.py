@@ -8,6 +8,8 @@ write it). With ``CUDA_HOME`` (or ``PATH``, ``CUDACXX``) naming this folder, eac
 folds nvcc's flag variables, decides the architecture flags, prints its line and runs the compile cache or the
 real nvcc (``FARM_NVCC_NEXT``; the script names the real nvcc when that is unset, never the folder's own ``nvcc``
 on ``PATH``). The real nvcc finds its own files next to its real path, so it compiles as it did.
+(``nvcc -v`` names the real toolkit as ``TOP``, so CMake takes the toolkit's folders from there; a CMake build
+keeps the real ``CUDA_HOME`` and gets this folder's nvcc as its compiler: ``ci/linux/host.py``.)
 
 On Windows ``bin\\nvcc`` is ``nvcc.exe``, a script launcher in front of the wrapper (:func:`windows_launcher`):
 torch's own compile runs ``CUDA_HOME\\bin\\nvcc`` (no extension) through setuptools' spawn, and Windows starts

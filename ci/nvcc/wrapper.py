@@ -31,8 +31,8 @@ flags that came from ``NVCC_APPEND_FLAGS`` (the project's and the farm's), which
 
 A compile with no architecture flag at all is refused in ``refuse`` and ``keep`` (:data:`NO_FLAGS`; nvcc would
 compile for its default architecture) and given the farm's list in ``replace``. Anything that is not a compile
-(``--version``, a device link) runs unchanged, and so does a compile with exactly the farm's flags: the objects
-are those nvcc alone makes.
+(``--version``, a device link, CMake's probes of the compiler) runs unchanged, and so does a compile with exactly
+the farm's flags, as torch or CMake writes them (:func:`gencode_pairs`): the objects are those nvcc alone makes.
 
 Run as ``python -I wrapper.py <nvcc arguments>``, standard library only (it runs inside containers and on
 Windows). Environment: ``FARM_NVCC_NEXT``, the command to run (nvcc, a compile cache in front of it, or
@@ -78,6 +78,8 @@ REFUSED = 3
 COMPILED = "cuda-ext-farm nvcc: {source}: {flags}; NVCC_APPEND_FLAGS: {appended}"
 #: An architecture-specific target: ``90a`` (one GPU) or ``100f`` (a family, CUDA 12.9 and newer).
 SPECIFIC = re.compile(r"(?:sm|compute)_(\d+)([af])\b")
+#: A ``-gencode`` flag (as :func:`find_flags` writes it) of one virtual architecture and its outputs.
+GENCODE = re.compile(r"-gencode=arch=(compute_\w+),code=\[?([\w,]+)\]?")
 
 
 def torch_arch_flags(arch_list: str) -> list[str]:
@@ -181,11 +183,42 @@ def find_flags(args: Sequence[str]) -> Found:
     return Found(flags, positions)
 
 
-def is_compile(args: Sequence[str]) -> bool:
+def cmake_probe(args: Sequence[str], cwd: str) -> bool:
+    """One of CMake's probes of the compiler, compiled with CMake's default architecture before the project's
+    flags exist: the compiler's identification (its source in ``CMakeFiles/<version>/CompilerIdCUDA``) and every
+    ``try_compile`` (run in ``CMakeFiles/CMakeScratch/TryCompile-*``, ``CMakeFiles/CMakeTmp`` before CMake 3.25),
+    whose source may be one of CMake's own modules (``CMakeCUDACompilerABI.cu``): refused, CMake would take the
+    toolkit's library folder from no link line, and its links would miss ``-lcudadevrt``."""
+    return any("/CMakeFiles/" in f"{path}/".replace("\\", "/") for path in (source_of(args), cwd))
+
+
+def is_compile(args: Sequence[str], cwd: str = "") -> bool:
     """A compile of a project's CUDA source (``-c``, or ninja's ``--generate-dependencies-with-compile``), not a
-    device link, a query or one of CMake's probes of the compiler (a source in ``CMakeFiles/``: CMake checks that
-    nvcc works with its own default architecture, before the project's flags exist)."""
-    return ("-c" in args or "--compile" in args) and "/CMakeFiles/" not in source_of(args).replace("\\", "/")
+    device link, a query or one of CMake's probes (:func:`cmake_probe`; ``cwd``: the folder nvcc runs in)."""
+    return ("-c" in args or "--compile" in args) and not cmake_probe(args, cwd)
+
+
+def gencode_pairs(flags: Iterable[str]) -> list[str] | None:
+    """``-gencode`` flags written as torch writes them, one per output (``-gencode=arch=compute_90,code=sm_90``),
+    sorted. CMake writes its architectures (``CMAKE_CUDA_ARCHITECTURES``, ``CUDAARCHS``) as
+    ``--generate-code=arch=compute_90,code=[compute_90,sm_90]``, others quote the list (``"code=sm_90,compute_90"``):
+    nvcc compiles the same for each. ``None`` where a flag is not a ``-gencode`` (``-arch``, ``-code``)."""
+    pairs: set[str] = set()
+    for flag in flags:
+        match = GENCODE.fullmatch(flag.replace('"', ""))
+        if match is None:
+            return None
+        pairs.update(f"-gencode=arch={match.group(1)},code={code}" for code in match.group(2).split(",") if code)
+    return sorted(pairs)
+
+
+def cmake_architectures(arch_list: str) -> str:
+    """``CMAKE_CUDA_ARCHITECTURES`` (the ``CUDAARCHS`` variable CMake initialises it from) for the farm's list,
+    in the list's order: ``9.0`` is SASS only (``90-real``), ``9.0+PTX`` SASS and PTX (``90``); CMake's flags for
+    it hold exactly :func:`torch_arch_flags`' outputs (:func:`gencode_pairs`)."""
+    items = [i.strip() for i in arch_list.replace(",", ";").replace(" ", ";").split(";") if i.strip()]
+    names = [i.removesuffix("+PTX").replace(".", "") + ("" if i.endswith("+PTX") else "-real") for i in items]
+    return ";".join(dict.fromkeys(names))
 
 
 def specific_targets(flags: Iterable[str]) -> dict[str, str]:
@@ -220,14 +253,15 @@ class Decision(NamedTuple):
     dropped: frozenset[int] = frozenset()
 
 
-def decide(args: Sequence[str], mode: str, arch_list: str) -> Decision:
+def decide(args: Sequence[str], mode: str, arch_list: str, cwd: str = "") -> Decision:
     """The arguments nvcc runs with under ``mode``, given the farm's ``arch_list`` (empty: no check); ``args``:
-    folded (:func:`fold`), so flags from the environment count as the project's own too."""
+    folded (:func:`fold`), so flags from the environment count as the project's own too; ``cwd``: the folder nvcc
+    runs in. The farm's outputs as any spelling writes them (:func:`gencode_pairs`) run unchanged."""
     unchanged = Decision(list(args))
-    if not arch_list or not is_compile(args):
+    if not arch_list or not is_compile(args, cwd):
         return unchanged
     found = find_flags(args)
-    if sorted(set(found.flags)) == torch_arch_flags(arch_list) or (mode == "keep" and found.flags):
+    if gencode_pairs(found.flags) == torch_arch_flags(arch_list) or (mode == "keep" and found.flags):
         return unchanged
     if mode == "replace":
         dropped = frozenset(found.positions)
@@ -265,11 +299,12 @@ def main(argv: Sequence[str]) -> int:
         print(exc, file=sys.stderr, flush=True)
         return BAD_VARIABLE
     mode = env.get("FARM_NVCC_ARCH_MODE", "refuse") or "refuse"
-    decision = decide(folded.args, mode, env.get("FARM_NVCC_ARCH_LIST", ""))
+    cwd = os.getcwd()
+    decision = decide(folded.args, mode, env.get("FARM_NVCC_ARCH_LIST", ""), cwd)
     if decision.refusal:
         print(decision.refusal, file=sys.stderr, flush=True)
         return REFUSED
-    if env.get("FARM_NVCC_ARCH_LIST") and is_compile(folded.args):
+    if env.get("FARM_NVCC_ARCH_LIST") and is_compile(folded.args, cwd):
         appended = " ".join(folded.args[i] for i in folded.appended if i not in decision.dropped)
         print(COMPILED.format(source=source_of(folded.args), flags=" ".join(find_flags(decision.args).flags) or
                               "none", appended=appended or "none"), file=sys.stderr, flush=True)

@@ -14,6 +14,7 @@ tests/integration/test_fixture_projects.py: torch 2.11, CPython 3.11, the pinned
 
 from __future__ import annotations
 
+import re
 import zipfile
 from pathlib import Path
 
@@ -32,6 +33,11 @@ from tests.integration.test_fixture_projects import (
     farm,
     files_of,
 )
+
+#: The nvcc wrapper's line for the fixture's CUDA source (ci/nvcc/wrapper.py COMPILED): CMake's compile of it ran
+#: through the wrapper, with these architecture flags and these flags of NVCC_APPEND_FLAGS.
+WRAPPER_LINE = re.compile(r"cuda-ext-farm nvcc: \S+/csrc/scale_add_cuda\.cu: (?P<flags>[^;]*); NVCC_APPEND_FLAGS: "
+                          r"(?P<appended>.*)")
 
 # A CMake build of its own: nox -s tests-extended.
 pytestmark = [pytest.mark.slow, pytest.mark.extended]
@@ -77,6 +83,71 @@ def test_cmake_project_test_command_through_the_farm(cmake_project: Built, farm_
                   "--wheelhouse", str(cmake_project.wheelhouse))
     assert result.returncode == 0, result.stdout[-4000:]
     assert "3 passed, 1 skipped" in result.stdout, result.stdout[-2000:]
+
+
+def wrapper_lines(output: str) -> list[re.Match[str]]:
+    return [m for m in map(WRAPPER_LINE.search, output.splitlines()) if m]
+
+
+def library_of(wheel: Path) -> bytes:
+    with zipfile.ZipFile(wheel) as zf:
+        return zf.read("cmake_skbuild/_C.cpython-311-x86_64-linux-gnu.so")
+
+
+def test_cmake_compiles_through_the_nvcc_wrapper(cmake_project: Built) -> None:
+    """CMake's CUDA compiler is the wrapper's (CMAKE_CUDA_COMPILER through CMAKE_ARGS): one line for the compile,
+    the farm's flags (torch's CMake package writes TORCH_CUDA_ARCH_LIST's), and the farm's own NVCC_APPEND_FLAGS;
+    CMake's probes of the compiler ran through it too, unrefused (the link found -lcudadevrt)."""
+    out = cmake_project.result.stdout
+    (line,) = wrapper_lines(out)
+    assert line["flags"] == "-gencode=arch=compute_90,code=sm_90"
+    assert line["appended"].startswith("-objtemp ") and "--compress-mode=size" in line["appended"]
+    assert "Detecting CUDA compiler ABI info - done" in out
+    assert re.search(r"Check for working CUDA compiler: \S+/nvcc-front/bin/nvcc", out), out[-5000:]
+
+
+@pytest.fixture(scope="module")
+def cmake_archs(farm_command: list[str], tmp_path_factory: pytest.TempPathFactory) -> Built:
+    """The fixture with CMAKE_SKBUILD_CMAKE_ARCHS=1: its CUDA code compiles for CMAKE_CUDA_ARCHITECTURES (from
+    the farm's CUDAARCHS), CMake's spelling, not torch's flags; the farm's list has PTX."""
+    root = tmp_path_factory.mktemp("cmake_archs")
+    folder = copy_fixture("cmake_skbuild", root)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("CMAKE_SKBUILD_CMAKE_ARCHS", "1")
+        result = farm(farm_command, folder, "build", "--arch-list", "8.0;9.0+PTX", "--torch", TORCH, "--python",
+                      PYTHON, "--wheelhouse", str(root / "wheelhouse"), "--build-dir", str(root / "build"))
+    return Built(folder, root / "wheelhouse", result)
+
+
+def test_cmakes_spelling_of_the_farms_list_is_the_farms_list(cmake_archs: Built) -> None:
+    """CMake writes CUDAARCHS=80-real;90 as --generate-code=arch=compute_80,code=[sm_80] and
+    --generate-code=arch=compute_90,code=[compute_90,sm_90]: the farm's outputs, which the wrapper lets through
+    in its default mode (refuse); the wheel holds them."""
+    (line,) = wrapper_lines(cmake_archs.result.stdout)
+    assert line["flags"] == "-gencode=arch=compute_80,code=[sm_80] -gencode=arch=compute_90,code=[compute_90,sm_90]"
+    checks = assert_every_check_passed(cmake_archs.wheel, "sass", "ptx", "cuda-code")
+    assert "sm_80" in str(checks["sass"]["detail"]) and "sm_90" in str(checks["sass"]["detail"])
+
+
+@pytest.fixture(scope="module")
+def cmake_rebuilt(cmake_project: Built, farm_command: list[str]) -> tuple[bytes, Built]:
+    """The first build's library, and a second build in the same folders with the caller's NVCC_APPEND_FLAGS
+    (``-lineinfo``: line tables in the device code). Last in this module: it replaces cmake_project's wheel."""
+    first = library_of(cmake_project.wheel)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("NVCC_APPEND_FLAGS", "-lineinfo")
+        again = build(farm_command, cmake_project.project, cmake_project.wheelhouse)
+    return first, again
+
+
+def test_a_changed_nvcc_append_flags_recompiles_the_cmake_build(cmake_rebuilt: tuple[bytes, Built]) -> None:
+    first, again = cmake_rebuilt
+    out = again.result.stdout
+    assert "changed since its last build: NVCC_APPEND_FLAGS" in out, out[-5000:]
+    (line,) = wrapper_lines(out)
+    assert line["appended"].startswith("-lineinfo -objtemp ")
+    assert library_of(again.wheel) != first
+    assert_every_check_passed(again.wheel, "sass")
 
 
 def test_cmake_fixture_is_a_cmake_project() -> None:

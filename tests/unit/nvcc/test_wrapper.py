@@ -286,3 +286,64 @@ def test_folded_flags_make_nvcc_run_exactly_what_the_variables_did(real_nvcc: Pa
         with_variables = dry_run(real_nvcc, given, env, tmp_path)
         assert with_variables[0] == 0 and "cicc" in with_variables[1], with_variables[1][-2000:]
         assert dry_run(real_nvcc, wrapper.fold(given, env).args, {}, tmp_path) == with_variables
+
+
+# --- CMake: its probes, and its spelling of the farm's list -------------------------------------------------
+
+
+def cmake_spelling(architectures: str) -> list[str]:
+    """The flags CMake gives nvcc for ``CMAKE_CUDA_ARCHITECTURES`` (CMake's Modules/Compiler/NVIDIA-CUDA.cmake):
+    ``90-real`` SASS, ``90-virtual`` PTX, ``90`` both, each one ``--generate-code`` word."""
+    flags = []
+    for name in architectures.split(";"):
+        num, _, kind = name.partition("-")
+        codes = {"real": [f"sm_{num}"], "virtual": [f"compute_{num}"]}.get(kind, [f"compute_{num}", f"sm_{num}"])
+        flags.append(f"--generate-code=arch=compute_{num},code=[{','.join(codes)}]")
+    return flags
+
+
+@pytest.mark.parametrize(("arch_list", "architectures"), [
+    ("9.0", "90-real"), ("8.0;9.0+PTX", "80-real;90"), ("8.6 9.0a+PTX", "86-real;90a"),
+    ("9.0;10.0f", "90-real;100f-real"),
+])
+def test_the_farms_list_as_cmake_writes_it_runs_unchanged(tmp_path: Path, arch_list: str,
+                                                         architectures: str) -> None:
+    """The farm sets CUDAARCHS to its list (ci/linux/host.py): CMake's flags for it are the farm's outputs, as
+    torch's -gencode flags are; refuse lets them through, with the compile's line."""
+    flags = cmake_spelling(architectures)
+    args = ["-forward-unknown-to-host-compiler", *flags, "-MD", "-x", "cu", "-c", "/p/k.cu", "-o", "k.o"]
+    done = run(tmp_path, args, arch_list=arch_list)
+    assert done.returncode == 0 and ran_with(tmp_path) == (args, ""), done.stderr
+    written = " ".join(f.replace("--generate-code", "-gencode") for f in flags)
+    assert done.stderr == f"cuda-ext-farm nvcc: /p/k.cu: {written}; NVCC_APPEND_FLAGS: none\n"
+    # a list that is not the farm's, as CMake writes it, is refused as before: PTX the farm's list has not
+    extra = cmake_spelling(architectures.replace("-real", ""))
+    if extra != flags:
+        done = run(tmp_path, [*args[:1], *extra, *args[1 + len(flags):]], arch_list=arch_list)
+        assert done.returncode == wrapper.REFUSED and "own architecture flags: -gencode=" in done.stderr
+    assert wrapper.cmake_architectures(arch_list) == architectures
+
+
+def test_cmakes_probes_of_the_compiler_run_unchanged(tmp_path: Path) -> None:
+    """CMake's ABI probe compiles one of CMake's own modules for nvcc's default architecture, in a try_compile
+    folder under CMakeFiles/: refused, CMake found no link line and linked the project without the toolkit's
+    library folder (``cannot find -lcudadevrt``). The project's own compiles, whose objects CMake also puts under
+    CMakeFiles/, are still held to the farm's list."""
+    probe = tmp_path / "build" / "CMakeFiles" / "CMakeScratch" / "TryCompile-6I3I7C"
+    probe.mkdir(parents=True)
+    args = ["-forward-unknown-to-host-compiler", "--generate-code=arch=compute_75,code=[compute_75,sm_75]",
+            "-Xcompiler=-v", "-MD", "-MT", "CMakeFiles/cmTC_55784.dir/CMakeCUDACompilerABI.cu.o", "-x", "cu", "-c",
+            "/usr/share/cmake-3.25/Modules/CMakeCUDACompilerABI.cu", "-o",
+            "CMakeFiles/cmTC_55784.dir/CMakeCUDACompilerABI.cu.o"]
+    nvcc = stand_in_nvcc(tmp_path)
+    env = {"PATH": os.environ["PATH"], "FARM_NVCC_NEXT": str(nvcc), "FARM_NVCC_ARCH_LIST": "9.0"}
+    for cwd, probing in ((probe, True), (tmp_path / "build", False)):
+        (tmp_path / "ran.json").unlink(missing_ok=True)
+        project = args if probing else [*args[:-4], "-c", str(tmp_path / "k.cu"), "-o", "CMakeFiles/_C.dir/k.cu.o"]
+        done = subprocess.run([sys.executable, "-I", str(arch_flags.WRAPPER), *project], env=env, text=True,
+                              capture_output=True, cwd=cwd)
+        if probing:
+            assert (done.returncode, done.stderr) == (0, "") and ran_with(tmp_path) == (args, "")
+        else:
+            assert done.returncode == wrapper.REFUSED and ran_with(tmp_path) is None
+            assert "own architecture flags: -gencode=arch=compute_75,code=[compute_75,sm_75]" in done.stderr
