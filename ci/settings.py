@@ -116,6 +116,8 @@ DECLARED: tuple[Setting, ...] = (
       flag="--mirror", commands=("base-image",), group="containers"),
     S("FARM_CA_BUNDLE", "a CA bundle handed to image builds", "SSL_CERT_FILE, else none", group="containers"),
     S("FARM_VOLUME_NAMESPACE", "a separate set of cache volumes (cold-build timings)", group="containers"),
+    S("FARM_CONTAINER_MEMORY", "docker's --memory (and --memory-swap) of the build container, e.g. 6g; MAX_JOBS and "
+      "nvcc's --threads are chosen against it", "none (the host's memory)", group="containers"),
     S("FARM_REGISTRY", "the image registry of images pull/push/changed", "ghcr.io/<GITHUB_REPOSITORY>",
       flag="--registry", group="containers"),
     # --- Windows -----------------------------------------------------------------------------------------------
