@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ci import settings
-from ci.builds import arch_flags, tail
+from ci.builds import arch_flags, report, tail
 from ci.builds.progress import deadline as compile_deadline
 from ci.builds.progress import plan as compile_plan
 from ci.builds.progress import records as compile_records
@@ -119,6 +119,7 @@ def measured(job: ContainerBuild, source: Path, cibw: Mapping[str, str]) -> Iter
         return
     work = folder(job)
     work.mkdir(parents=True, exist_ok=True)
+    work.chmod(0o777)  # the image's build user (not the caller's uid) writes the record through the mount
     project = job.target.project.name
     compile_records.prepare(project, work)
     record = work / compile_records.RECORD
@@ -133,3 +134,8 @@ def measured(job: ContainerBuild, source: Path, cibw: Mapping[str, str]) -> Iter
         raise
     finally:
         compile_records.merge(project, record)
+
+
+def reported(job: ContainerBuild, rep: report.BuildReport) -> report.BuildReport:
+    """The build's report with every compile of the record (report.json written again)."""
+    return report.with_compiles(rep, folder(job) / compile_records.RECORD, job.outputs.target_dir(job.target))
