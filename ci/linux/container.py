@@ -444,7 +444,7 @@ def _build_in_container(job: ContainerBuild) -> report.BuildReport:
                 resolutions = resolve_in_container(job, volume, wheel, stage / "symbols.json")
                 return wheel_audit.audit_wheel(wheel, audited, cuobjdump, resolutions=resolutions)
 
-            # cibuildwheel already ran auditwheel repair in the image: the wheel is kept as it is.
-            return publish.publish(target, built, stage, job.outputs, repair=lambda wheel, _: wheel, audit=run_audit,
-                                   mode="container", nvcc=nvcc_version(target.cell), started=started, image=job.image,
-                                   cuobjdump=cuobjdump, build_output=output)
+            return container_compiles.reported(job, publish.publish(  # repaired in the image: kept as it is
+                target, built, stage, job.outputs, repair=lambda wheel, _: wheel, audit=run_audit, mode="container",
+                nvcc=nvcc_version(target.cell), started=started, image=job.image, cuobjdump=cuobjdump,
+                build_output=output))
