@@ -62,3 +62,7 @@ def test_the_container_builds_compiles_are_recorded(image: str, tmp_path: Path) 
     kept = records.load(reading.load(project).name)
     assert all(kept[f"csrc/{k.name}"]["peak"] == cuda[f"csrc/{k.name}"]["peak"] for k in kernels)
     assert f"compiled {len(lines)}/" in said  # the line per finished compile
+    assert said.count("slowest compiles (all ") == 1
+    (written,) = (tmp_path / "wheelhouse").glob("*/report.json")
+    reported = {c["source"]: c for c in json.loads(written.read_text())["compiles"]}
+    assert all(reported[f"csrc/{k.name}"]["peak"] == cuda[f"csrc/{k.name}"]["peak"] for k in kernels)
