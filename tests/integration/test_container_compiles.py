@@ -9,7 +9,9 @@ docker and extended (``nox -s tests-extended``): a whole container build.
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import time
 import uuid
 from pathlib import Path
 
@@ -31,16 +33,26 @@ pytestmark = [pytest.mark.docker, pytest.mark.extended, pytest.mark.slow,
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_container_builds_compiles_are_recorded(image: str, tmp_path: Path) -> None:  # noqa: F811
-    project = tmp_path / "many_kernels"
+def many_kernels(folder: Path) -> tuple[Path, list[Path]]:
+    """many_kernels with a device variable of a new run in each kernel file: every compile misses the compile
+    cache the container route keeps in its volume."""
+    project = folder / "many_kernels"
     shutil.copytree(ROOT / "tests" / "fixtures" / "many_kernels", project)
-    run = uuid.uuid4().hex[:12]
-    kernels = sorted((project / "csrc").glob("k*.cu"))
-    for kernel in kernels:
-        kernel.write_text(kernel.read_text() + f"\n__device__ int farm_run_{run}_{kernel.stem};\n")
+    mark(project, uuid.uuid4().hex[:12])
     pyproject = project / "pyproject.toml"
     pyproject.write_text(pyproject.read_text() + '\n[tool.cuda-ext-farm.commands]\n'
                          'smoke = "python -c \'import torch, many_kernels\'"\n')
+    return project, sorted((project / "csrc").glob("k*.cu"))
+
+
+def mark(project: Path, run: str) -> None:
+    for kernel in (project / "csrc").glob("k*.cu"):
+        text = re.sub(r"\n__device__ int farm_run_\w+;\n", "", kernel.read_text())
+        kernel.write_text(text + f"\n__device__ int farm_run_{run}_{kernel.stem};\n")
+
+
+def test_the_container_builds_compiles_are_recorded(image: str, tmp_path: Path) -> None:  # noqa: F811
+    project, kernels = many_kernels(tmp_path)
     build = tmp_path / "build"
     result = run_ci("build-cuda", "13.0", "--project", str(project), "--arch-list", "8.0;9.0", "--wheelhouse",
                     str(tmp_path / "wheelhouse"), "--build-dir", str(build),
@@ -66,3 +78,50 @@ def test_the_container_builds_compiles_are_recorded(image: str, tmp_path: Path) 
     (written,) = (tmp_path / "wheelhouse").glob("*/report.json")
     reported = {c["source"]: c for c in json.loads(written.read_text())["compiles"]}
     assert all(reported[f"csrc/{k.name}"]["peak"] == cuda[f"csrc/{k.name}"]["peak"] for k in kernels)
+
+
+def container_build(project: Path, tmp_path: Path, wheelhouse: str,
+                    *extra: str) -> tuple[str, int, list[dict[str, object]]]:
+    """A container build in the same build folder; its output, status and the compiles its record holds."""
+    build = tmp_path / "build"
+    result = run_ci("build-cuda", "13.0", "--project", str(project), "--arch-list", "8.0;9.0", "--wheelhouse",
+                    str(tmp_path / wheelhouse), "--build-dir", str(build), *extra,
+                    env={"FARM_BASE_IMAGE": images.BASE_REPO, "MAX_JOBS": "2"})
+    found = list(build.glob(f"**/compiles/{records.RECORD}"))
+    lines = [json.loads(x) for x in found[0].read_text().splitlines()] if found else []
+    return result.stdout, result.returncode, [x for x in lines if x["rc"] == 0]
+
+
+def test_a_container_build_stopped_at_its_deadline_resumes_with_the_same_bytes(image: str,  # noqa: F811
+                                                                              tmp_path: Path) -> None:
+    """Records from a first build; then, sources changed (every compile misses), a build stopped at a deadline
+    its records say the last compiles cannot meet exits 75 with its line; the same command resumes, compiling
+    only what is missing (the two runs' compiles add up to one build's), and its wheel has the bytes of an
+    uninterrupted build of the same sources (all compile-cache hits by then)."""
+    project, kernels = many_kernels(tmp_path)
+    started = time.time()
+    said, code, first = container_build(project, tmp_path, "w0")
+    assert code == 0, said[-4000:]
+    longest = max(float(x["seconds"]) for x in first)  # type: ignore[arg-type]
+    lead = min(float(x["end"]) - float(x["seconds"]) for x in first) - started  # type: ignore[arg-type]
+    # the first two compiles (MAX_JOBS=2) fit, the next ones not by their records
+    seconds = int(lead + 1.5 * longest)
+    mark(project, uuid.uuid4().hex[:12])
+    said, code, stopped = container_build(project, tmp_path, "w2", "--deadline", f"{seconds}s")
+    print("\n".join(x for x in said.splitlines() if "deadline" in x))
+    assert code == 75, said[-4000:]
+    assert len(re.findall(r"stopped at the deadline: \d+ of \d+ compiles done and cached; the same command resumes",
+                          said)) == 1
+    assert not list((tmp_path / "w2").glob("*/*.whl"))
+    done = [str(x["source"]) for x in stopped if x["compiled"]]
+    said, code, resumed = container_build(project, tmp_path, "w3")
+    assert code == 0, said[-4000:]
+    again = [str(x["source"]) for x in resumed if x["compiled"]]
+    assert 0 < len(done) < len(kernels)
+    assert sorted(done + again) == sorted(f"csrc/{k.name}" for k in kernels)  # none twice, none left out
+    said, code, whole = container_build(project, tmp_path, "w4")
+    assert code == 0, said[-4000:]
+    assert not [x for x in whole if x["compiled"]]  # all hits: the same objects
+    (wheel,) = (tmp_path / "w3").glob("*/*.whl")
+    (uninterrupted,) = (tmp_path / "w4").glob("*/*.whl")
+    assert wheel.read_bytes() == uninterrupted.read_bytes()
