@@ -81,7 +81,7 @@ DECLARED: tuple[Setting, ...] = (
       group="build"),
     S("FARM_DEADLINE", "when the build stops starting compiles: a duration from now (5h30m, 90m, 3600s) or a time "
       "(23:30, 2026-01-31T23:30); the compiles running finish into the compile cache, the build exits 75 and the "
-      "same command resumes", "none", flag="--deadline", commands=("build",), group="build"),
+      "same command resumes", "none", flag="--deadline", commands=("build", "build-cuda"), group="build"),
     S("SOURCE_DATE_EPOCH", "the time stamp of the wheel's entries (reproducible builds); builds set it from the "
       "commit", "1980-01-01 (the zip epoch)",
       group="build"),
@@ -116,6 +116,8 @@ DECLARED: tuple[Setting, ...] = (
       flag="--mirror", commands=("base-image",), group="containers"),
     S("FARM_CA_BUNDLE", "a CA bundle handed to image builds", "SSL_CERT_FILE, else none", group="containers"),
     S("FARM_VOLUME_NAMESPACE", "a separate set of cache volumes (cold-build timings)", group="containers"),
+    S("FARM_CONTAINER_MEMORY", "docker's --memory (and --memory-swap) of the build container, e.g. 6g; MAX_JOBS and "
+      "nvcc's --threads are chosen against it", "none (the host's memory)", group="containers"),
     S("FARM_REGISTRY", "the image registry of images pull/push/changed", "ghcr.io/<GITHUB_REPOSITORY>",
       flag="--registry", group="containers"),
     # --- Windows -----------------------------------------------------------------------------------------------

@@ -42,6 +42,10 @@ class BuildReport:
     abi3_floor: str | None = None
     #: Whose architecture list the CUDA code was built for and audited against (``project-arch-flags``).
     archs_from: str | None = None
+    #: Every compile of the build that finished (ci/nvcc/admission.py's record): source, architectures, nvcc's
+    #: --threads, seconds, the peak memory of its process tree in bytes, and whether it ran the compiler (a
+    #: compile-cache hit did not); a resumed build's are those of its last run.
+    compiles: tuple[dict[str, Any], ...] = ()
 
     @property
     def size_mib(self) -> float:
@@ -119,6 +123,30 @@ def debug_split_text(split: dict[str, Any]) -> str:
         return "no library carried debug sections"
     parts = [f"{lib['member']} {lib['before']:,} -> {lib['after']:,} bytes ({lib['debug_file']})" for lib in libraries]
     return "; ".join(parts) + f"; wheel {split['wheel_before']:,} -> {split['wheel_after']:,} bytes"
+
+
+#: What report.json keeps of each line of the wrapper's record.
+COMPILE_FIELDS = ("source", "archs", "threads", "seconds", "peak", "compiled")
+
+
+def with_compiles(rep: BuildReport, record: Path, folder: Path) -> BuildReport:
+    """``rep`` with the compiles of ``record`` (JSON lines; the finished ones, by source), written again to
+    ``folder``'s report.json."""
+    lines: dict[str, dict[str, Any]] = {}
+    try:
+        text = record.read_text()
+    except OSError:
+        return rep
+    for raw in text.splitlines():
+        try:
+            line = json.loads(raw)
+        except ValueError:
+            continue  # a line cut by a killed compile
+        if isinstance(line, dict) and line.get("rc") == 0 and "source" in line:
+            lines[str(line["source"])] = {k: line.get(k) for k in COMPILE_FIELDS}
+    rep = dataclasses.replace(rep, compiles=tuple(lines[k] for k in sorted(lines)))
+    write_report(rep, folder)
+    return rep
 
 
 def write_report(report: BuildReport, folder: Path) -> Path:

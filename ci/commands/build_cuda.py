@@ -25,6 +25,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("cell", nargs="?", help="same as --cuda")
     selection_args(parser)
     output_args(parser)
+    parser.add_argument("--deadline", metavar="WHEN", help="stop starting compiles so as to end by then: 5h30m, 90m, "
+                        "23:30 (FARM_DEADLINE); the same command resumes")
     parser.add_argument("--base-image", help="base image (default: FARM_BASE_IMAGE or the cell's)")
 
 

@@ -40,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ci import toolenv
-from ci.gha import actions, adopt_jobs, extended_jobs
+from ci.gha import actions, adopt_jobs, chained_jobs, extended_jobs
 from ci.gha.dispatch_jobs import TARGETS_INPUT, dispatch_workflow, index_site_job, local_workflow, only_selected
 from ci.gha.steps import (
     GPU_RUNNER_VARIABLE,
@@ -207,38 +207,23 @@ def images_workflow(ctx: Context) -> dict[str, Any]:
 # --- wheels.yml --------------------------------------------------------------------------------------------
 
 
-def linux_build_job(ctx: Context, target: targets.Target) -> Job:
-    """A Linux target in its cell's image, on the runner of its architecture (aarch64: natively on the arm64
-    runner, in the manylinux_2_28_aarch64 base); the audit holds the wheel to the release's glibc floor."""
-    cell = target.cell
-    job: Job = {"name": f"build {target.id}", "runs-on": LINUX_RUNNERS[target.arch], "timeout-minutes": 180,
-                "permissions": permissions(contents="read", packages="read"),
-                "env": {**glibc_floor_env(), **base_image_env([cell])}}
-    job["steps"] = [
-        *prologue(ctx), free_disk(cell), registry_login(), *image_steps(ctx, cell, push=False, arch=target.arch),
-        *cached_build({"name": f"cibuildwheel in the {cell.name} {target.arch} image, repair, audit "
-                               f"({cell_summary(cell)})",
-                       "run": f"python -m ci build-cuda --target {target.id} --wheelhouse wheelhouse"},
-                      scheduler=True, container=True),
-        upload(f"wheel-{target.id}", f"wheelhouse/{target.id}/"),
-    ]
-    return job
-
-
 def import_job(ctx: Context, target: targets.Target) -> Job:
     runner = LINUX_RUNNERS[target.arch] if target.os == "linux" else windows_runner(target.cell)
     steps: list[Step] = [*prologue(ctx, target_python=target.python), download(f"wheel-{target.id}", "dist")]
     env = env_step(target_python_env(target.python))
     for name, command in import_steps.import_commands(target):
         steps.append({"name": name, **env, "run": command})
-    return {"name": f"import-test {target.id} (CPython {target.python})", "needs": job_key("build", target.id),
-            "runs-on": runner, "timeout-minutes": 60, "permissions": permissions(contents="read"), "steps": steps}
+    job: Job = {"name": f"import-test {target.id} (CPython {target.python})", "needs": job_key("build", target.id)}
+    if target.os == "linux":  # a chain of build jobs (ci/gha/chained_jobs.py): the one that finished has the wheel
+        job["needs"], job["if"] = chained_jobs.import_needs(target)
+    return {**job, "runs-on": runner, "timeout-minutes": 60, "permissions": permissions(contents="read"),
+            "steps": steps}
 
 
 def wheels_workflow(ctx: Context) -> dict[str, Any]:
     jobs: dict[str, Job] = {}
     for target in ctx.linux:
-        jobs[job_key("build", target.id)] = only_selected(linux_build_job(ctx, target), target.id)
+        jobs |= chained_jobs.linux_build_jobs(ctx, target)
     for target in ctx.windows:
         jobs[job_key("build", target.id)] = only_selected(windows_build_job(ctx, target), target.id)
     for target in (*ctx.linux, *ctx.windows):

@@ -48,7 +48,7 @@ from ci.builds import (
 )
 from ci.builds import tail as publish
 from ci.errors import CommandFailed, FarmError, UsageError
-from ci.linux import host, image_contents, images, sysroot
+from ci.linux import container_compiles, host, image_contents, images, sysroot
 from ci.log import log
 from ci.toolchain import compiler_cache, envs, toolkit
 from ci.toolchain.compiler_cache import in_container
@@ -262,9 +262,10 @@ def build_environment(job: ContainerBuild, ca_bundle: Path | None) -> BuildEnvir
     nvcc = nvcc_version(target.cell) or ""
     values = project_source.build_values(target, nvcc or None)
     own = {k: project.expand(v, values) for k, v in target.project.build_env.items()}
-    build_env = environment.compose(settings.current().environ, farm_settings(job, nvcc), own, inherit=False)
+    compiles, compile_args = container_compiles.compile_env(job)  # the farm's layer: the project's build-env wins
+    build_env = environment.compose(settings.current().environ, farm_settings(job, nvcc) | compiles, own, inherit=False)
     mounts, ca_env = ca_mount(ca_bundle)
-    build_env |= ca_env
+    build_env, mounts = build_env | ca_env, mounts + compile_args
     if job.sysroot is not None:
         mounts.append(f"--volume={job.sysroot.root}:{SYSROOT_MOUNT}:ro")
         build_env |= job.sysroot.build_env(build_env["CC"], build_env["CXX"], mount=SYSROOT_MOUNT)
@@ -418,7 +419,8 @@ def _build_in_container(job: ContainerBuild) -> report.BuildReport:
             source = stage / "source"
             project_source.sync_source(target.project.root, source, (job.outputs.build_root, job.outputs.wheelhouse))
             output = stage / "build-output.log"
-            with log.stage("cibuildwheel in the image"), proc.on_interrupt(lambda: remove_containers(job.job)):
+            with log.stage("cibuildwheel in the image"), proc.on_interrupt(lambda: remove_containers(job.job)), \
+                    container_compiles.measured(job, source, env):
                 try:
                     proc.run(cibuildwheel_command(source, stage / "out"), env=env, cwd=source,
                              what=f"the container build of {target.id} failed",
@@ -438,13 +440,11 @@ def _build_in_container(job: ContainerBuild) -> report.BuildReport:
             in_container.report(output.read_text(errors="replace"))  # sccache's figures, the scheduler's answer
             built = publish.one_wheel(stage / "out", "cibuildwheel")
 
-            def keep(wheel: Path, outdir: Path) -> Path:
-                return wheel  # cibuildwheel already ran auditwheel repair in the image
-
             def run_audit(wheel: Path, audited: Target) -> audit_records.AuditResult:
                 resolutions = resolve_in_container(job, volume, wheel, stage / "symbols.json")
                 return wheel_audit.audit_wheel(wheel, audited, cuobjdump, resolutions=resolutions)
 
-            return publish.publish(target, built, stage, job.outputs, repair=keep, audit=run_audit,
-                                   mode="container", nvcc=nvcc_version(target.cell), started=started, image=job.image,
-                                   cuobjdump=cuobjdump, build_output=output)
+            return container_compiles.reported(job, publish.publish(  # repaired in the image: kept as it is
+                target, built, stage, job.outputs, repair=lambda wheel, _: wheel, audit=run_audit, mode="container",
+                nvcc=nvcc_version(target.cell), started=started, image=job.image, cuobjdump=cuobjdump,
+                build_output=output))

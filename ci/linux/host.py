@@ -354,8 +354,9 @@ def _build(target: Target, outputs: tail.Outputs, started: float, *, max_jobs: i
             def run_audit(wheel: Path, audited: Target) -> audit_records.AuditResult:
                 return wheel_audit.audit_wheel(wheel, audited, cuobjdump, search=search, cuda=not cpu)
 
-            return tail.publish(
+            rep = tail.publish(
                 target, built, stage, outputs, repair=auditwheel_repair(None if cpu else target.cell.cuda_major),
                 audit=run_audit, mode="host", nvcc=tk.nvcc_version if tk else None, started=started, epoch=epoch,
                 cuobjdump=cuobjdump, build_output=source.parent / BUILD_OUTPUT,
             )
+            return report.with_compiles(rep, work / compile_records.RECORD, outputs.target_dir(target))

@@ -26,6 +26,10 @@ class DeadlineReached(FarmError):
     def line(self) -> str:
         return f"{self.what}; {self.fix}"
 
+    def __str__(self) -> str:
+        # The target's closing row quotes this: the short form, so the one line says it once.
+        return f"stopped at the deadline ({self.value} compiles done)"
+
 
 def parse(value: str, now: float | None = None) -> float:
     """Seconds since the epoch for ``value``: ``5h30m``/``90m``/``3600s``/``3600`` from ``now``, or ``23:30`` (today,

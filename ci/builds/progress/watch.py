@@ -1,9 +1,11 @@
-"""The live line of a build's compiles: one line per finished compile with done/total, elapsed time and an ETA
-from the recorded durations (the project's records in the farm's cache, else this build's mean so far), and at the
-end the slowest compiles with their time and peak memory (the record in the work folder holds all)."""
+"""The live progress of a build's compiles: done/total, elapsed time and an ETA from the recorded durations (the
+project's records in the farm's cache, else this build's mean so far); on a terminal a rich progress bar, in CI and
+logs (not a terminal, or on GitHub Actions) a line per finished compile; at the end the slowest compiles with their
+time and peak memory (the record in the work folder, and the build's report.json, hold all)."""
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -11,6 +13,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
 from ci.log import log
 from ci.nvcc.admission import gib, read_record
@@ -63,11 +68,61 @@ def slowest(lines: Sequence[Mapping[str, Any]], n: int = 5) -> list[str]:
             f"--threads {line['threads']})" for line in top]
 
 
+class Lines:
+    """CI and logs: a line per finished compile."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+
+    def __enter__(self) -> Lines:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def show(self, new: Mapping[str, Any], done: Sequence[Mapping[str, Any]], total: int | None, elapsed: float,
+             left: float | None) -> None:
+        self.console.print(line_for(new, done, total, elapsed, left), markup=False, highlight=False)
+
+
+class Bar(Lines):
+    """A terminal: one progress bar (done/total, elapsed, ETA) that the lines of the build scroll above."""
+
+    def __init__(self, console: Console) -> None:
+        super().__init__(console)
+        self.progress = Progress(TextColumn("compiles"), BarColumn(), TextColumn("{task.completed}/{task.fields[of]}"),
+                                 TextColumn("· elapsed {task.fields[elapsed]} · ETA {task.fields[eta]}"),
+                                 TextColumn("{task.fields[last]}"), console=console, transient=False)
+        self.task: TaskID = self.progress.add_task("compiles", total=None, of="?", elapsed=clock(0), eta="?", last="")
+
+    def __enter__(self) -> Bar:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def show(self, new: Mapping[str, Any], done: Sequence[Mapping[str, Any]], total: int | None, elapsed: float,
+             left: float | None) -> None:
+        count = len({str(line["source"]) for line in done})
+        self.progress.update(self.task, completed=count, total=total, of=total or "?", elapsed=clock(elapsed),
+                             eta=clock(left) if left is not None else "?", last=str(new["source"]))
+        self.progress.refresh()
+
+
+def display(console: Console) -> Lines:
+    """The bar on a terminal; lines in CI (GitHub's own marker: its log is no terminal to redraw) and logs."""
+    interactive = console.is_terminal and not console.is_dumb_terminal and os.environ.get("GITHUB_ACTIONS") != "true"
+    return Bar(console) if interactive else Lines(console)
+
+
 @contextmanager
-def watching(record: Path, source: Path, known: Mapping[str, Any], jobs: int, every: float = 0.5) -> Iterator[None]:
-    """Print a line per compile that finishes while the block runs; then the slowest five."""
+def watching(record: Path, source: Path, known: Mapping[str, Any], jobs: int, every: float = 0.5,
+             console: Console | None = None) -> Iterator[None]:
+    """Show each compile that finishes while the block runs (:func:`display`); then the slowest five, once."""
     stop = threading.Event()
     started = time.monotonic()
+    shown = display(console or log.progress)
 
     def follow() -> None:
         seen = 0
@@ -78,19 +133,22 @@ def watching(record: Path, source: Path, known: Mapping[str, Any], jobs: int, ev
                 total = total_compiles(source, known)
                 for i in range(seen, len(lines)):
                     done = lines[: i + 1]
-                    log.info(line_for(lines[i], done, total, time.monotonic() - started,
-                                      eta(done, total, known, jobs)))
+                    shown.show(lines[i], done, total, time.monotonic() - started, eta(done, total, known, jobs))
                 seen = len(lines)
             if finished:
                 return
 
     thread = threading.Thread(target=follow, name="compile-progress", daemon=True)
-    thread.start()
     try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
+        with shown:
+            thread.start()
+            try:
+                yield
+            finally:
+                stop.set()
+                thread.join()
+    finally:  # after the bar, at the end of the build (or of its stop at the deadline)
         lines = [line for line in read_record(record) if line.get("rc") == 0]
         if lines:
-            log.info(f"slowest compiles (all {len(lines)} in {record}):\n  " + "\n  ".join(slowest(lines)))
+            shown.console.print(f"slowest compiles (all {len(lines)} in {record} and the build's report.json):\n  "
+                                + "\n  ".join(slowest(lines)), markup=False, highlight=False)
