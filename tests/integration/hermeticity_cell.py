@@ -144,6 +144,7 @@ def commit() -> str:
     git = shutil.which("git")
     if git is None:
         return ""
-    out = subprocess.run([git, "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                         check=False)
+    # The farm's code under test: the last commit that changed ci/ (the suite's own files change apart from it).
+    out = subprocess.run([git, "-C", str(ROOT), "log", "-1", "--format=%h", "--", "ci"], capture_output=True,
+                         text=True, check=False)
     return out.stdout.strip()

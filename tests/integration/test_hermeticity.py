@@ -32,6 +32,7 @@ pytestmark = pytest.mark.slow
 OWN = ("-gencode=arch=compute_86,code=sm_86",)
 REPLACE = 'project-arch-flags = "replace"\n'
 KEEP = 'project-arch-flags = "keep"\n'
+DEBUG_ENV = 'debug-env = { NVCC_APPEND_FLAGS = "-G" }\n'
 
 
 def _flags(variable: str, first: str, second: str) -> tuple[Value, Value]:
@@ -42,6 +43,13 @@ def _build_env(flags: str) -> Value:
     return Value(table=f'build-env = {{ NVCC_APPEND_FLAGS = "{flags}" }}\n')
 
 
+def _listed(key: str, first: str, second: str) -> tuple[Value, Value]:
+    """Two releases the project lists (the same table both times), the build choosing one (``--cuda``,
+    ``--torch``)."""
+    table = f'{key} = ["{first}", "{second}"]\n'
+    return Value(args=(f"--{key}", first), table=table), Value(args=(f"--{key}", second), table=table)
+
+
 INPUTS = (
     Input("caller NVCC_APPEND_FLAGS", *_flags("NVCC_APPEND_FLAGS", "-DFOO=1", "-DFOO=2")),
     Input("caller NVCC_PREPEND_FLAGS", *_flags("NVCC_PREPEND_FLAGS", "-DFOO=1", "-DFOO=2")),
@@ -49,6 +57,8 @@ INPUTS = (
     Input("compress-fatbin true -> false", Value(), Value(table="compress-fatbin = false\n")),
     Input("develop: caller NVCC_APPEND_FLAGS", *_flags("NVCC_APPEND_FLAGS", "-DFOO=1", "-DFOO=2"), verb="develop"),
     Input("develop -> develop --debug", Value(), Value(args=("--debug",)), verb="develop"),
+    Input("develop -> develop --debug, the project's debug-env", Value(table=DEBUG_ENV),
+          Value(args=("--debug",), table=DEBUG_ENV), verb="develop"),
     Input("--arch-list 9.0 -> 8.0 (refuse)", Value(), Value(args=("--arch-list", "8.0"))),
     Input("--arch-list 9.0 -> 8.0;9.0 (replace)", Value(table=REPLACE, own_flags=OWN),
           Value(args=("--arch-list", "8.0;9.0"), table=REPLACE, own_flags=OWN)),
@@ -56,8 +66,8 @@ INPUTS = (
           Value(args=("--arch-list", "8.0"), table=KEEP, own_flags=OWN), shapes=False),
     Input("project-arch-flags keep -> replace", Value(table=KEEP, own_flags=OWN),
           Value(table=REPLACE, own_flags=OWN)),
-    Input("toolkit cell 13.0 -> 13.2", Value(), Value(args=("--cuda", "13.2"))),
-    Input("torch 2.11 -> 2.12", Value(), Value(args=("--torch", "2.12"))),
+    Input("toolkit cell 13.0 -> 13.2", *_listed("cuda", "13.0", "13.2")),
+    Input("torch 2.11 -> 2.12", *_listed("torch", "2.11", "2.12")),
     Input("host compiler g++-12 -> g++-11", Value(), Value(env={"CC": "gcc-11", "CXX": "g++-11"})),
 )
 BY_NAME = {i.name: i for i in INPUTS}
