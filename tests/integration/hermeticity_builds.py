@@ -58,6 +58,19 @@ class Value:
 
 
 @dataclasses.dataclass(frozen=True)
+class Library:
+    """What a build shipped: the library's bytes (``host``) and its device code as cuobjdump extracts it
+    (``device``: each cubin and PTX, decompressed, by name). ``develop`` passes none of the farm's deterministic
+    nvcc flags (no ``-objtemp``), so nvcc's temporary names (its process id) land in the host code and, under
+    ``-G``, in the device code's debug information: there they are masked, the compressed fatbin and the build id
+    (a hash of the rest) are zeroed in ``host``, and the device code is compared decompressed. A ``build``'s
+    library is compared byte for byte."""
+
+    host: bytes
+    device: bytes
+
+
+@dataclasses.dataclass(frozen=True)
 class Outcome:
     """What one build did: its exit status and output, the library it shipped (the wheel's, or develop's in-place
     one), whether ninja ran foo.cu's compile, and the cache's answer for it (``hit``, ``remote hit``, ``miss``,
@@ -65,7 +78,7 @@ class Outcome:
 
     returncode: int
     output: str
-    library: bytes | None
+    library: Library | None
     compiled: bool
     cache: str
 
@@ -124,6 +137,50 @@ def library_of(wheel: Path) -> bytes | None:
         return archive.read(names[0]) if names else None
 
 
+#: nvcc's name for an intermediate file without ``-objtemp``: its process id and a counter, 8 hex digits each.
+TEMPORARY = re.compile(rb"tmpxft_[0-9a-f]{8}_[0-9a-f]{8}")
+#: The GNU build-id note: its header, then the 20-byte hash.
+BUILD_ID = re.compile(rb"(\x04\x00\x00\x00\x14\x00\x00\x00\x03\x00\x00\x00GNU\x00).{20}", re.S)
+
+
+def masked(data: bytes) -> bytes:
+    """``data`` with nvcc's temporary names masked (same length: nothing else moves)."""
+    return TEMPORARY.sub(b"tmpxft_xxxxxxxx_xxxxxxxx", data)
+
+
+def device_code(library: bytes) -> bytes:
+    """Each cubin and PTX of ``library`` (cuobjdump, decompressed), named, in name order."""
+    from ci.toolchain import toolkit
+
+    cuobjdump = str(toolkit.ensure_cuobjdump())
+    with tempfile.TemporaryDirectory(prefix="hermetic-device-") as folder:
+        path = Path(folder) / "lib.so"
+        path.write_bytes(library)
+        for what in ("--extract-elf", "--extract-ptx"):
+            subprocess.run([cuobjdump, what, "all", str(path)], cwd=folder, capture_output=True, check=False)
+        parts = sorted(p for p in Path(folder).iterdir() if p.suffix in (".cubin", ".ptx"))
+        return b"".join(p.name.encode() + b"\0" + p.read_bytes() for p in parts)
+
+
+def shipped(library: bytes, verb: str) -> Library:
+    if verb == "build":
+        return Library(library, device_code(library))
+    host = BUILD_ID.sub(lambda m: m.group(1) + b"\0" * 20, masked(_zero_section(library, ".nv_fatbin")))
+    return Library(host, masked(device_code(library)))
+
+
+def _zero_section(library: bytes, name: str) -> bytes:
+    import io
+
+    from elftools.elf.elffile import ELFFile
+
+    section = ELFFile(io.BytesIO(library)).get_section_by_name(name)
+    if section is None:
+        return library
+    start, size = section["sh_offset"], section["sh_size"]
+    return library[:start] + b"\0" * size + library[start + size:]
+
+
 def kernel_cache_result(build: Path, stats_log: Path | None, sccache_stats: Mapping[str, object] | None) -> str:
     """The cache's answer for foo.cu: from ccache's stats log (a ``# <file>`` line before each compile's
     counters) or sccache's statistics (``CUDA``: one nvcc call as a whole)."""
@@ -139,7 +196,8 @@ def kernel_cache_result(build: Path, stats_log: Path | None, sccache_stats: Mapp
         assert isinstance(stats, dict)
         hits = stats.get("cache_hits", {}).get("counts", {}).get("CUDA", 0)
         misses = stats.get("cache_misses", {}).get("counts", {}).get("CUDA", 0)
-        return "hit" if hits and not misses else "miss" if misses else "-"
+        # Neither: sccache did not cache the call (it declines some, -G among them: "non-cacheable").
+        return "hit" if hits and not misses else "miss" if misses else "uncached"
     return "-"
 
 
@@ -244,7 +302,7 @@ def farm(verb: str, place: Place, value: Value, engine: str, cache: Path, remote
 
 
 def _run(verb: str, place: Place, value: Value, engine: str,
-         env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], bytes | None, Path | None]:
+         env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], Library | None, Path | None]:
     stats_log: Path | None = None
     if verb == "build":
         wheelhouse = place.scratch / "wheelhouse"
@@ -260,21 +318,11 @@ def _run(verb: str, place: Place, value: Value, engine: str,
     cmd = [sys.executable, "-m", "ci", verb, "--project", str(place.project), *where, *ARCHS, *value.args]
     said = subprocess.run(cmd, cwd=ROOT, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           timeout=3600)
-    if verb == "build":
+    library: bytes | None = None
+    if said.returncode == 0 and verb == "build":
         wheels = sorted((place.scratch / "wheelhouse").glob("*/*.whl"))
-        library = library_of(wheels[0]) if said.returncode == 0 and wheels else None
-    else:
+        library = library_of(wheels[0]) if wheels else None
+    elif said.returncode == 0:
         found = sorted((place.project / "src").rglob("_C*.so"))
-        library = masked_temporaries(found[0].read_bytes()) if said.returncode == 0 and found else None
-    return said, library, stats_log
-
-
-#: nvcc's name for an intermediate file without ``-objtemp`` (its process id and a counter, 8 hex digits each),
-#: which lands in the library: ``develop`` passes no ``-objtemp``, so two of its builds from empty caches differ
-#: there and nowhere else (measured: 3 bytes of one string).
-TEMPORARY = re.compile(rb"tmpxft_[0-9a-f]{8}_[0-9a-f]{8}")
-
-
-def masked_temporaries(library: bytes) -> bytes:
-    """``library`` with nvcc's temporary names masked (same length: nothing else moves)."""
-    return TEMPORARY.sub(b"tmpxft_xxxxxxxx_xxxxxxxx", library)
+        library = found[0].read_bytes() if found else None
+    return said, shipped(library, verb) if library is not None else None, stats_log

@@ -36,6 +36,9 @@ class Input:
     b: Value
     verb: str = "build"
     shapes: bool = True
+    #: Where the second value must change the library: ``device`` (its cubins and PTX) where the host code
+    #: differs anyway (develop --debug builds in a folder of its own, whose path the host code's debug info holds).
+    differs_in: str = "library"
 
 
 @dataclasses.dataclass
@@ -105,8 +108,11 @@ def judge(inp: Input, engine: str, builds: dict[str, Outcome]) -> Row:
         row.equals_empty = changed.library == ref.library
         if not row.equals_empty:
             row.problems.append("the changed build's library is not the empty-cache build's")
-    if changed.ok and base.ok:
-        row.differs = changed.library != base.library
+    if changed.library is not None and base.library is not None:
+        if inp.differs_in == "device":
+            row.differs = changed.library.device != base.library.device
+        else:
+            row.differs = changed.library != base.library
         if row.differs != inp.shapes:
             row.problems.append("the changed input did not change the library" if inp.shapes else
                                 "the library changed, though this input must not shape it")
@@ -135,7 +141,7 @@ def reuse(outcome: Outcome) -> str:
     if not outcome.compiled:
         return "ninja ran no compile of it"
     return {"hit": "a cache hit", "remote hit": "a hit from the shared server", "miss": "a cache miss",
-            "-": "compiled"}[outcome.cache]
+            "uncached": "compiled, the cache declined it", "-": "compiled"}[outcome.cache]
 
 
 def commit() -> str:
