@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ci.errors import UsageError
+from ci.nvcc import wrapper
 from ci.universe.targets import Target
 
 #: Flag variables: the caller's, the project's and the farm's parts, joined by a space in that order.
@@ -110,3 +112,15 @@ def farm_flags(target: Target, nvcc_version: str | None, source: str | None = No
     nvcc = " ".join(filter(None, (deterministic_nvcc_flags(target.id, nvcc_version or "13"),
                                   f"-Xcompiler={mapping}" if mapping else "", fatbin_compression_flags(target))))
     return {"NVCC_APPEND_FLAGS": nvcc, **({"CPPFLAGS": mapping} if mapping else {})}
+
+
+def check_nvcc_flags(env: Mapping[str, str], whose: str) -> None:
+    """nvcc's flag variables in ``env`` split as nvcc splits them (``ci/nvcc/wrapper.py``, which folds them into
+    each compile's command line), or one error naming the variable (``whose``: where its value came from)."""
+    for name in wrapper.FLAG_VARIABLES:
+        try:
+            wrapper.split_flags(env.get(name, ""), name)
+        except wrapper.UnbalancedQuote as exc:
+            raise UsageError(f"{name} ({whose}) has an unbalanced double quote", exc.value,
+                             f"close the quote, or write a flag with spaces in one pair of quotes "
+                             f'(-Xcompiler="-O2 -g"): nvcc splits {name} at spaces outside double quotes') from None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import hashlib
 import json
 import re
 import shutil
@@ -20,7 +21,7 @@ import time
 from pathlib import Path
 
 from ci import fsutil, proc, settings
-from ci.builds import failure, preflight, project_source, tail
+from ci.builds import build_key, environment, failure, preflight, project_source, tail
 from ci.errors import CommandFailed, UsageError
 from ci.linux import host as build
 from ci.log import log
@@ -30,6 +31,8 @@ from ci.universe.archs import with_arch_list
 from ci.universe.targets import Target
 
 _NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]")
+#: The folder of the compile cache's fronts inside the build folder.
+LAUNCHER = "launcher"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,9 +84,11 @@ def develop(
                          f"use {settings.entry('build')} (a wheel) for projects without a setup.py")
     preflight.preflight(target)  # what the source alone refuses (submodules, links, the C++ standard), first
     cpu = target.cpu
+    environment.check_nvcc_flags(settings.current().environ, "your environment's")  # before anything runs nvcc
     tk = None if cpu else toolkit.ensure_toolkit(target.cell)
     env = envs.target_env(target)
-    build.check_build_torch(target, envs.torch_metadata(env))
+    torch = envs.torch_metadata(env)
+    build.check_build_torch(target, torch)
     flavour = "debug" if debug else "release"
     archs = None if cpu else develop_arch_list(target, arch_list, release_archs)
     folder = outputs.build_root / "develop" / f"{target.id}-{flavour}"
@@ -92,7 +97,12 @@ def develop(
     folder.mkdir(parents=True, exist_ok=True)
     if archs:
         target = dataclasses.replace(target, cell=with_arch_list(target.cell, archs))
-    compile_env, launcher = _compile_env(target, tk, folder, debug=debug, max_jobs=max_jobs, use_cache=use_cache)
+    compile_env, launcher = _compile_env(target, tk, env.python, folder, debug=debug, max_jobs=max_jobs,
+                                         use_cache=use_cache)
+    key = build.work_key(compile_env, tk, env, torch, build.compilers_of(compile_env, None))
+    kept = (build_key.KEY_FILE, LAUNCHER, build.NVCC_SHIM)  # the fronts in front of the compilers, made above
+    build_key.keep_or_clear(folder, key, [p for p in folder.iterdir() if p.name not in kept],
+                            f"the in-place build folder of {target.id} ({flavour})")
     cmd: list[str | Path] = [env.python, "setup.py", "build", "--build-base", folder, "build_ext", "--inplace",
                              "--build-temp", folder / "temp"]
     # Nothing changed since the last successful build (sources, command, environment, outputs): skip
@@ -108,17 +118,18 @@ def develop(
     return DevResult(seconds=time.monotonic() - started, compiled=compiled, launcher=launcher, arch_list=archs)
 
 
-def _compile_env(target: Target, tk: toolkit.InstalledToolkit | None, folder: Path, *, debug: bool,
+def _compile_env(target: Target, tk: toolkit.InstalledToolkit | None, python: Path, folder: Path, *, debug: bool,
                  max_jobs: int | None, use_cache: bool) -> tuple[dict[str, str], str | None]:
     """The in-place build's environment (the host build's, with debug-env in a debug build) and the compile cache
-    it runs through (None: none)."""
+    it runs through (None: none), behind the nvcc wrapper (ci/nvcc/wrapper.py) as on every route."""
     compile_env = build.compiler_env(target, tk, cpu=target.cpu, max_jobs=max_jobs)
     if debug:
         values = project_source.build_values(target, tk.nvcc_version if tk else None)
         compile_env |= {k: project.expand(v, values) for k, v in target.project.debug_env.items()}
     launcher = compiler_cache.find_launcher() if use_cache and compiler_cache.cache_enabled() else None
     if launcher:
-        compile_env |= compiler_cache.launcher_env(launcher, tk, folder / "launcher", target.project.root)
+        compile_env |= compiler_cache.launcher_env(launcher, tk, folder / LAUNCHER, target.project.root)
+    compile_env |= build.nvcc_wrapper_env(target, tk, python, compile_env, folder / build.NVCC_SHIM)
     return compile_env | compiler_cache.remote_cache_env(), launcher
 
 
@@ -158,5 +169,7 @@ def _state(root: Path, cmd: list[str | Path], env: dict[str, str], outputs: tail
     for folder in sorted({(root / name).parent for name in files}):
         for lib in sorted([*folder.glob("*.so"), *folder.glob("*.pyd")]):
             built[str(lib.relative_to(root))] = lib.stat().st_mtime_ns
-    return json.dumps({"sources": sources, "cmd": [str(c) for c in cmd], "env": env, "built": built},
+    # The environment as a digest: its values may hold secrets (a cache URL's password), never written to disk.
+    environ = hashlib.sha256(json.dumps(env, sort_keys=True).encode()).hexdigest()
+    return json.dumps({"sources": sources, "cmd": [str(c) for c in cmd], "env": environ, "built": built},
                       sort_keys=True)

@@ -25,10 +25,21 @@ from pathlib import Path
 from ci import fsutil, proc, settings, toolenv
 from ci.audit import checks as audit_records
 from ci.audit import symbols, wheel_audit
-from ci.builds import arch_flags, cuda_available, environment, failure, preflight, project_source, report, tail
+from ci.builds import (
+    arch_flags,
+    build_key,
+    cuda_available,
+    environment,
+    failure,
+    preflight,
+    project_source,
+    report,
+    tail,
+)
 from ci.errors import CommandFailed, UsageError
 from ci.linux import cross, qemu, sysroot
 from ci.log import log
+from ci.nvcc import shim as nvcc_shim
 from ci.toolchain import compiler_cache, envs, toolkit
 from ci.universe import project
 from ci.universe.targets import Target
@@ -79,19 +90,37 @@ def compiler_env(target: Target, tk: toolkit.InstalledToolkit | None, *, cpu: bo
     else:
         values = project_source.build_values(target, None)
         own = {k: project.expand(v, values) for k, v in config.cpu_env.items()}
-    return environment.compose(settings.current().environ, {**settings_env, **(farm or {})}, own,
-                               pathsep=os.pathsep)
+    caller = settings.current().environ
+    environment.check_nvcc_flags(caller, "your environment's")
+    environment.check_nvcc_flags(own, "build-env's in [tool.cuda-ext-farm]")
+    return environment.compose(caller, {**settings_env, **(farm or {})}, own, pathsep=os.pathsep)
+
+
+#: Build requirements of CMake builds: their CMake would find the toolkit through ci/nvcc/shim.py's folder, and
+#: CMake 3.x then links without the toolkit's library folder (measured: ``cannot find -lcudadevrt``).
+CMAKE_BUILDS = ("cmake", "scikit-build", "scikit-build-core", "py-build-cmake", "meson-python")
 
 
 def nvcc_wrapper_env(target: Target, tk: toolkit.InstalledToolkit | None, python: Path,
-                     requested: Mapping[str, str]) -> dict[str, str]:
+                     requested: Mapping[str, str], shim: Path | None = None) -> dict[str, str]:
     """ci/nvcc/wrapper.py in front of the nvcc the build asks for (the project's or the caller's ``PYTORCH_NVCC``,
-    else the toolkit's): architecture flags checked, replaced or kept at every compile (ci/builds/arch_flags.py)."""
+    else the toolkit's): architecture flags checked, replaced or kept at every compile (ci/builds/arch_flags.py).
+    With ``shim`` (a folder of the work folder), also where setuptools compiles without ninja (``use_ninja=False``:
+    torch runs ``CUDA_HOME/bin/nvcc``): ``CUDA_HOME`` names the folder of ci/nvcc/shim.py, unless the project's
+    build-env names its own or the project builds with CMake (:data:`CMAKE_BUILDS`)."""
     if tk is None or target.cpu:
         return {}
     asked = requested.get("PYTORCH_NVCC") or settings.current().environ.get("PYTORCH_NVCC") or shlex.quote(str(tk.nvcc))
-    return arch_flags.wrapper_env(target, str(python), str(arch_flags.WRAPPER), asked)
+    env = arch_flags.wrapper_env(target, str(python), str(arch_flags.WRAPPER), asked)
+    cmake = any(envs.requirement_name(r) in CMAKE_BUILDS for r in target.project.build_requires)
+    if shim is None or cmake or requested.get("CUDA_HOME") != str(tk.cuda_home):
+        return env
+    nvcc_shim.make_shim(shim, tk.cuda_home, [str(python), "-I", str(arch_flags.WRAPPER)])
+    return env | {"CUDA_HOME": str(shim)}
 
+
+#: The toolkit folder in front of the real one, in the work folder (ci/nvcc/shim.py).
+NVCC_SHIM = "nvcc-front"
 
 #: The build's output, kept beside the source copy (read again for the audit: ``tail.publish``).
 BUILD_OUTPUT = "build-output.log"
@@ -173,6 +202,8 @@ def build(target: Target, outputs: tail.Outputs, *, max_jobs: int | None = None)
     """Build, repair, audit and publish ``target`` (``target.cpu``: a CPU-only wheel, no toolkit)."""
     started = time.monotonic()
     preflight.preflight(target)  # what the source alone refuses (links, submodules, C++ standard): now
+    # before anything runs nvcc (the toolkit's own check of it reads these variables too)
+    environment.check_nvcc_flags(settings.current().environ, "your environment's")
     with tail.no_empty_wheelhouse(outputs):
         outputs.check_writable()
         return _build(target, outputs, started, max_jobs=max_jobs)
@@ -195,7 +226,29 @@ def _build_env(target: Target, tk: toolkit.InstalledToolkit | None, env: envs.Py
     requested = compiler_env(target, tk, cpu=target.cpu, max_jobs=max_jobs, farm=farm)
     if linked is not None and setup is None:
         requested |= linked.build_env(*sysroot.host_compilers({**settings.current().environ, **requested}))
-    return requested | nvcc_wrapper_env(target, tk, env.python, requested)
+    return requested | nvcc_wrapper_env(target, tk, env.python, requested, work / NVCC_SHIM)
+
+
+def work_key(build_env: Mapping[str, str], tk: toolkit.InstalledToolkit | None, env: envs.PythonEnv,
+             torch: Mapping[str, str | None], compilers: str) -> dict[str, str]:
+    """The key of the target's work folder (ci/builds/build_key.py): the variables its compiles see (the caller's
+    under the build's), the toolkit, torch, the compilers (:func:`compilers_of`) and the nvcc wrapper."""
+    seen = {**settings.current().environ, **build_env}
+    parts = {"torch": f"{torch.get('version')} {env.python}", "nvcc wrapper": arch_flags.WRAPPER.read_text(),
+             "compilers": compilers}
+    if tk is not None:
+        parts["toolkit"] = f"{tk.nvcc_version} {tk.cuda_home}"
+    return build_key.key_of(seen, parts)
+
+
+def compilers_of(build_env: Mapping[str, str], setup: cross.CrossSetup | None) -> str:
+    """The compilers the build runs, as the key sees them: CC/CXX/NVCC_CCBIN as set (the sysroot's wrappers), and
+    behind them the machine's own or the cross compiler (its version: the wrappers hold its path)."""
+    asked = [build_env[n].split()[0] for n in ("CC", "CXX", "NVCC_CCBIN") if build_env.get(n, "").split()]
+    behind = ([setup.compiler.cc, setup.compiler.cxx] if setup is not None
+              else list(sysroot.host_compilers({**settings.current().environ, **build_env})))
+    version = f" aarch64 g++ {setup.compiler.version}" if setup is not None else ""
+    return " ".join(build_key.file_identity(c) for c in (*asked, *behind)) + version
 
 
 def _build(target: Target, outputs: tail.Outputs, started: float, *, max_jobs: int | None) -> report.BuildReport:
@@ -208,11 +261,11 @@ def _build(target: Target, outputs: tail.Outputs, started: float, *, max_jobs: i
             tk = None if cpu else toolkit.ensure_toolkit(target.cell)
             cuobjdump = None if cpu else toolkit.ensure_cuobjdump()
             env = envs.target_env(target)
-            check_build_torch(target, envs.torch_metadata(env))
+            torch = envs.torch_metadata(env)
+            check_build_torch(target, torch)
         work = outputs.work_dir(target)
+        work.mkdir(parents=True, exist_ok=True)
         source = work / "src"
-        copied = project_source.sync_source(target.project.root, source, (outputs.build_root, outputs.wheelhouse))
-        log.info(f"sources in {source} ({copied} files updated)")
         with tail.staging(outputs, target) as stage:
             cmd: list[str | Path] = [env.python, "-m", "build", "--wheel", "--no-isolation", "--outdir",
                                      stage / "dist", source]
@@ -220,7 +273,14 @@ def _build(target: Target, outputs: tail.Outputs, started: float, *, max_jobs: i
             build_env = _build_env(target, tk, env, source, work, setup, linked, epoch, max_jobs)
             route = "cross" if setup is not None else "host"
             with log.stage("the wheel build"), compiler_cache.for_build(route, build_env, work, source) as cached:
-                run_build(cmd, build_env | arch_flags.behind_wrapper(cached, build_env), source, target)
+                build_env |= arch_flags.behind_wrapper(cached, build_env)
+                key = work_key(build_env, tk, env, torch, compilers_of(build_env, setup))
+                # torch's build/ (ninja's objects) is inside the copy; a clean copy also gets the commit's times
+                build_key.keep_or_clear(work, key, [source], f"the work folder of {target.id}")
+                copied = project_source.sync_source(target.project.root, source,
+                                                    (outputs.build_root, outputs.wheelhouse))
+                log.info(f"sources in {source} ({copied} files updated)")
+                run_build(cmd, build_env, source, target)
                 built = tail.one_wheel(stage / "dist", "the wheel build")
             search = symbol_search(target, env, tk, setup, linked)
 

@@ -17,8 +17,17 @@ cross build, containers, Windows), and this script decides at each compile, befo
   farm's plain one for that architecture, since such kernels compile for nothing else;
 * ``keep``: the project's own list is built (the audit then checks the wheel against that list).
 
+Before anything else it **folds** into the argument list what nvcc would read from its environment
+(:func:`fold`): ``NVCC_PREPEND_FLAGS`` before the arguments, ``NVCC_APPEND_FLAGS`` after them (split as nvcc splits
+them: :func:`split_flags`), and ``NVCC_CCBIN`` as ``-ccbin`` when no ``-ccbin``/``--compiler-bindir`` is given,
+and removes those variables from the next command's environment. nvcc compiles exactly what it compiled before
+(the same sub-commands, checked with ``nvcc --dryrun`` against nvcc 13.0), but a compile cache behind this script
+(ccache, sccache) hashes the command line and never those variables: folded, the farm's flags (``-objtemp``,
+``-frandom-seed``, ``--compress-mode``), the project's ``build-env`` and the caller's shell are part of every
+cache key. The architecture decision below works on the folded list.
+
 Each compile it lets through prints one line (:data:`COMPILED`): the architecture flags nvcc runs with and the
-flags nvcc reads from ``NVCC_APPEND_FLAGS`` (the project's and the farm's), which no printed command shows.
+flags that came from ``NVCC_APPEND_FLAGS`` (the project's and the farm's), which no printed command shows.
 
 A compile with no architecture flag at all is refused in ``refuse`` and ``keep`` (:data:`NO_FLAGS`; nvcc would
 compile for its default architecture) and given the farm's list in ``replace``. Anything that is not a compile
@@ -28,7 +37,9 @@ are those nvcc alone makes.
 Run as ``python -I wrapper.py <nvcc arguments>``, standard library only (it runs inside containers and on
 Windows). Environment: ``FARM_NVCC_NEXT``, the command to run (nvcc, a compile cache in front of it, or
 ``nvcc-module-anchor``), a shell-quoted word list on POSIX, one path on Windows; ``FARM_NVCC_ARCH_LIST``, the
-list the farm's flags come from; ``FARM_NVCC_ARCH_MODE``, the mode (unset: ``refuse``).
+list the farm's flags come from; ``FARM_NVCC_ARCH_MODE``, the mode (unset: ``refuse``); the variables of
+:data:`FOLDED`. A flag variable with an unbalanced double quote stops the compile with one line
+(:data:`UNBALANCED`; nvcc itself would say only ``Stray '"' character``).
 """
 
 from __future__ import annotations
@@ -38,14 +49,24 @@ import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 MODES = ("refuse", "replace", "keep")
 #: nvcc's architecture options; ``-gencode``'s long form is written as ``-gencode``.
 OPTIONS = ("-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code", "--gpu-code")
-#: The variables nvcc reads flags from besides its command line.
-FLAG_VARIABLES = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
+#: The variables nvcc reads flags from besides its command line: put before its arguments, and after them.
+PREPEND, APPEND = "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS"
+FLAG_VARIABLES = (PREPEND, APPEND)
+#: nvcc's host compiler when no ``-ccbin``/``--compiler-bindir`` is given (a path, taken verbatim).
+CCBIN = "NVCC_CCBIN"
+CCBIN_OPTIONS = ("-ccbin", "--compiler-bindir")
+#: Everything :func:`fold` moves onto the command line (and out of the next command's environment).
+FOLDED = (*FLAG_VARIABLES, CCBIN)
+#: The line an unbalanced quote in a flag variable prints (then the script exits :data:`BAD_VARIABLE`).
+UNBALANCED = ("cuda-ext-farm nvcc: error: {name} has an unbalanced double quote ({value}): close it, or write a "
+              "flag with spaces as \"-Xcompiler=-a -b\" (nvcc splits {name} at spaces outside double quotes)")
+BAD_VARIABLE = 2
 #: The line a refused compile prints (then the script exits 3: nvcc never ran).
 OWN_FLAGS = "cuda-ext-farm nvcc: own architecture flags: {flags} (the farm's list: {arch_list})"
 NO_FLAGS = "cuda-ext-farm nvcc: no architecture flags: {source} (the farm's list: {arch_list})"
@@ -70,6 +91,63 @@ def torch_arch_flags(arch_list: str) -> list[str]:
         if item.strip().endswith("+PTX"):
             flags.add(f"-gencode=arch=compute_{num},code=compute_{num}")
     return sorted(flags)
+
+
+class UnbalancedQuote(ValueError):
+    """A flag variable whose double quotes do not pair up (nvcc refuses it: ``Stray '"' character``)."""
+
+    def __init__(self, name: str, value: str) -> None:
+        super().__init__(UNBALANCED.format(name=name, value=value))
+        self.name, self.value = name, value
+
+
+def split_flags(value: str, name: str = APPEND) -> list[str]:
+    """The words nvcc makes of a flag variable's ``value``: split at spaces and tabs outside double quotes, each
+    word kept as written (quotes and backslashes too: nvcc reads such a word on its command line exactly as it read
+    it in the variable); inside quotes ``\\"`` does not close them. Raises :class:`UnbalancedQuote` (``name``: the
+    variable, for its message)."""
+    words: list[str] = []
+    word: str | None = None
+    quoted = False
+    i = 0
+    while i < len(value):
+        char = value[i]
+        if quoted and value.startswith('\\"', i):
+            char, i = '\\"', i + 1
+        elif char == '"':
+            quoted = not quoted
+        elif char in " \t" and not quoted:
+            if word is not None:
+                words.append(word)
+            word, i = None, i + 1
+            continue
+        word, i = (word or "") + char, i + 1
+    if quoted:
+        raise UnbalancedQuote(name, value)
+    return [*words, word] if word is not None else words
+
+
+def has_ccbin(args: Sequence[str]) -> bool:
+    return any(a in CCBIN_OPTIONS or a.startswith(tuple(f"{o}=" for o in CCBIN_OPTIONS)) for a in args)
+
+
+class Folded(NamedTuple):
+    """An nvcc argument list with its environment's flags folded in, and where ``NVCC_APPEND_FLAGS``' words are."""
+
+    args: list[str]
+    appended: range
+
+
+def fold(args: Sequence[str], env: Mapping[str, str]) -> Folded:
+    """``args`` as nvcc would run them with ``env``'s :data:`FOLDED` variables: ``NVCC_PREPEND_FLAGS`` first,
+    ``NVCC_APPEND_FLAGS`` last, ``-ccbin NVCC_CCBIN`` after them where no host compiler option is given."""
+    before = split_flags(env.get(PREPEND, ""), PREPEND)
+    after = split_flags(env.get(APPEND, ""), APPEND)
+    folded = [*before, *args, *after]
+    start = len(before) + len(args)
+    if env.get(CCBIN) and not has_ccbin(folded):
+        folded += ["-ccbin", env[CCBIN]]
+    return Folded(folded, range(start, start + len(after)))
 
 
 class Found(NamedTuple):
@@ -102,9 +180,10 @@ def find_flags(args: Sequence[str]) -> Found:
 
 
 def is_compile(args: Sequence[str]) -> bool:
-    """A compile of a CUDA source (``-c``, or ninja's ``--generate-dependencies-with-compile``), not a device link
-    or a query."""
-    return "-c" in args or "--compile" in args
+    """A compile of a project's CUDA source (``-c``, or ninja's ``--generate-dependencies-with-compile``), not a
+    device link, a query or one of CMake's probes of the compiler (a source in ``CMakeFiles/``: CMake checks that
+    nvcc works with its own default architecture, before the project's flags exist)."""
+    return ("-c" in args or "--compile" in args) and "/CMakeFiles/" not in source_of(args).replace("\\", "/")
 
 
 def specific_targets(flags: Iterable[str]) -> dict[str, str]:
@@ -131,31 +210,30 @@ def source_of(args: Sequence[str]) -> str:
 
 
 class Decision(NamedTuple):
-    """What to run (the arguments, the flag variables' values), or the line that refuses the compile."""
+    """What to run (the arguments), or the line that refuses the compile; ``dropped``: the indexes of the input's
+    words left out (``replace`` takes the project's architecture flags out)."""
 
     args: list[str]
-    env: dict[str, str]
     refusal: str = ""
+    dropped: frozenset[int] = frozenset()
 
 
-def decide(args: Sequence[str], env: dict[str, str], mode: str, arch_list: str) -> Decision:
-    """The arguments nvcc runs with under ``mode``, given the farm's ``arch_list`` (empty: no check)."""
-    unchanged = Decision(list(args), {})
+def decide(args: Sequence[str], mode: str, arch_list: str) -> Decision:
+    """The arguments nvcc runs with under ``mode``, given the farm's ``arch_list`` (empty: no check); ``args``:
+    folded (:func:`fold`), so flags from the environment count as the project's own too."""
+    unchanged = Decision(list(args))
     if not arch_list or not is_compile(args):
         return unchanged
     found = find_flags(args)
-    in_env = {name: find_flags(shlex.split(env.get(name, ""))) for name in FLAG_VARIABLES}
-    own = [*found.flags, *(f for name in FLAG_VARIABLES for f in in_env[name].flags)]
-    if sorted(set(own)) == torch_arch_flags(arch_list) or (mode == "keep" and own):
+    if sorted(set(found.flags)) == torch_arch_flags(arch_list) or (mode == "keep" and found.flags):
         return unchanged
     if mode == "replace":
-        kept = [a for i, a in enumerate(args) if i not in set(found.positions)]
-        cleaned = {name: shlex.join(w for i, w in enumerate(shlex.split(env[name])) if i not in set(f.positions))
-                   for name, f in in_env.items() if f.flags}
-        return Decision([*kept, *replacement(arch_list, own)], cleaned)
-    if not own:
-        return Decision([], {}, NO_FLAGS.format(source=source_of(args), arch_list=arch_list))
-    return Decision([], {}, OWN_FLAGS.format(flags=" ".join(dict.fromkeys(own)), arch_list=arch_list))
+        dropped = frozenset(found.positions)
+        kept = [a for i, a in enumerate(args) if i not in dropped]
+        return Decision([*kept, *replacement(arch_list, found.flags)], dropped=dropped)
+    if not found.flags:
+        return Decision([], NO_FLAGS.format(source=source_of(args), arch_list=arch_list))
+    return Decision([], OWN_FLAGS.format(flags=" ".join(dict.fromkeys(found.flags)), arch_list=arch_list))
 
 
 def next_command(value: str) -> list[str]:
@@ -166,19 +244,26 @@ def next_command(value: str) -> list[str]:
 
 def main(argv: Sequence[str]) -> int:
     env = dict(os.environ)
+    try:
+        folded = fold(argv, env)
+    except UnbalancedQuote as exc:
+        print(exc, file=sys.stderr, flush=True)
+        return BAD_VARIABLE
     mode = env.get("FARM_NVCC_ARCH_MODE", "refuse") or "refuse"
-    decision = decide(argv, env, mode, env.get("FARM_NVCC_ARCH_LIST", ""))
+    decision = decide(folded.args, mode, env.get("FARM_NVCC_ARCH_LIST", ""))
     if decision.refusal:
         print(decision.refusal, file=sys.stderr, flush=True)
         return REFUSED
-    if env.get("FARM_NVCC_ARCH_LIST") and is_compile(argv):
-        appended = decision.env.get("NVCC_APPEND_FLAGS", env.get("NVCC_APPEND_FLAGS", ""))
-        print(COMPILED.format(source=source_of(argv), flags=" ".join(find_flags(decision.args).flags) or "none",
-                              appended=appended or "none"), file=sys.stderr, flush=True)
+    if env.get("FARM_NVCC_ARCH_LIST") and is_compile(folded.args):
+        appended = " ".join(folded.args[i] for i in folded.appended if i not in decision.dropped)
+        print(COMPILED.format(source=source_of(folded.args), flags=" ".join(find_flags(decision.args).flags) or
+                              "none", appended=appended or "none"), file=sys.stderr, flush=True)
     command = [*next_command(env.get("FARM_NVCC_NEXT", "")), *decision.args]
+    for name in FOLDED:  # on the command line now: nvcc must not read them a second time
+        env.pop(name, None)
     if os.name != "nt":
-        os.execvpe(command[0], command, {**env, **decision.env})  # nvcc in this process: ninja's signals reach it
-    return subprocess.call(command, env={**env, **decision.env})  # Windows: exec would end this process first
+        os.execvpe(command[0], command, env)  # nvcc in this process: ninja's signals reach it
+    return subprocess.call(command, env=env)  # Windows: exec would end this process first
 
 
 if __name__ == "__main__":

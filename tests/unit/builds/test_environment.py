@@ -10,6 +10,7 @@ from pathlib import Path, PureWindowsPath
 import pytest
 
 from ci.builds import environment, tail
+from ci.errors import UsageError
 from ci.linux import container, host, images
 from ci.toolchain import toolkit
 from ci.universe import targets
@@ -76,3 +77,22 @@ def test_the_windows_build_keeps_the_projects_flags_beside_the_farms(target: tar
     variables = cibw.build_variables(target, home, "13.0.88", None, 4, {"NVCC_APPEND_FLAGS": "-lineinfo"})
     assert variables["NVCC_APPEND_FLAGS"] == f"-lineinfo -DPROJECT_OWN {farm_part(target)} --compress-mode=size"
     assert variables["CPPFLAGS"] == "-DPROJECT_CPP"
+
+
+@pytest.mark.parametrize(("whose", "value"), [("caller", '-DA="x'), ("project", '-Xcompiler="-O2 -g'),
+                                              ("caller", '-DA=a\\"b')])
+def test_an_unbalanced_quote_in_nvcc_append_flags_is_one_error_naming_whose(
+        target: targets.Target, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, whose: str, value: str) -> None:
+    """The farm splits the flag variables as nvcc does (ci/nvcc/wrapper.py) before it builds: a quote that does
+    not pair up is the user's one error line, naming the variable, where it came from, and the value."""
+    if whose == "caller":
+        monkeypatch.setenv("NVCC_APPEND_FLAGS", value)
+    else:
+        target = with_build_env(target, {"NVCC_APPEND_FLAGS": value})
+    tk = toolkit.InstalledToolkit(root=tmp_path, cuda_home=tmp_path / "cu13", nvcc_version="13.0.88")
+    with pytest.raises(UsageError) as raised:
+        host.compiler_env(target, tk, max_jobs=1)
+    line = raised.value.line()
+    assert raised.value.value == value and "NVCC_APPEND_FLAGS" in raised.value.what
+    assert ("your environment's" if whose == "caller" else "build-env's") in raised.value.what
+    assert "unbalanced double quote" in line and "-Xcompiler=" in raised.value.fix

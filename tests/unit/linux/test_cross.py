@@ -205,6 +205,7 @@ def test_the_cross_build_is_composed_like_every_route(tmp_path: Path, monkeypatc
     target = dataclasses.replace(target, project=dataclasses.replace(
         target.project, arch_flags="replace", build_env={**target.project.build_env, "NVCC_APPEND_FLAGS": "-DOWN"}))
     tk = toolkit.InstalledToolkit(root=tmp_path, cuda_home=tmp_path / "cu13", nvcc_version="13.0.88")
+    (tk.cuda_home / "bin").mkdir(parents=True)
     setup = cross.CrossSetup(cross.CrossCompiler("aarch64-linux-gnu-gcc", "aarch64-linux-gnu-g++", "12.2.0"),
                              Path("/rt"), Path("/site"))
     env = host._build_env(target, tk, envs.PythonEnv(tmp_path / "env"), tmp_path / "src", tmp_path, setup, None,
@@ -214,3 +215,6 @@ def test_the_cross_build_is_composed_like_every_route(tmp_path: Path, monkeypatc
     assert env["PYTORCH_NVCC"].endswith(f"-I {arch_flags.WRAPPER}")
     assert env["FARM_NVCC_NEXT"].endswith("/cu13/bin/nvcc") and env["FARM_NVCC_ARCH_MODE"] == "replace"
     assert env["CC"] == "aarch64-linux-gnu-gcc" and env["SOURCE_DATE_EPOCH"] == "1700000000"
+    # setuptools' own compile (use_ninja=False) runs CUDA_HOME/bin/nvcc: the wrapper there too (ci/nvcc/shim.py)
+    assert env["CUDA_HOME"] == str(tmp_path / host.NVCC_SHIM) and env["CUDA_PATH"] == str(tk.cuda_home)
+    assert f"-I {arch_flags.WRAPPER}" in (tmp_path / host.NVCC_SHIM / "bin" / "nvcc").read_text()

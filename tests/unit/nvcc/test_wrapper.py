@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,11 +23,13 @@ TORCH_FLAGS = ("-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,cod
 
 
 def stand_in_nvcc(folder: Path) -> Path:
-    """An "nvcc" that writes its arguments and NVCC_APPEND_FLAGS as JSON to ``ran.json`` beside it."""
+    """An "nvcc" that writes its arguments and the variables nvcc would read flags from (NVCC_*, joined) as JSON to
+    ``ran.json`` beside it."""
     nvcc = folder / "nvcc"
     nvcc.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
                     f"open({str(folder / 'ran.json')!r}, 'w').write(json.dumps("
-                    "[sys.argv[1:], os.environ.get('NVCC_APPEND_FLAGS', '')]))\n")
+                    "[sys.argv[1:], ' '.join(f'{k}={v}' for k, v in sorted(os.environ.items()) "
+                    "if k.startswith('NVCC_'))]))\n")
     nvcc.chmod(0o755)
     return nvcc
 
@@ -62,7 +65,8 @@ def test_torchs_flags_for_the_farms_list_run_nvcc_unchanged(tmp_path: Path) -> N
         flags = " ".join(sorted(TORCH_FLAGS.split()))
         assert (done.returncode, done.stderr) == (
             0, f"cuda-ext-farm nvcc: k.cu: {flags}; NVCC_APPEND_FLAGS: -DPROJECT_OWN -objtemp\n")
-        assert ran_with(tmp_path) == (args, "-DPROJECT_OWN -objtemp")  # the same words, in order
+        # the same words, in order, the variable's on the command line (where a compile cache hashes them)
+        assert ran_with(tmp_path) == ([*args, "-DPROJECT_OWN", "-objtemp"], "")
 
 
 @pytest.mark.parametrize(("flags", "own"), [
@@ -140,7 +144,8 @@ def test_replace_takes_the_flags_out_of_nvcc_append_flags_too(tmp_path: Path) ->
     done = run(tmp_path, compile_args(""), "replace", extra={"NVCC_APPEND_FLAGS": "-DOWN -arch sm_75 -objtemp"})
     ran = ran_with(tmp_path)
     assert done.returncode == 0 and ran is not None
-    assert ran == ([*compile_args(""), *sorted(TORCH_FLAGS.split())], "-DOWN -objtemp")
+    assert ran == ([*compile_args(""), "-DOWN", "-objtemp", *sorted(TORCH_FLAGS.split())], "")
+    assert done.stderr.endswith("; NVCC_APPEND_FLAGS: -DOWN -objtemp\n")  # the project's flags, less -arch
 
 
 def test_keep_builds_the_projects_own_list(tmp_path: Path) -> None:
@@ -182,3 +187,102 @@ def test_it_chains_with_the_module_anchor(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     ran = ran_with(tmp_path)
     assert ran is not None and ran[0][:len(args)] == args and ran[0][len(args)].startswith("-DFARM_MODULE_ANCHOR=")
+
+
+# --- what nvcc reads from its environment, folded onto the command line --------------------------------------
+
+
+def test_the_flag_variables_are_folded_in_nvccs_order_and_leave_the_environment(tmp_path: Path) -> None:
+    """NVCC_PREPEND_FLAGS before the arguments, NVCC_APPEND_FLAGS after them, NVCC_CCBIN as -ccbin: a compile
+    cache behind the wrapper hashes them; nvcc must not read them a second time."""
+    args = compile_args(TORCH_FLAGS)
+    done = run(tmp_path, args, extra={"NVCC_PREPEND_FLAGS": "-DFIRST -O0", "NVCC_APPEND_FLAGS": "-DFOO=1  -O3",
+                                      "NVCC_CCBIN": "/opt/a b/g++"})
+    assert done.returncode == 0, done.stderr
+    assert ran_with(tmp_path) == (["-DFIRST", "-O0", *args, "-DFOO=1", "-O3", "-ccbin", "/opt/a b/g++"], "")
+
+
+@pytest.mark.parametrize("given", [["-ccbin", "/usr/bin/g++-12"], ["-ccbin=/usr/bin/g++-12"],
+                                   ["--compiler-bindir", "/usr/bin/g++-12"], ["--compiler-bindir=/usr/bin/g++-12"]])
+@pytest.mark.parametrize("where", ["args", "NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS"])
+def test_nvcc_ccbin_gives_way_to_a_host_compiler_option(tmp_path: Path, given: list[str], where: str) -> None:
+    """As nvcc: NVCC_CCBIN is the host compiler only when no option names one (on the command line or in the
+    flag variables)."""
+    args = compile_args(TORCH_FLAGS)
+    extra = {"NVCC_CCBIN": "/opt/other/g++"}
+    if where == "args":
+        args = [*args, *given]
+    else:
+        extra[where] = " ".join(given)
+    done = run(tmp_path, args, extra=extra)
+    ran = ran_with(tmp_path)
+    assert done.returncode == 0 and ran is not None
+    assert "/opt/other/g++" not in ran[0] and ran[1] == ""
+
+
+def test_a_query_is_folded_too(tmp_path: Path) -> None:
+    done = run(tmp_path, ["--version"], extra={"NVCC_APPEND_FLAGS": "-DX"})
+    assert done.returncode == 0 and ran_with(tmp_path) == (["--version", "-DX"], "")
+
+
+@pytest.mark.parametrize("value", ['-DA="x', '-Xcompiler="-O2 -DB=1', '-DA=a\\"b', '-DA="a\\" -DB=1'])
+@pytest.mark.parametrize("name", ["NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS"])
+def test_an_unbalanced_quote_is_one_error_line_not_a_traceback(tmp_path: Path, value: str, name: str) -> None:
+    done = run(tmp_path, compile_args(TORCH_FLAGS), extra={name: value})
+    assert done.returncode == wrapper.BAD_VARIABLE and ran_with(tmp_path) is None
+    assert done.stderr == wrapper.UNBALANCED.format(name=name, value=value) + "\n"
+    assert "Traceback" not in done.stderr and f"{name} has an unbalanced double quote ({value})" in done.stderr
+
+
+@pytest.mark.parametrize(("value", "words"), [
+    ("", []),
+    ("  -DA=1\t-DB=2  ", ["-DA=1", "-DB=2"]),
+    ('-Xcompiler="-ffile-prefix-map=/a b=." -O3', ['-Xcompiler="-ffile-prefix-map=/a b=."', "-O3"]),
+    ('-DA="a b"c -DQ=\'x y\'', ['-DA="a b"c', "-DQ='x", "y'"]),  # single quotes group nothing
+    ('-DA="a\\"b c" -DB', ['-DA="a\\"b c"', "-DB"]),  # \" inside quotes does not close them
+    ("-DBAR=a\\ b -DA=x\\\\y", ["-DBAR=a\\", "b", "-DA=x\\\\y"]),  # a backslash escapes nothing outside quotes
+    ("-DA=1\n-DB=2", ["-DA=1\n-DB=2"]),  # nor does a line break split
+])
+def test_flags_split_as_nvcc_splits_them(value: str, words: list[str]) -> None:
+    assert wrapper.split_flags(value) == words
+
+
+@pytest.fixture(scope="module")
+def real_nvcc() -> Path:
+    from ci.toolchain import toolkit
+    from ci.universe import matrix
+
+    return toolkit.ensure_toolkit(matrix.get_cell("13.0")).nvcc
+
+
+def dry_run(nvcc: Path, args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str]:
+    """What nvcc would run (``--dryrun``), its temporary names and its echo of the flag variables left out, in
+    sorted order (``--threads`` runs the steps in parallel: their order varies)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("NVCC_")}
+    done = subprocess.run([str(nvcc), "--dryrun", *args], env={**base, **env}, capture_output=True, text=True,
+                          cwd=cwd)
+    out = re.sub(r"tmpxft_[0-9a-f]+_[0-9a-f]+(-[0-9]+_[0-9a-f]+_std)?", "TMP", done.stdout + done.stderr)
+    out = re.sub(r'#\$ NVCC_(APPEND|PREPEND)_FLAGS="(.|\n)*?"\n(?=#|nvcc)', "", out)
+    return done.returncode, "\n".join(sorted(out.replace("nvcc fatal", "fatal").splitlines()))
+
+
+@pytest.mark.parametrize("env", [
+    {"NVCC_APPEND_FLAGS": "-DFOO=1 -O3"},
+    {"NVCC_APPEND_FLAGS": "-objtemp --threads 0 -frandom-seed=t -Xcompiler=\"-ffile-prefix-map=/a b/src=.\" "
+                          "--compress-mode=size"},
+    {"NVCC_APPEND_FLAGS": '-DQ="x" -DA="a b"c -DR=\'y\' -DS=x\\\\y -DT="a\\"b c"'},
+    {"NVCC_PREPEND_FLAGS": "-DA=1 -O0", "NVCC_APPEND_FLAGS": "-DA=2 -O3"},
+    {"NVCC_CCBIN": "/usr/bin/gcc"},
+    {"NVCC_CCBIN": "/usr/bin/gcc", "NVCC_APPEND_FLAGS": "-ccbin /usr/bin/g++"},
+    {"NVCC_CCBIN": "/usr/bin/gcc", "NVCC_PREPEND_FLAGS": "--compiler-bindir=/usr/bin/g++"},
+])
+def test_folded_flags_make_nvcc_run_exactly_what_the_variables_did(real_nvcc: Path, tmp_path: Path,
+                                                                  env: dict[str, str]) -> None:
+    """The real nvcc's sub-commands (preprocessor, cudafe++, cicc, ptxas, fatbinary, the host compile) are the
+    same, word for word, whether the flags come from the variables or from the folded command line."""
+    (tmp_path / "k.cu").write_text("__global__ void k(int *p) { *p = 1; }\n")
+    args = ["-c", "k.cu", "-o", "k.o", "-gencode=arch=compute_90,code=sm_90", "-ccbin", "/usr/bin/g++"]
+    for given in (args, args[:-2]):
+        with_variables = dry_run(real_nvcc, given, env, tmp_path)
+        assert with_variables[0] == 0 and "cicc" in with_variables[1], with_variables[1][-2000:]
+        assert dry_run(real_nvcc, wrapper.fold(given, env).args, {}, tmp_path) == with_variables
