@@ -10,6 +10,14 @@ one kernel, one architecture, seconds each. The CI part is the issue's two repor
 ``NVCC_APPEND_FLAGS`` through ccache and sccache, and a changed ``--arch-list`` in ``replace`` mode in a kept work
 folder. The rest is ``extended``. Each cell's row goes into a table (tests/integration/hermeticity_report.py:
 ``test-results/hermeticity/hermeticity.md``, or the folder ``FARM_HERMETICITY_RESULTS`` names).
+
+At 2aa91a0 every flag that reaches nvcc through the environment (the caller's and the project's
+``NVCC_APPEND_FLAGS``/``NVCC_PREPEND_FLAGS``, ``compress-fatbin``) was reused wrong by the kept folder, ccache and
+the shared server (sccache hashes those variables itself), and a changed ``--arch-list`` in ``replace`` or a mode
+change left the kept folder's objects for the audit to refuse. Still failing after the wrapper's folding and the
+work folder's key: a no-op rebuild in ``keep`` (the audit reads the project's list from compile lines ninja no
+longer prints), ``develop --debug`` (no device-debug flag of its own), and ccache's C++ hits across develop's release
+and debug folders (their debug information names the other folder).
 """
 
 from __future__ import annotations
