@@ -176,7 +176,7 @@ def mask_data(data: object) -> object:
     return data
 
 
-def _on_github() -> bool:
+def on_github() -> bool:
     # The runner's own marker, not a user setting: read where it decides how to print (cibuildwheel does the same).
     return os.environ.get("GITHUB_ACTIONS") == "true"
 
@@ -263,7 +263,7 @@ class Logger:
         self.progress.print(f"[bold red]{escape(text)}[/]")
 
     def warn(self, text: str) -> None:
-        if _on_github():
+        if on_github():
             _say(f"::warning::{text}", sys.stdout)
         self.progress.print(f"[bold yellow]warning:[/] {escape(text)}")
 
@@ -279,7 +279,7 @@ class Logger:
         """A target's work begins: a rule on the terminal, a fold group on GitHub Actions. A target started
         inside another (a wheel built from the sdist during a release check) is a rule only: groups do not nest."""
         self._targets.append((target_id, time.monotonic(), what))
-        if _on_github() and len(self._targets) == 1:
+        if on_github() and len(self._targets) == 1:
             sys.stderr.flush()
             _say(f"::group::{what} {target_id}", sys.stdout)
         self.progress.rule(f"[bold]{escape(what)}[/] {escape(target_id)}")
@@ -327,7 +327,7 @@ class Logger:
         mark = "[green]ok[/]" if ok else "[red]FAILED[/]"
         self.progress.print(f"{mark} {escape(target_id)} in {seconds:.1f} s" + (f": {escape(summary)}"
                                                                              if summary else ""))
-        if _on_github():
+        if on_github():
             if not self._targets:
                 sys.stderr.flush()
                 print("::endgroup::", file=sys.stdout, flush=True)

@@ -17,7 +17,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
-from ci.log import log
+from ci.log import log, on_github
 from ci.nvcc.admission import gib, read_record
 
 #: A compile edge of torch's ``build.ninja`` (``cuda_compile`` and ``compile``).
@@ -112,7 +112,7 @@ class Bar(Lines):
 
 def display(console: Console) -> Lines:
     """The bar on a terminal; lines in CI (GitHub's own marker: its log is no terminal to redraw) and logs."""
-    interactive = console.is_terminal and not console.is_dumb_terminal and os.environ.get("GITHUB_ACTIONS") != "true"
+    interactive = console.is_terminal and not console.is_dumb_terminal and not on_github()
     return Bar(console) if interactive else Lines(console)
 
 

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[3]
 DOC = ROOT / "docs" / "commands.md"
 #: Destinations that become Options' own fields (the shared groups), or that the entry handles.
 SHARED = {"project", "config", "target", "cuda", "torch", "python", "arch_list", "arch", "wheelhouse", "build_dir",
-          "max_jobs", "help", "path", "cell"}
+          "max_jobs", "deadline", "help", "path", "cell"}
 
 
 def test_the_commands_reference_is_generated_from_the_table() -> None:

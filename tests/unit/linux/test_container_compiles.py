@@ -1,7 +1,7 @@
 """The compile front on the container route (ci/linux/container_compiles.py): the variables and mounts of
 cibuildwheel's container that make its compiles admitted, measured, recorded and held to the deadline as on the
 host, MAX_JOBS and --threads chosen against the container's memory limit, and the records folded in around the
-build (no engine needed; the real container build is tests/integration/test_container_compiles.py)."""
+build (no engine needed; the real container build is tests/integration/test_container_compile_records.py)."""
 
 from __future__ import annotations
 
