@@ -5,7 +5,6 @@ time and peak memory (the record in the work folder, and the build's report.json
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 import time
