@@ -101,7 +101,7 @@ def build_target(target: Target, outputs: publish.Outputs, found: Discovery,
                                              os.cpu_count() or 1, settings.current().environ)
             # setuptools' own compile (use_ninja=False) through the wrapper too: CUDA_HOME\bin\nvcc.exe runs it.
             variables |= cibw.nvcc_front(target, variables, tk.cuda_home, stage / NVCC_SHIM,
-                                         torchenv.interpreter(python))
+                                         torchenv.interpreter(python), settings.current().environ)
             env = environment.compose(settings.current().environ, vc, tk.cuda_home)
             with log.stage("cibuildwheel"), compiler_cache.for_build("windows", {**env, **variables}, stage,
                                                                       source) as cached:

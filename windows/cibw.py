@@ -24,11 +24,9 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path, PurePath, PureWindowsPath
 
-from ci.builds import arch_flags, cibw_environment, cuda_available, environment, project_source
+from ci.builds import arch_flags, cibw_environment, cmake_compiler, cuda_available, environment, project_source
 from ci.errors import UsageError
-from ci.linux.host import CMAKE_BUILDS
 from ci.nvcc import shim
-from ci.toolchain import envs
 from ci.universe import matrix, project, shapes
 from ci.universe.targets import Target
 from windows.toolkit import layout
@@ -103,17 +101,19 @@ def build_variables(target: Target, cuda_home: PurePath, nvcc_version: str, max_
 
 
 def nvcc_front(target: Target, requested: Mapping[str, str], cuda_home: PurePath, folder: Path,
-               python: PurePath) -> dict[str, str]:
+               python: PurePath, caller: Mapping[str, str]) -> dict[str, str]:
     """``CUDA_HOME`` naming a toolkit folder (``folder``, in the build's stage) whose ``bin\\nvcc.exe`` runs the
     nvcc wrapper with ``python`` (ci/nvcc/shim.py): setuptools' own compile (``use_ninja=False``) runs
     ``CUDA_HOME\\bin\\nvcc``, never ``PYTORCH_NVCC``. As on the Linux routes: not in a CPU build, nor where the
-    project names its own ``CUDA_HOME`` or builds with CMake (ci/linux/host.py). ``CUDA_PATH`` keeps the real
-    toolkit (nvcc's own lookups)."""
-    cmake = any(envs.requirement_name(r) in CMAKE_BUILDS for r in target.project.build_requires)
-    if target.cpu or cmake or requested.get("CUDA_HOME") != str(cuda_home):
-        return {}
-    shim.make_shim(folder, cuda_home, [str(python), "-I", str(arch_flags.WRAPPER)], windows=True)
-    return {"CUDA_HOME": str(folder)}
+    project names its own ``CUDA_HOME`` or builds with CMake, whose compiler ``bin\\nvcc.exe`` is (``CUDACXX``,
+    ``CMAKE_ARGS`` after the project's or ``caller``'s: cibuildwheel's steps inherit its environment), with the
+    farm's list in ``CUDAARCHS`` (ci/builds/cmake_compiler.py). ``CUDA_PATH`` keeps the real toolkit (nvcc's own
+    lookups)."""
+    asked = cmake_compiler.asked(requested, caller)
+    if target.cpu or requested.get("CUDA_HOME") != str(cuda_home):
+        return cmake_compiler.architectures(target, asked)
+    nvcc = shim.make_shim(folder, cuda_home, [str(python), "-I", str(arch_flags.WRAPPER)], windows=True)
+    return cmake_compiler.front_env(target, str(folder), str(PureWindowsPath(nvcc)), asked, windows=True)
 
 
 def environment_option(variables: Mapping[str, str]) -> str:

@@ -100,10 +100,18 @@ def through_wrapper(line: str) -> bool:
     return any(w.strip('"').endswith(THROUGH_WRAPPER) for w in line.split()[:5])
 
 
+def farms(flags: Iterable[str], arch_list: str) -> bool:
+    """Whether ``flags`` make exactly the outputs ``TORCH_CUDA_ARCH_LIST=arch_list`` implies, as torch or CMake
+    spells them (``--generate-code=arch=compute_90,code=[compute_90,sm_90]``: :func:`wrapper.gencode_pairs`), as the
+    wrapper decides."""
+    pairs = wrapper.gencode_pairs(flags)
+    return pairs is not None and set(pairs) == torch_arch_flags(arch_list)
+
+
 def _own(flags: list[str] | None, arch_list: str) -> list[str]:
     if not flags:
         return []
-    return [] if set(flags) == torch_arch_flags(arch_list) else list(dict.fromkeys(flags))
+    return [] if farms(flags, arch_list) else list(dict.fromkeys(flags))
 
 
 def own_arch_flags(line: str, arch_list: str) -> list[str]:
@@ -337,11 +345,11 @@ def arch_flags_advice(output: str, target: Target) -> str:
     if target.cpu or not seen or target.project.arch_flags == "keep":
         return ""
     replaced = target.project.arch_flags == "replace" and listed and listed != cell
-    if replaced or (listed and set(seen) == torch_arch_flags(listed) != torch_arch_flags(cell)):
+    if replaced or (listed and farms(seen, listed) and torch_arch_flags(listed) != torch_arch_flags(cell)):
         return (f"nvcc compiled for TORCH_CUDA_ARCH_LIST={listed}, which build-env of [tool.cuda-ext-farm] sets: "
                 f"remove it there and let the farm's list apply ({cell} here: cuda-archs in [tool.cuda-ext-farm] or "
                 "--arch-list choose it)")
-    if set(seen) == torch_arch_flags(cell) or target.project.arch_flags != "refuse":
+    if farms(seen, cell) or target.project.arch_flags != "refuse":
         return ""
     own = _own(seen, listed or cell)
     also = " and remove TORCH_CUDA_ARCH_LIST from build-env of [tool.cuda-ext-farm]" if listed else ""

@@ -39,6 +39,7 @@ from ci.audit import symbols, wheel_audit
 from ci.builds import (
     arch_flags,
     cibw_environment,
+    cmake_compiler,
     cuda_available,
     environment,
     failure,
@@ -48,7 +49,7 @@ from ci.builds import (
 )
 from ci.builds import tail as publish
 from ci.errors import CommandFailed, FarmError, UsageError
-from ci.linux import container_compiles, host, image_contents, images, sysroot
+from ci.linux import container_compiles, image_contents, images, sysroot
 from ci.log import log
 from ci.toolchain import compiler_cache, envs, toolkit
 from ci.toolchain.compiler_cache import in_container
@@ -230,17 +231,16 @@ def farm_settings(job: ContainerBuild, nvcc: str) -> dict[str, str]:
 
 
 def nvcc_front(target: Target, build_env: Mapping[str, str]) -> tuple[dict[str, str], str]:
-    """``CUDA_HOME`` naming a toolkit folder whose ``bin/nvcc`` runs the nvcc wrapper, and the command that makes it
-    in the container before the build (ci/nvcc/shim.py): setuptools' own compile (``use_ninja=False``) runs
-    ``CUDA_HOME/bin/nvcc``, never ``PYTORCH_NVCC``. As on the host: not where the project names its ``CUDA_HOME``
-    or builds with CMake (ci/linux/host.py)."""
-    cmake = any(envs.requirement_name(r) in host.CMAKE_BUILDS for r in target.project.build_requires)
-    if target.cpu or cmake or "CUDA_HOME" in build_env:
-        return {}, ""
+    """``CUDA_HOME`` (setuptools' own compile runs its ``bin/nvcc``) and CMake's compiler naming a folder whose nvcc
+    runs the wrapper, and the command that makes it in the container (ci/nvcc/shim.py), as on the host
+    (ci/builds/cmake_compiler.py); neither where the project names its ``CUDA_HOME``."""
+    if target.cpu or "CUDA_HOME" in build_env:
+        return cmake_compiler.architectures(target, build_env), ""
     code = (f"import pathlib, sys; sys.path[:0] = [{NVCC_TOOLS_MOUNT!r}]; import shim; "
             f"shim.make_shim(pathlib.Path({NVCC_FRONT!r}), {IMAGE_CUDA_HOME!r}, "
             f"['python', '-I', '{NVCC_TOOLS_MOUNT}/{arch_flags.WRAPPER.name}'])")
-    return {"CUDA_HOME": NVCC_FRONT}, f"python -I -c {shlex.quote(code)}"
+    front = cmake_compiler.front_env(target, NVCC_FRONT, f"{NVCC_FRONT}/bin/nvcc", build_env)
+    return front, f"python -I -c {shlex.quote(code)}"
 
 
 @dataclasses.dataclass(frozen=True)

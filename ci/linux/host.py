@@ -28,6 +28,7 @@ from ci.audit import symbols, wheel_audit
 from ci.builds import (
     arch_flags,
     build_key,
+    cmake_compiler,
     cuda_available,
     environment,
     failure,
@@ -45,7 +46,6 @@ from ci.linux import cross, qemu, sysroot
 from ci.log import log
 from ci.nvcc import admission
 from ci.nvcc import shim as nvcc_shim
-from ci.nvcc import wrapper as nvcc_wrapper
 from ci.toolchain import compiler_cache, envs, toolkit
 from ci.universe import project
 from ci.universe.targets import Target
@@ -116,50 +116,27 @@ def jobs_env(target: Target, max_jobs: int | None) -> dict[str, str]:
     return {"MAX_JOBS": str(chosen.jobs), **({admission.THREADS: str(chosen.threads)} if chosen.threads else {})}
 
 
-#: Build requirements of CMake builds. They keep the real ``CUDA_HOME``: CMake (torch's CMake package) finds the
-#: toolkit's libraries under it, and their paths reach the library (its build RPATH, removed at install, keeps its
-#: length in the string table): through ci/nvcc/shim.py's folder, the same wheel had other bytes.
-CMAKE_BUILDS = ("cmake", "scikit-build", "scikit-build-core", "py-build-cmake", "meson-python")
-
-
 def nvcc_wrapper_env(target: Target, tk: toolkit.InstalledToolkit | None, python: Path,
                      requested: Mapping[str, str], shim: Path | None = None) -> dict[str, str]:
     """ci/nvcc/wrapper.py in front of the nvcc the build asks for (the project's or the caller's ``PYTORCH_NVCC``,
     else the toolkit's): architecture flags checked, replaced or kept at every compile (ci/builds/arch_flags.py),
     and CMake's architectures (``CUDAARCHS``) the farm's list as CMake writes it. With ``shim`` (a folder of the
     work folder), also where the build runs nvcc itself, through the folder of ci/nvcc/shim.py: ``CUDA_HOME``
-    names it (setuptools without ninja, ``use_ninja=False``, runs ``CUDA_HOME/bin/nvcc``) but in CMake builds
-    (:data:`CMAKE_BUILDS`), and CMake's CUDA compiler is its nvcc (:func:`cmake_compiler_env`), unless the
-    project's build-env or the caller names their own toolkit or compiler."""
+    names it (setuptools without ninja, ``use_ninja=False``, runs ``CUDA_HOME/bin/nvcc``) but in CMake builds,
+    and CMake's CUDA compiler is its nvcc (ci/builds/cmake_compiler.py), unless the project's build-env or the
+    caller names their own toolkit or compiler."""
     if tk is None or target.cpu:
         return {}
     caller = settings.current().environ
-    asked = {n: requested.get(n) or caller.get(n) or "" for n in ("PYTORCH_NVCC", "CUDAARCHS", "CUDACXX", "CMAKE_ARGS")}
+    asked = cmake_compiler.asked(requested, caller)
     env = arch_flags.wrapper_env(target, str(python), str(arch_flags.WRAPPER),
-                                 asked["PYTORCH_NVCC"] or shlex.quote(str(tk.nvcc)))
-    # CMake's CUDA targets compile for it, not nvcc's default, unless the project sets its own (torch's CMake
-    # package sets it OFF and adds TORCH_CUDA_ARCH_LIST's flags itself)
-    if not asked["CUDAARCHS"]:
-        env["CUDAARCHS"] = nvcc_wrapper.cmake_architectures(arch_flags.arch_list_of(target))
+                                 requested.get("PYTORCH_NVCC") or caller.get("PYTORCH_NVCC")
+                                 or shlex.quote(str(tk.nvcc)))
+    env |= cmake_compiler.architectures(target, asked)
     if shim is None or requested.get("CUDA_HOME") != str(tk.cuda_home):
         return env
     front = nvcc_shim.make_shim(shim, tk.cuda_home, [str(python), "-I", str(arch_flags.WRAPPER)])
-    cmake = any(envs.requirement_name(r) in CMAKE_BUILDS for r in target.project.build_requires)
-    return env | ({} if cmake else {"CUDA_HOME": str(shim)}) | cmake_compiler_env(front, asked, cmake)
-
-
-def cmake_compiler_env(nvcc: Path, asked: Mapping[str, str], cmake: bool) -> dict[str, str]:
-    """CMake's CUDA compiler the shim's ``nvcc``: ``CUDACXX``, which CMake reads where a project enables CUDA
-    without naming a compiler, and in a CMake build ``-DCMAKE_CUDA_COMPILER`` added to ``CMAKE_ARGS`` (read by
-    scikit-build-core), where a project would take ``$ENV{CUDA_HOME}/bin/nvcc`` unless one is defined. Nothing
-    where the caller or the project's build-env names a compiler."""
-    if asked.get("CUDACXX") or "CMAKE_CUDA_COMPILER" in asked.get("CMAKE_ARGS", ""):
-        return {}
-    env = {"CUDACXX": str(nvcc)}
-    if cmake:
-        own = asked.get("CMAKE_ARGS", "").strip()
-        env["CMAKE_ARGS"] = f"{own} {shlex.quote(f'-DCMAKE_CUDA_COMPILER={nvcc}')}".strip()
-    return env
+    return env | cmake_compiler.front_env(target, str(shim), str(front), asked)
 
 
 #: The toolkit folder in front of the real one, in the work folder (ci/nvcc/shim.py).
