@@ -161,6 +161,8 @@ def _compile_env(target: Target, tk: toolkit.InstalledToolkit | None, python: Pa
         # torch's ninja compiles in the build folder's temp/, outside the checkout (compiler_cache: comp_dir)
         compile_env |= compiler_cache.launcher_env(launcher, tk, folder / LAUNCHER, target.project.root,
                                                    cwd=folder / "temp")
+        if compiler_cache.engine_of(launcher) == "sccache":  # it loses the object under -objtemp (as in for_build)
+            compile_env |= compiler_cache.sccache_nvcc_flags(compile_env)
     compile_env |= build.nvcc_wrapper_env(target, tk, python, compile_env, folder / build.NVCC_SHIM)
     return compile_env | compiler_cache.remote_cache_env(), launcher
 

@@ -39,3 +39,15 @@ def test_develop_debug_adds_the_farms_debug_flags(tmp_path: Path, monkeypatch: p
     # the caller's, the project's debug-env, then the farm's (nvcc takes the last of a repeated option)
     assert nvcc.index("-DCALLER") < nvcc.index("-DPROJECT_DEBUG") < nvcc.index("-G") < nvcc.index("-objtemp")
     assert "-g" in nvcc and cpp[:2] == ["-O0", "-g"]
+
+
+def test_develop_through_sccache_drops_objtemp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """sccache replays nvcc's steps in a folder of its own and loses the object under ``-objtemp``
+    (compiler_cache.sccache_nvcc_flags): develop's nvcc through it gets the rest of the farm's flags."""
+    monkeypatch.delenv("NVCC_APPEND_FLAGS", raising=False)
+    monkeypatch.setenv("FARM_COMPILE_CACHE", "sccache")
+    target = target_of(ROOT, arch_list="9.0")
+    env, launcher = develop._compile_env(target, fake_toolkit(tmp_path), tmp_path / "python", tmp_path / "develop",
+                                         debug=True, max_jobs=2, use_cache=True)
+    nvcc = shlex.split(env["NVCC_APPEND_FLAGS"])
+    assert launcher is not None and "-objtemp" not in nvcc and {"-G", f"-frandom-seed={target.id}"} <= set(nvcc)
