@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
+from ci import fsutil
 from ci.errors import FarmError, UsageError
 from ci.nvcc import wrapper
 from ci.universe import archs
@@ -310,6 +311,36 @@ def _holding(target: Target, held: HeldArchs) -> Target:
     return dataclasses.replace(target, cell=dataclasses.replace(target.cell, sass_archs=held.sass, ptx_arch=held.ptx))
 
 
+#: The architecture flags of the last build of a work folder that printed compile lines (:func:`remember_flags`).
+#: The folder is emptied when the build's key changes (ci/builds/build_key.py), so what it holds is this key's.
+FLAGS_FILE = "arch-flags.txt"
+KEPT = "cuda-ext-farm: architecture flags of the kept work folder's compiles (none ran in this build): "
+
+
+def remember_flags(output: str, work: Path) -> str:
+    """Keep the architecture flags of a build's compile lines in ``work`` (:data:`FLAGS_FILE`) for a later build of
+    the same folder whose ninja has no work and prints none; for such a build, the line that names the kept ones
+    (:data:`KEPT`, read by :func:`audited_target`), which the build's output gains. Empty: nothing to add."""
+    seen = list(dict.fromkeys([*flags_in_output(output), *emitted_flags(output)]))
+    kept = work / FLAGS_FILE
+    if seen:
+        fsutil.atomic_write_text(kept, " ".join(seen) + "\n")
+        return ""
+    try:
+        flags = kept.read_text().split()
+    except OSError:
+        return ""
+    return KEPT + " ".join(flags) if flags else ""
+
+
+def kept_flags(output: str) -> list[str]:
+    """The flags a :data:`KEPT` line of the build's output names (empty if none)."""
+    for line in output.splitlines():
+        if line.startswith(KEPT):
+            return line[len(KEPT):].split()
+    return []
+
+
 def audited_target(target: Target, output: str) -> Target:
     """``target`` with the architectures its wheel must hold, those nvcc was given: the farm's list; in
     ``replace``, what the wrapper emits (:func:`wrapper.replacement`: an architecture-specific SASS the project asked
@@ -319,7 +350,7 @@ def audited_target(target: Target, output: str) -> Target:
     mode = target.project.arch_flags
     if target.cpu or mode == "refuse":
         return target
-    seen = list(dict.fromkeys([*flags_in_output(output), *emitted_flags(output)]))
+    seen = list(dict.fromkeys([*flags_in_output(output), *emitted_flags(output)])) or kept_flags(output)
     if mode == "keep":
         return _holding(target, archs_from_flags(seen, target.cell)) if seen else target
     own = [f for f in seen if f not in torch_arch_flags(target.cell.arch_list)]

@@ -26,7 +26,7 @@ from ci.errors import CommandFailed, UsageError
 from ci.linux import host as build
 from ci.log import log
 from ci.toolchain import compiler_cache, envs, toolkit
-from ci.universe import archs, project, shapes
+from ci.universe import archs, shapes
 from ci.universe.archs import with_arch_list
 from ci.universe.targets import Target
 
@@ -118,17 +118,51 @@ def develop(
     return DevResult(seconds=time.monotonic() - started, compiled=compiled, launcher=launcher, arch_list=archs)
 
 
+#: The farm's debug flags of ``develop --debug`` (ci/commands/develop.py's promise): device debug information and
+#: no optimisation in nvcc's compiles, ``-O0 -g`` in the C++ ones (CPPFLAGS: setuptools adds them after Python's
+#: own flags, so they win over its -O2/-O3).
+DEBUG_FLAGS = {"NVCC_APPEND_FLAGS": "-G -g", "CPPFLAGS": "-O0 -g"}
+
+
+def _flavoured(target: Target, debug: bool) -> Target:
+    """``target`` whose build-env (cpu-env in a ``--cpu`` build), in a debug build, holds the project's debug-env
+    too: the project's layer of the composition (ci/builds/environment.py), so its flag variables join the
+    caller's and the farm's instead of replacing them."""
+    if not debug or not target.project.debug_env:
+        return target
+    own = dict(target.project.cpu_env if target.cpu else target.project.build_env)
+    for name, value in target.project.debug_env.items():
+        own[name] = f"{own[name]} {value}" if name in environment.APPENDED and own.get(name) else value
+    config = (dataclasses.replace(target.project, cpu_env=own) if target.cpu
+              else dataclasses.replace(target.project, build_env=own))
+    return dataclasses.replace(target, project=config)
+
+
+def develop_farm_flags(target: Target, tk: toolkit.InstalledToolkit | None, *, debug: bool) -> dict[str, str]:
+    """The farm's flags of an in-place build: the host build's deterministic ones (``environment.farm_flags``: the
+    checkout's path written as ``.``), so that two builds from empty caches give the same bytes; and in a debug
+    build :data:`DEBUG_FLAGS` before them (nvcc and gcc take the last of a repeated option)."""
+    farm = environment.farm_flags(target, tk.nvcc_version if tk else None, str(target.project.root))
+    if not debug:
+        return farm
+    return {**farm, **{k: " ".join(filter(None, (v, farm.get(k)))) for k, v in DEBUG_FLAGS.items()
+                       if k != "NVCC_APPEND_FLAGS" or tk is not None}}
+
+
 def _compile_env(target: Target, tk: toolkit.InstalledToolkit | None, python: Path, folder: Path, *, debug: bool,
                  max_jobs: int | None, use_cache: bool) -> tuple[dict[str, str], str | None]:
-    """The in-place build's environment (the host build's, with debug-env in a debug build) and the compile cache
-    it runs through (None: none), behind the nvcc wrapper (ci/nvcc/wrapper.py) as on every route."""
-    compile_env = build.compiler_env(target, tk, cpu=target.cpu, max_jobs=max_jobs)
-    if debug:
-        values = project_source.build_values(target, tk.nvcc_version if tk else None)
-        compile_env |= {k: project.expand(v, values) for k, v in target.project.debug_env.items()}
+    """The in-place build's environment (the host build's, with the farm's debug flags and the project's debug-env
+    in a debug build) and the compile cache it runs through (None: none), behind the nvcc wrapper
+    (ci/nvcc/wrapper.py) as on every route."""
+    compile_env = build.compiler_env(_flavoured(target, debug), tk, cpu=target.cpu, max_jobs=max_jobs,
+                                     farm=develop_farm_flags(target, tk, debug=debug))
     launcher = compiler_cache.find_launcher() if use_cache and compiler_cache.cache_enabled() else None
     if launcher:
-        compile_env |= compiler_cache.launcher_env(launcher, tk, folder / LAUNCHER, target.project.root)
+        # torch's ninja compiles in the build folder's temp/, outside the checkout (compiler_cache: comp_dir)
+        compile_env |= compiler_cache.launcher_env(launcher, tk, folder / LAUNCHER, target.project.root,
+                                                   cwd=folder / "temp")
+        if compiler_cache.engine_of(launcher) == "sccache":  # it loses the object under -objtemp (as in for_build)
+            compile_env |= compiler_cache.sccache_nvcc_flags(compile_env)
     compile_env |= build.nvcc_wrapper_env(target, tk, python, compile_env, folder / build.NVCC_SHIM)
     return compile_env | compiler_cache.remote_cache_env(), launcher
 

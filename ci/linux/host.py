@@ -163,6 +163,11 @@ def run_build(cmd: list[str | Path], env: Mapping[str, str], source: Path, targe
     except CommandFailed as exc:
         raise failure.explain_build(exc, output.read_text(errors="replace"), build=f"the wheel build of {target.id}",
                                     source=source, cpu=target.cpu, linkable=linkable) from None
+    kept = arch_flags.remember_flags(output.read_text(errors="replace"), source.parent)
+    if kept:  # ninja had no work: the audit holds the wheel to the flags this folder's compiles used
+        log.note("architecture flags", kept.removeprefix(arch_flags.KEPT))
+        with output.open("a") as out:
+            out.write(kept + "\n")
 
 
 def deadline_env() -> dict[str, str]:
@@ -319,7 +324,8 @@ def _build(target: Target, outputs: tail.Outputs, started: float, *, max_jobs: i
                 build_env |= arch_flags.behind_wrapper(cached, build_env)
                 key = work_key(build_env, tk, env, torch, compilers_of(build_env, setup))
                 # torch's build/ (ninja's objects) is inside the copy; a clean copy also gets the commit's times
-                build_key.keep_or_clear(work, key, [source], f"the work folder of {target.id}")
+                build_key.keep_or_clear(work, key, [source, work / arch_flags.FLAGS_FILE],
+                                        f"the work folder of {target.id}")
                 copied = project_source.sync_source(target.project.root, source,
                                                     (outputs.build_root, outputs.wheelhouse))
                 log.info(f"sources in {source} ({copied} files updated)")

