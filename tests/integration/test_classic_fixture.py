@@ -123,7 +123,12 @@ def test_symbols_of_another_torch_release_fail_the_audit(classic_wheels: dict[st
                     "--python", PYTHON, "--arch-list", "9.0", "--torch-env", str(build_env_python("2.11")))
     assert result.returncode == 4, result.stdout[-3000:]
     assert "FAIL symbols:classic_ext/_C" in result.stdout
-    assert "defined nowhere in torch 2.11.0's libraries" in result.stdout
+    # The torch searched is named as its interpreter imports it, local label included ("2.11.0+cu130": the CUDA
+    # build, whose libraries differ from the +cpu build's), as envs.torch_metadata has asked it since 5843281.
+    searched = subprocess.run([build_env_python("2.11"), "-c", "import torch; print(torch.__version__)"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    assert searched.split("+")[0] == "2.11.0", searched
+    assert f"defined nowhere in torch {searched}'s libraries" in result.stdout
     assert "built against another torch release" in result.stdout
     assert result.stdout.strip().splitlines()[-1].startswith("error: the wheel audit failed")
 
