@@ -57,7 +57,7 @@ def test_another_arch_list_in_replace_mode_rebuilds_the_kept_folder(tmp_path: Pa
     assert sass_of(wheel, tmp_path / "x1") == ("sm_90",) and not REBUILDING.search(first)
     second, wheel = build(project, kept, tmp_path / "w2", "8.0;9.0")
     said = REBUILDING.findall(second)
-    assert said == ["FARM_NVCC_ARCH_LIST, TORCH_CUDA_ARCH_LIST"], second[-4000:]  # names, never values
+    assert said == ["CUDAARCHS, FARM_NVCC_ARCH_LIST, TORCH_CUDA_ARCH_LIST"], second[-4000:]  # names, never values
     assert "ninja: no work to do" not in second
     assert sass_of(wheel, tmp_path / "x2") == ("sm_80", "sm_90")
     third, again = build(project, kept, tmp_path / "w3", "8.0;9.0")
