@@ -318,6 +318,17 @@ def _require_tools(suite: str) -> None:
                                  KEYRING, f"apt-get install debian-archive-keyring, or set {ENV}=none")
 
 
+def private_apt(work: Path, source_line: str, arch: str, *folders: str) -> list[str]:
+    """apt's options for an apt of its own in ``work`` (empty state, one ``sources.list`` line, no root rights),
+    with ``folders`` made beside its own."""
+    for sub in ("lists/partial", "cache/archives/partial", "apt.conf.d", *folders):
+        (work / sub).mkdir(parents=True)
+    (work / "status").write_text("")
+    (work / "preferences").write_text("")
+    (work / "sources.list").write_text(source_line + "\n")
+    return apt_options(work, arch)
+
+
 def _unpack_packages(root: Path, arch: str, suite: str, mirror: str) -> list[Path]:
     """The sysroot's packages downloaded from ``mirror`` by an apt of their own (a throwaway state folder beside
     ``root``, no root rights) and unpacked into ``root``; the package files, whose names carry their versions."""
@@ -327,12 +338,7 @@ def _unpack_packages(root: Path, arch: str, suite: str, mirror: str) -> list[Pat
             f"mirror; http_proxy is honoured), or set {ENV}=none")
     with tempfile.TemporaryDirectory(prefix=".farm-sysroot-", dir=root.parent) as tmp:
         work = Path(tmp)
-        for sub in ("lists/partial", "cache/archives/partial", "apt.conf.d", "debs"):
-            (work / sub).mkdir(parents=True)
-        (work / "status").write_text("")
-        (work / "preferences").write_text("")
-        (work / "sources.list").write_text(f"deb [signed-by={KEYRING}] {mirror} {suite} main\n")
-        opts = apt_options(work, arch)
+        opts = private_apt(work, f"deb [signed-by={KEYRING}] {mirror} {suite} main", arch, "debs")
         proc.run(["apt-get", *opts, "update"], capture=True,
                  what=f"apt-get could not read the {suite} package lists for the sysroot", hint=hint)
         proc.run(["apt-get", *opts, "download", *packages(SUITES[suite])], cwd=work / "debs", capture=True,

@@ -184,12 +184,8 @@ def _build(source: Source, root: Path, logs: Path) -> str:
             "http_proxy is honoured)")
     with tempfile.TemporaryDirectory(prefix=".farm-cpython-", dir=root.parent) as tmp:
         work = Path(tmp)
-        for sub in ("lists/partial", "cache/archives/partial", "apt.conf.d", "src"):
-            (work / sub).mkdir(parents=True)
-        (work / "status").write_text("")
-        (work / "preferences").write_text("")
-        (work / "sources.list").write_text(f"deb-src [signed-by={sysroot.KEYRING}] {mirror} {source.suite} main\n")
-        opts = sysroot.apt_options(work, "x86_64")
+        opts = sysroot.private_apt(work, f"deb-src [signed-by={sysroot.KEYRING}] {mirror} {source.suite} main",
+                                   "x86_64", "src")
         proc.run(["apt-get", *opts, "update"], capture=True,
                  what=f"apt-get could not read {source.suite}'s source lists", hint=hint)
         proc.run(["apt-get", *opts, "source", "--download-only", source.package], cwd=work / "src", capture=True,
