@@ -8,7 +8,9 @@ Two shared libraries are built:
   and an abi3 module with the eager fast path's launchers (csrc/cuda/fast_launch.h).
 
 Both use only the LibTorch stable ABI, so one wheel serves every torch >= 2.10
-and every CPython >= 3.10. The farm (``python -m ci build``) drives this file
+and every CPython >= 3.10 but the free-threaded ones: the limited C API does not
+exist there (CPython 3.13t/3.14t), so a free-threaded interpreter builds a
+per-Python ``cp313-cp313t`` wheel of the same sources. The farm (``python -m ci build``) drives this file
 through environment variables:
 
 ``FUSEDOPS_CUDA``        ``auto`` (default), ``1`` (require CUDA) or ``0`` (CPU only)
@@ -27,6 +29,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 from setuptools import find_packages, setup
@@ -37,6 +40,9 @@ CSRC = ROOT / "csrc"
 # Stable-ABI target: 2.10 (the encoding of torch/headeronly/version.h).
 TORCH_TARGET_VERSION = "0x020a000000000000"
 PY_LIMITED_API = "0x030A0000"  # CPython 3.10
+#: A free-threaded CPython (3.13t) has no limited API (Python.h refuses Py_LIMITED_API there): its wheel is per-Python.
+FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+LIMITED_API = not FREE_THREADED
 
 
 def _flag(name: str, default: str = "0") -> str:
@@ -103,7 +109,7 @@ def extensions() -> list:
     common = [
         "-DTORCH_STABLE_ONLY",
         f"-DTORCH_TARGET_VERSION={TORCH_TARGET_VERSION}",
-        f"-DPy_LIMITED_API={PY_LIMITED_API}",
+        *([f"-DPy_LIMITED_API={PY_LIMITED_API}"] if LIMITED_API else []),
     ]
     if os.name == "nt":  # cl.exe spells its flags differently (and ignores GCC's with D9002 warnings)
         cxx = ["/std:c++17", *common, *(["/Od", "/Zi"] if debug else ["/O2"])]
@@ -115,7 +121,7 @@ def extensions() -> list:
             "fusedops._C",
             rel([CSRC / "ops.cpp", *(CSRC / "cpu").glob("*.cpp")]),
             extra_compile_args={"cxx": cxx},
-            py_limited_api=True,
+            py_limited_api=LIMITED_API,
         )
     ]
     if _want_cuda():
@@ -133,7 +139,7 @@ def extensions() -> list:
                 "fusedops._C_cuda",
                 rel([*(CSRC / "cuda").glob("*.cu"), *(CSRC / "cuda").glob("*.cpp")]),
                 extra_compile_args={"cxx": [*cxx, "-DUSE_CUDA"], "nvcc": nvcc},
-                py_limited_api=True,
+                py_limited_api=LIMITED_API,
             )
         )
     return exts
@@ -178,7 +184,7 @@ setup(
     ext_modules=extensions() if WITH_EXTENSIONS else [],
     cmdclass={"build_ext": build_ext_class()} if WITH_EXTENSIONS else {},
     options={
-        "bdist_wheel": {"py_limited_api": "cp310"},
+        **({"bdist_wheel": {"py_limited_api": "cp310"}} if LIMITED_API else {}),
         # Separate build folders keep release, debug and dev objects apart.
         **({"build": {"build_base": os.environ["FUSEDOPS_BUILD_DIR"]}} if os.environ.get("FUSEDOPS_BUILD_DIR") else {}),
     },

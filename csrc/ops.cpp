@@ -4,7 +4,8 @@
 //
 // The module has no Python API of its own: importing it loads the library, and
 // its static initialisers register the operators with the dispatcher. Only the
-// limited C API is used, so the binary is abi3 (one wheel for CPython >= 3.10).
+// limited C API is used, so the binary is abi3 (one wheel for CPython >= 3.10;
+// a free-threaded CPython, which has no limited API, gets a wheel of its own).
 #include <Python.h>
 
 #include "common.h"
@@ -13,5 +14,16 @@ STABLE_TORCH_LIBRARY(fusedops, m) {}
 
 extern "C" PyObject* PyInit__C(void) {
   static PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
+#ifdef Py_GIL_DISABLED
+  // A free-threaded CPython (setup.py builds without the limited API there): the stub has no state, so it does not
+  // need the GIL; without this the interpreter would turn the GIL back on as it imports the module.
+  PyObject* module = PyModule_Create(&module_def);
+  if (module != nullptr && PyUnstable_Module_SetGIL(module, Py_MOD_GIL_NOT_USED) < 0) {
+    Py_DECREF(module);
+    return nullptr;
+  }
+  return module;
+#else
   return PyModule_Create(&module_def);
+#endif
 }

@@ -36,6 +36,9 @@ Each check is reported separately; a build publishes its wheel only when all pas
   environment as the loader would resolve it with ``RTLD_NOW`` (ci/audit/symbols.py);
 * ``rpath:<lib>``: no RPATH/RUNPATH outside ``$ORIGIN``;
 * ``elf-machine``: every library is code for the target's architecture (x86_64 or aarch64);
+* ``gil:<module>`` (a free-threaded wheel, ``cp313-cp313t``): each Python extension module declares free-threading
+  support (``PyUnstable_Module_SetGIL``, pybind11's ``py::mod_gil_not_used()``, or a ``Py_mod_gil`` slot); a
+  warning naming what to add where it does not, never a failure (ci/audit/gil.py);
 * ``sass``/``ptx``: cuobjdump finds SASS for every architecture of the target (by default those of the target
   torch's own build, ``nox -s matrix``) and PTX where one is asked for; ``sass-torch`` warns about SASS that no
   torch of the target's build runs beside;

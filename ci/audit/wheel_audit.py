@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ci import proc, wheelmeta
-from ci.audit import cuda_majors, debug_info, describe, symbols, wheel_size
+from ci.audit import cuda_majors, debug_info, describe, gil, symbols, wheel_size
 from ci.audit import glibc_floor as floors
 from ci.audit.checks import AuditResult, Check, LibraryInfo
 from ci.audit.gpu_code import (
@@ -332,6 +332,8 @@ def audit_wheel(
         checks += check_rpaths(libs)
         if target is not None and target.os == "linux":
             checks.append(check_machine(ext_files + bundled_files, root, target.arch))
+        if gil.wanted(target.free_threaded if target is not None else None, tags):
+            checks += gil.check_modules(ext_files, root)
         checks += floors.check_unpacked(root, wheel, floor)
         checks.append(debug_info.check_debug_info(ext_files + bundled_files, root, target))
         checks.append(debug_info.check_fatbin(ext_files, root, cell.cuda_major if cell else None))

@@ -51,6 +51,7 @@ from ci.builds import tail as publish
 from ci.errors import CommandFailed, FarmError, UsageError
 from ci.linux import container_compiles, image_contents, images, sysroot
 from ci.log import log
+from ci.testing import gil_probe
 from ci.toolchain import compiler_cache, envs, toolkit
 from ci.toolchain.compiler_cache import in_container
 from ci.universe import matrix, pins, project, project_commands, shapes
@@ -311,6 +312,12 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
     before_build += f" && rm -f {CCACHE_STATS_LOG}" + (f" && {built.before_build}" if built.before_build else "")
     stats = " && ".join(filter(None, (CCACHE_STATS, built.stats)))
     smoke = container_command(target.project.commands.smoke)
+    origin = project_commands.origin_check_line(target.project.import_name)
+    if target.free_threaded:
+        # The project's commands with the GIL forced off, then what importing the package does to the GIL under
+        # the interpreter's default (ci/testing/gil_probe.py: its line is in cibuildwheel's output).
+        probe = gil_probe.shell_line(target.project.import_name)
+        smoke, origin = f"PYTHON_GIL=0 {smoke}", f"PYTHON_GIL=0 {origin} && {probe}"
     # The farm's steps in the container never see ci/buildsite: an empty PYTHONPATH is none to Python.
     unset, test_env = ("PYTHONPATH= ", {"PYTHONPATH": ""}) if "PYTHONPATH" in build_env else ("", {})
     return {
@@ -332,8 +339,7 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
         "CIBW_TEST_ENVIRONMENT": cibw_environment.render({**ca_env, **test_env}, pathsep=":"),
         # cibuildwheel runs it in an empty folder (the source cannot shadow the wheel), as the farm runs every
         # configured command; then the package must have come from the test venv.
-        "CIBW_TEST_COMMAND": f"pip check && {smoke} && "
-                             f"{project_commands.origin_check_line(target.project.import_name)}",
+        "CIBW_TEST_COMMAND": f"pip check && {smoke} && {origin}",
         "CIBW_BUILD_VERBOSITY": "1",
         # cibuildwheel's own abi3audit step fetches virtualenv from GitHub; the
         # farm runs abi3audit itself in the host-side audit.

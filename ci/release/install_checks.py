@@ -35,7 +35,8 @@ def _tag_args(item: ReleaseFile) -> list[str]:
     interpreters = sorted({t.split("-")[0] for t in item.tags})
     abis = sorted({t.split("-")[1] for t in item.tags})
     platforms = sorted({t.split("-")[2] for t in item.tags})
-    python = item.python or f"{interpreters[0][2]}.{interpreters[0][3:]}"
+    # A free-threaded wheel's Python is 3.13t in the manifest; pip's --python-version takes 3.13, --abi cp313t.
+    python = (item.python or f"{interpreters[0][2]}.{interpreters[0][3:]}").removesuffix("t")
     args = ["--only-binary=:all:", "--python-version", python, "--implementation", "cp"]
     for abi in abis:
         args += ["--abi", abi]

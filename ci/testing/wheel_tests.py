@@ -17,6 +17,7 @@ from pathlib import Path
 from ci import proc, settings, wheelmeta
 from ci.errors import UsageError
 from ci.log import log
+from ci.testing import gil_probe
 from ci.toolchain import envs
 from ci.universe import project_commands
 from ci.universe.targets import Target
@@ -117,6 +118,8 @@ def run_cpu_tests(target: Target, wheel: Path) -> int:
         return run_emulated(target, wheel)
     with clean_env(target, wheel, "test") as env, tempfile.TemporaryDirectory(prefix="farm-out-") as out:
         run_env = {"PATH": proc.path_with(env.bin_dir), "PYTHONPATH": ""}
+        if target.free_threaded:  # the commands run with the GIL forced off, as a free-threaded user's would
+            run_env |= gil_probe.FORCED_OFF
         for name, command in (("smoke", config.commands.smoke), ("test", config.commands.test)):
             if command is None:
                 # The key name in brackets is text, not markup (it printed as "( test)").
@@ -128,4 +131,20 @@ def run_cpu_tests(target: Target, wheel: Path) -> int:
                 with project_commands.scratch_folder() as scratch:
                     proc.run(project_commands.origin_check(env.python, config.import_name), env=run_env, cwd=scratch,
                              what=f"{config.import_name} did not come from the wheel under test")
+                if target.free_threaded:
+                    gil_report(env.python, config.import_name, run_env)
     return 0
+
+
+def gil_report(python: Path, import_name: str, run_env: dict[str, str]) -> gil_probe.GilReport:
+    """The GIL after importing the package under the interpreter's default (ci/testing/gil_probe.py), logged."""
+    env = {k: v for k, v in run_env.items() if k not in gil_probe.FORCED_OFF}
+    with project_commands.scratch_folder() as scratch:
+        done = proc.run(gil_probe.command(python, import_name), env=env, unset=tuple(gil_probe.FORCED_OFF),
+                        cwd=scratch, capture=True, what=f"importing {import_name} for the GIL probe failed")
+    report = gil_probe.parse(done.stdout)
+    if report is None:
+        raise UsageError("the GIL probe printed no report", done.stdout.strip()[-300:] or "nothing",
+                         "report it: ci/testing/gil_probe.py")
+    log.info(report.line())
+    return report

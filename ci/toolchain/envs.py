@@ -37,12 +37,14 @@ import os
 import re
 import shutil
 import sys
+import sysconfig
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from ci import fsutil, proc, settings, toolenv
 from ci.errors import CommandFailed, MissingRequirement, UsageError
 from ci.log import log, mask_data
+from ci.toolchain import free_threaded
 from ci.universe import pins, shapes
 from ci.universe.targets import Target
 
@@ -84,10 +86,23 @@ class PythonEnv:
         return [own, *layered]
 
 
+#: What a candidate interpreter says it is: ``3.12``, ``3.13t`` for a free-threaded build (``Py_GIL_DISABLED``).
+_LABEL_PROBE = ("import sys, sysconfig; print('%d.%d' % sys.version_info[:2] + ('t' if "
+                "sysconfig.get_config_var('Py_GIL_DISABLED') else '')); print(sys.executable)")
+
+
+def running_label() -> str:
+    """The running CPython as a target names it: ``3.11``, ``3.13t``."""
+    threaded = "t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""
+    return f"{sys.version_info.major}.{sys.version_info.minor}{threaded}"
+
+
 def find_interpreter(version: str, env: Mapping[str, str] | None = None) -> Path:
-    """A working CPython ``version``: ``FARM_PYTHON_3_12`` (a path), the running interpreter, ``python3.12`` on
-    PATH, a pyenv installation, or ``py -3.12`` on Windows. Each candidate is run once: a pyenv shim of a
-    version that is installed but not selected fails, and the next candidate is tried."""
+    """A working CPython ``version`` (``3.12``; ``3.13t``: a free-threaded one): ``FARM_PYTHON_3_12`` (a path), the
+    running interpreter, ``python3.12`` on PATH, a pyenv installation, or ``py -3.12`` on Windows; a free-threaded
+    one that none of these has is built once from Debian's source (ci/toolchain/free_threaded.py). Each candidate is
+    run once: a pyenv shim of a version that is installed but not selected fails, and the next candidate is tried;
+    a GIL build never stands for a free-threaded one, nor the other way round."""
     env = settings.current().environ if env is None else env
     variable = "FARM_PYTHON_" + version.replace(".", "_")
     explicit = env.get(variable, "").strip()
@@ -95,24 +110,29 @@ def find_interpreter(version: str, env: Mapping[str, str] | None = None) -> Path
         if not Path(explicit).is_file():
             raise UsageError(f"{variable} is not a file", explicit, f"point it at a CPython {version} or unset it")
         return Path(explicit)
-    if f"{sys.version_info.major}.{sys.version_info.minor}" == version:
+    if running_label() == version:
         return Path(getattr(sys, "_base_executable", None) or sys.executable)
+    minor = version.removesuffix("t")
     candidates: list[list[str]] = []
     if os.name == "nt":  # pragma: no cover - Windows launcher
         candidates.append(["py", f"-{version}"])
     candidates.append([f"python{version}"])
     pyenv = Path(env.get("PYENV_ROOT") or Path.home() / ".pyenv")
-    for folder in sorted(pyenv.glob(f"versions/{version}.*"), key=lambda p: shapes.version_key(p.name), reverse=True):
+    # pyenv names a free-threaded build 3.13.5t, its interpreter python3.13t
+    pattern = f"versions/{minor}.*t" if version.endswith("t") else f"versions/{minor}.*"
+    for folder in sorted(pyenv.glob(pattern), key=lambda p: shapes.version_key(p.name.removesuffix("t")),
+                         reverse=True):
         candidates.append([str(folder / "bin" / f"python{version}")])
     for cmd in candidates:
         exe = shutil.which(cmd[0]) or (cmd[0] if Path(cmd[0]).is_file() else None)
         if exe is None:
             continue
-        probe = "import sys; print('%d.%d' % sys.version_info[:2]); print(sys.executable)"
-        out = proc.run([exe, *cmd[1:], "-c", probe], capture=True, check=False, log=False)
+        out = proc.run([exe, *cmd[1:], "-c", _LABEL_PROBE], capture=True, check=False, log=False)
         lines = out.stdout.split()
         if out.returncode == 0 and lines[:1] == [version]:
             return Path(lines[1])
+    if version.endswith("t") and sys.platform == "linux" and minor in free_threaded.SOURCES:
+        return free_threaded.ensure(minor)
     raise MissingRequirement(
         "no CPython interpreter of this version on the machine", version,
         f"install it (pyenv install, python.org, apt), set {variable}=/path/to/python{version}, pick another "
@@ -287,8 +307,8 @@ def build_python(target_python: str, abi3: bool) -> str:
     """The CPython that builds a target: its own, or for abi3 wheels the running one when it is new enough
     (an abi3 wheel does not depend on the interpreter that built it)."""
     running = f"{sys.version_info.major}.{sys.version_info.minor}"
-    key = [int(p) for p in target_python.split(".")]
-    if abi3 and [sys.version_info.major, sys.version_info.minor] >= key:
+    if abi3 and not shapes.is_free_threaded(target_python) and \
+            (sys.version_info.major, sys.version_info.minor) >= shapes.version_key(target_python):
         return running
     return target_python
 

@@ -88,7 +88,7 @@ def versions(table: Mapping[str, Any], key: str, pattern: str) -> tuple[tuple[st
     items = string_list(table, key, ())
     bad = [v for v in items if not re.fullmatch(pattern, v)]
     if bad:
-        example = '["2.11", "2.13"]' if key == "torch" else '["3.11", "3.12"]'
+        example = '["2.11", "2.13"]' if key == "torch" else '["3.11", "3.12", "3.13t"]'
         raise ConfigError(f"{_key(key)} has a bad version", bad[0], f"write versions like {example} or a specifier")
     return items, None
 

@@ -13,6 +13,8 @@ a ``[project] name``. A project you cannot edit is described by a separate file
                                     # the project's setup.py/setup.cfg/bdist_wheel options, implies abi3
     torch = ["2.11", "2.13"]        # releases to cover, or a specifier (">=2.11"); default: newest per CUDA major
     python = ["3.11", "3.12"]       # or a specifier; default: every CPython the torch release has wheels for
+                                    # ("3.13t": a free-threaded one; a list is exact)
+    free-threaded = true            # without a python list: the free-threaded CPythons (cp313t) too; false opts out
     cuda = ["13"]                   # toolkit cells (version, name or major); default: see README
     cuda-archs = "8.0;9.0+PTX"      # TORCH_CUDA_ARCH_LIST for every target; default: the target torch's own list
     extra-cuda-archs = "8.9"        # architectures added to the default
@@ -107,6 +109,12 @@ LINUX_ARCHS = ("x86_64", "aarch64")
 OSES = ("linux", "windows")
 #: ``max-wheel-size`` by default: PyPI's default limit on one file.
 DEFAULT_MAX_WHEEL_SIZE = 100 * 2**20
+#: ``free-threaded`` by default: the free-threaded CPythons are built unless a project opts out. Why: the farm builds
+#: every CPython the torch release has wheels for, users of a free-threaded CPython can install nothing else (abi3
+#: does not cover it), and a ``cp313t`` wheel costs one build per release and Python; an extension that does not
+#: declare free-threading support (``Py_mod_gil``) still works there, the interpreter turning the GIL back on as it
+#: imports it (with a warning; the audit names the declaration), so the default risks no wrong result.
+DEFAULT_FREE_THREADED = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,6 +186,10 @@ class ProjectConfig:
     test_requires: tuple[str, ...] = ()
     #: ``test-extras``: extras of the wheel itself installed with it there (``pip install "<wheel>[test]"``).
     test_extras: tuple[str, ...] = ()
+    #: ``free-threaded``: without a ``python`` list, the targets include each free-threaded CPython (``3.13t``) the
+    #: torch release has wheels for and the project allows (ci/universe/targets/axes.py, where the default's reason
+    #: is); a ``python`` list is exact, so this only opts out of the default.
+    free_threaded: bool = DEFAULT_FREE_THREADED
     #: The CPython floor of the project's abi3 wheel as its build says it (``bdist_wheel``'s ``py_limited_api =
     #: "cp39"`` in setup.py, setup.cfg or ``[tool.distutils.bdist_wheel]``): ``"3.9"``; None: not said.
     limited_api_floor: str | None = None

@@ -32,7 +32,11 @@ KEYS: tuple[Key, ...] = (
     Key("torch", "the newest release of each CUDA major of `cuda` (of every cell without `cuda`)",
         'releases (`["2.11", "2.13"]`) or a specifier (`">=2.11"`)'),
     Key("python", "every CPython the torch release has wheels for",
-        'versions (`["3.11", "3.12"]`) or a specifier; `[project] requires-python` narrows it too'),
+        'versions (`["3.11", "3.12"]`, `"3.13t"` for a free-threaded CPython) or a specifier; `[project] '
+        "requires-python` narrows it too; a list is exact"),
+    Key("free-threaded", "`true`", "without a `python` list, the free-threaded CPythons the torch release has wheels "
+        "for (`cp313-cp313t` wheels, also for an abi3 project: abi3 does not cover them); `false` opts out",
+        "free-threaded.md"),
     Key("cuda", "classic: the release cell of each torch's CUDA major; stable: every cell",
         'toolkit cells: `"13.0"`, `"cu132"`, or a major (`"13"`: its release cell; alone it also picks the torch '
         "releases built with CUDA 13)"),

@@ -19,6 +19,7 @@ from ci.universe.project import (
     COMMAND_NAMES,
     COMMAND_PLACEHOLDERS,
     DEFAULT_BUILD_ENV,
+    DEFAULT_FREE_THREADED,
     DEFAULT_MAX_WHEEL_SIZE,
     LINUX_ARCHS,
     OSES,
@@ -45,7 +46,8 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
     python_abi = _python_abi(table, abi, limited_api_floor)
     torch, torch_spec = tomlvalues.versions(table, "torch", r"\d+\.\d+(\.\d+)?")
     # Any X.Y: a Python no torch release has wheels for (2.7) is refused with the range they cover, by the targets.
-    python, python_spec = tomlvalues.versions(table, "python", r"\d+\.\d+")
+    python, python_spec = tomlvalues.versions(table, "python", r"\d+\.\d+t?")
+    free_threaded = _free_threaded(table, python)
     requires_python = _requires_python(project_table)
     cuda = tomlvalues.string_list(table, "cuda", ())
     cuda_archs = _arch_list(table, "cuda-archs", "the target torch's own list")
@@ -79,7 +81,7 @@ def parse(table: Mapping[str, Any], *, root: Path, source: Path, pyproject: Mapp
         arch_flags=tomlvalues.choice(table, "project-arch-flags", ("refuse", "replace", "keep"), "refuse"),
         test_requires=tomlvalues.requirements(table, "test-requires"),
         test_extras=tomlvalues.extras(table, "test-extras"),
-        limited_api_floor=limited_api_floor,
+        limited_api_floor=limited_api_floor, free_threaded=free_threaded,
     )
 
 
@@ -146,6 +148,23 @@ def _requires_python(project_table: Mapping[str, Any]) -> SpecifierSet | None:
     except InvalidSpecifier:
         raise ConfigError("[project] requires-python is not a version specifier",
                           project_table["requires-python"], 'write it like ">=3.10"') from None
+
+
+def _free_threaded(table: Mapping[str, Any], python: tuple[str, ...]) -> bool:
+    """``free-threaded``: the default's switch; a ``python`` list is exact, so the key set beside one must agree with
+    it (a list that names ``3.13t`` under ``free-threaded = false``, or none under ``true``, would be ignored)."""
+    on = tomlvalues.boolean(table, "free-threaded", DEFAULT_FREE_THREADED)
+    if "free-threaded" not in table or not python:
+        return on
+    named = [p for p in python if p.endswith("t")]
+    if named and not on:
+        raise ConfigError(f"[tool.{TABLE}] python names a free-threaded CPython but free-threaded = false",
+                          ", ".join(named), "drop those from python, or drop free-threaded = false")
+    if on and not named:
+        raise ConfigError(f"[tool.{TABLE}] free-threaded = true beside a python list that names no free-threaded "
+                          "CPython (a python list is exact)", ", ".join(python),
+                          'add the free-threaded ones to python ("3.13t"), or drop python or free-threaded')
+    return on
 
 
 def _toolkit_libraries(table: Mapping[str, Any]) -> tuple[str, ...]:

@@ -14,25 +14,15 @@ from ci.universe import archs, build_files, matrix, shapes
 from ci.universe.arch_gates import sources
 from ci.universe.project import ProjectConfig
 
-#: The project table's key that turns free-threaded CPythons off (``free-threaded = false``), and its default: they
-#: are built unless a project opts out. Why: the farm builds every CPython the torch release has wheels for, users of
-#: free-threaded CPython can install nothing else, and a ``cp313t`` wheel costs one build per release and Python; an
-#: extension that does not declare free-threading support (``Py_mod_gil``) still works there, the interpreter turning
-#: the GIL back on as it imports it (with a warning), so the default risks no wrong result.
-FREE_THREADED_KEY = "free-threaded"
-FREE_THREADED_DEFAULT = True
-
 
 def sorted_versions(values: Iterable[str]) -> list[str]:
     return sorted(set(values), key=shapes.python_order)
 
 
 def free_threaded_wanted(config: ProjectConfig) -> bool:
-    """Whether ``config`` builds free-threaded CPythons beyond those its ``python`` list names (``3.13t``)."""
-    # ProjectConfig.free_threaded comes from the project table's key (ci/universe/project/, default
-    # FREE_THREADED_DEFAULT). A configuration without the field (a table reader that has no such key yet) builds the
-    # free-threaded CPythons its python list names, no others: its targets stay those it had.
-    return bool(getattr(config, "free_threaded", False))
+    """Whether ``config`` builds free-threaded CPythons beyond those its ``python`` list names (``3.13t``): the
+    table's ``free-threaded`` key (default and why: ``ci.universe.project.DEFAULT_FREE_THREADED``)."""
+    return config.free_threaded
 
 
 def free_threaded_labels(config: ProjectConfig, release: shapes.TorchRelease) -> list[str]:

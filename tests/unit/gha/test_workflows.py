@@ -195,7 +195,9 @@ def test_gpu_tests_are_skipped_visibly_without_the_runner_variable(documents: di
     assert notice["permissions"] == {} and "if" not in notice
     assert "::warning title=GPU tests skipped::" in notice["steps"][0]["run"]
     gpu_jobs = [j for k, j in jobs.items() if k.startswith("test-gpu-")]
-    assert len(gpu_jobs) == len([c for c in matrix.CELLS if not c.stand_in_for])  # one x86_64 target per cell
+    # One x86_64 target per cell: the abi3 wheel, and one per free-threaded CPython of the cell's torch.
+    assert len(gpu_jobs) == sum(1 + len(matrix.get_torch(c.torch).free_threaded) for c in matrix.CELLS
+                                if not c.stand_in_for)
     for key, job in jobs.items():
         if not key.startswith("test-gpu-"):
             continue

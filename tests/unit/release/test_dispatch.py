@@ -119,7 +119,7 @@ def fake_built(folder: Path, target: targets.Target, version: str, *, body: str 
     dist = target.project.name.replace("-", "_")
     info = f"{dist}-{version}.dist-info"
     platform = f"manylinux_2_28_{target.arch}" if target.os == "linux" else "win_amd64"
-    tag = f"cp310-abi3-{platform}"
+    tag = f"{target.wheel_tag_prefix}-{platform}"
     files = {f"{dist}/__init__.py": f"VERSION = {version!r}\n{body}".encode(),
              f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n"
                                  "Requires-Python: >=3.10\n\n".encode(),

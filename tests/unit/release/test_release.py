@@ -94,7 +94,7 @@ def build_artifacts(folder: Path, config: project.ProjectConfig, *, labels: bool
         for target in targets.platform_targets(config, os_name):
             out = folder / layout.format(id=target.id)
             version = VERSION + (label(target, variant) if labels else "")
-            wheel = fake_wheel(out, config.name, version, f"cp310-abi3-{platform(target)}")
+            wheel = fake_wheel(out, config.name, version, f"{target.wheel_tag_prefix}-{platform(target)}")
             write_report(out, target, wheel)
             made.append(wheel)
     return made
@@ -109,8 +109,9 @@ def built(folder: Path, config: project.ProjectConfig, os_names: tuple[str, ...]
 def test_the_pypi_variant_is_the_release_cell_of_the_newest_cuda_major(fusedops: project.ProjectConfig) -> None:
     assert release_plan.pypi_variant(fusedops) == "cu130"
     ids = release_plan.pypi_target_ids(fusedops)
-    assert ids == {"fusedops-stable-cu130-cp310abi3-linux_x86_64", "fusedops-stable-cu130-cp310abi3-linux_aarch64",
-                   "fusedops-stable-cu130-cp310abi3-win_amd64"}
+    # The abi3 wheel and, beside it, a wheel per free-threaded CPython of the cell's torch (abi3 does not cover them).
+    assert ids == {f"fusedops-stable-cu130-{python}-{platform}" for python in ("cp310abi3", "cp313t", "cp314t")
+                   for platform in ("linux_x86_64", "linux_aarch64", "win_amd64")}
 
 
 def test_plan_sends_the_pypi_variant_and_the_sdist_to_pypi_and_every_wheel_to_its_index(
@@ -119,12 +120,15 @@ def test_plan_sends_the_pypi_variant_and_the_sdist_to_pypi_and_every_wheel_to_it
     sdist = fake_sdist(tmp_path / "sd", "fusedops", VERSION)
     manifest = release_plan.plan(fusedops, items, sdist, tag="v0.1.0", commit="abc")
     on_pypi = sorted(f.name for f in manifest.files if f.pypi)
-    assert on_pypi == ["fusedops-0.1.0-cp310-abi3-manylinux_2_28_aarch64.whl",
-                       "fusedops-0.1.0-cp310-abi3-manylinux_2_28_x86_64.whl", "fusedops-0.1.0-cp310-abi3-win_amd64.whl",
+    assert on_pypi == [f"fusedops-0.1.0-{tag}-{platform}.whl" for tag in ("cp310-abi3", "cp313-cp313t", "cp314-cp314t")
+                       for platform in ("manylinux_2_28_aarch64", "manylinux_2_28_x86_64", "win_amd64")] + [
                        "fusedops-0.1.0.tar.gz"]
     assert sorted(manifest.variants()) == sorted(c.name for c in RELEASED_CELLS)
     assert {f.name for f in manifest.variants()["cu128"]} == {
-        "fusedops-0.1.0+cu128-cp310-abi3-manylinux_2_28_x86_64.whl", "fusedops-0.1.0+cu128-cp310-abi3-win_amd64.whl"}
+        f"fusedops-0.1.0+cu128-{tag}-{platform}.whl" for tag in ("cp310-abi3", "cp313-cp313t", "cp314-cp314t")
+        for platform in ("manylinux_2_28_x86_64", "win_amd64")}
+    threaded = next(f for f in manifest.wheels if f.name == "fusedops-0.1.0-cp313-cp313t-manylinux_2_28_x86_64.whl")
+    assert (threaded.python, threaded.tags, threaded.pypi) == ("3.13t", ("cp313-cp313t-manylinux_2_28_x86_64",), True)
     assert manifest.version == VERSION
     again = release_manifest.Manifest.from_json(manifest.to_json())
     assert again == manifest
@@ -211,6 +215,8 @@ def test_the_release_folder_holds_assets_pypi_indexes_and_sums(tmp_path: Path,
     page = out / "index" / "cu128" / "fusedops" / "index.html"
     links = index.read_project_page(page)
     assert sorted(link.name for link in links) == sorted(f.name for f in manifest.variants()["cu128"])
+    # The free-threaded wheels are in the index with the others, PEP 658 metadata and all (checked below).
+    assert {link.name.split("-")[3] for link in links} == {"abi3", "cp313t", "cp314t"}
     for link in links:
         assert link.url.startswith("../../../assets/") and "%2B" in link.url  # the local "+", percent-encoded
         assert link.requires_python == ">=3.10"
@@ -306,7 +312,9 @@ def test_the_site_links_every_release_download(tmp_path: Path, fusedops: project
     urls = sorted(link.url for link in links)
     assert urls[0] == ("https://github.com/o/r/releases/download/v0.1.0/"
                        "fusedops-0.1.0%2Bcu128-cp310-abi3-manylinux_2_28_x86_64.whl")
-    assert len(urls) == 4 and sum("/v0.2.0/" in u for u in urls) == 2
+    # Each release: the abi3 wheel and the cp313t and cp314t ones, on Linux and Windows.
+    assert len(urls) == 12 and sum("/v0.2.0/" in u for u in urls) == 6
+    assert any(u.endswith("-cp313-cp313t-manylinux_2_28_x86_64.whl") for u in urls)
     assert all(link.metadata_sha256 for link in links)  # GitHub Release holds each <wheel>.metadata beside it
     assert (tmp_path / "site" / "index.html").read_text().count('href="cu1') == len(RELEASED_CELLS)
 

@@ -8,27 +8,15 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from packaging.specifiers import SpecifierSet
 
 from ci.errors import TargetError
 from ci.universe import adoption, matrix, project, pypi_torch, shapes, targets
 from ci.universe.project import reading
 from ci.universe.selection import Selection, select
 from ci.universe.targets import axes
+from ci.universe.tomlvalues import ConfigError
 
 SNAPSHOT = Path(__file__).resolve().parents[2] / "fixtures" / "pypi_torch"
-
-
-@dataclasses.dataclass(frozen=True)
-class _WithKey(project.ProjectConfig):
-    """A configuration with the table's ``free-threaded`` key (read by ci/universe/project/ once it is wired)."""
-
-    free_threaded: bool = True
-
-
-def with_key(config: project.ProjectConfig, value: bool) -> project.ProjectConfig:
-    fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(project.ProjectConfig)}
-    return _WithKey(**fields, free_threaded=value)
 
 
 def load(tmp_path: Path, table: str, requires_python: str = ">=3.10") -> project.ProjectConfig:
@@ -88,8 +76,8 @@ def test_free_threaded_wheels_still_uploading_are_an_upload_in_progress() -> Non
 
 
 def test_python_313t_selects_a_free_threaded_target(tmp_path: Path) -> None:
-    config = load(tmp_path, 'torch = ["2.11"]\n')
-    config = dataclasses.replace(config, python=("3.12", "3.13t"))  # the table's python = ["3.12", "3.13t"]
+    config = load(tmp_path, 'torch = ["2.11"]\npython = ["3.12", "3.13t"]\n')
+    assert config.python == ("3.12", "3.13t")
     gil, threaded = targets.targets_for(config)
     assert (gil.id, threaded.id) == ("ft-torch2.11-cu130-cp312-linux_x86_64", "ft-torch2.11-cu130-cp313t-linux_x86_64")
     assert (threaded.python, threaded.python_tag, threaded.wheel_tag_prefix) == ("3.13t", "cp313t", "cp313-cp313t")
@@ -106,21 +94,37 @@ def test_python_313t_selects_a_free_threaded_target(tmp_path: Path) -> None:
 
 
 def test_the_key_adds_every_free_threaded_python_the_project_allows(tmp_path: Path) -> None:
+    """``free-threaded`` (default true) adds the free-threaded CPythons where no ``python`` list is given; false
+    opts out; a list is exact whatever the default."""
     config = load(tmp_path / "a", 'torch = ["2.11"]\n')
-    assert not any(t.free_threaded for t in targets.targets_for(config))  # no key read: only python lists name them
-    on = [t.python for t in targets.targets_for(with_key(config, True))]
-    assert on == ["3.10", "3.11", "3.12", "3.13", "3.13t", "3.14", "3.14t"]
-    assert [t.python for t in targets.targets_for(with_key(config, False))] == ["3.10", "3.11", "3.12", "3.13", "3.14"]
-    narrow = with_key(load(tmp_path / "b", 'torch = ["2.11"]\n', requires_python=">=3.14"), True)
+    assert config.free_threaded
+    assert [t.python for t in targets.targets_for(config)] == ["3.10", "3.11", "3.12", "3.13", "3.13t", "3.14", "3.14t"]
+    off = load(tmp_path / "off", 'torch = ["2.11"]\nfree-threaded = false\n')
+    assert [t.python for t in targets.targets_for(off)] == ["3.10", "3.11", "3.12", "3.13", "3.14"]
+    narrow = load(tmp_path / "b", 'torch = ["2.11"]\n', requires_python=">=3.14")
     assert [t.python for t in targets.targets_for(narrow)] == ["3.14", "3.14t"]
-    spec = with_key(dataclasses.replace(config, python_spec=SpecifierSet("<3.14")), True)
+    spec = load(tmp_path / "c", 'torch = ["2.11"]\npython = "<3.14"\n')
     assert [t.python for t in targets.targets_for(spec)] == ["3.10", "3.11", "3.12", "3.13", "3.13t"]
+    listed = load(tmp_path / "d", 'torch = ["2.11"]\npython = ["3.12", "3.13"]\n')
+    assert [t.python for t in targets.targets_for(listed)] == ["3.12", "3.13"]
+
+
+@pytest.mark.parametrize(("table", "message"), [
+    ('free-threaded = "yes"', r'free-threaded must be true or false \('),
+    ('free-threaded = false\npython = ["3.12", "3.13t"]',
+     r"python names a free-threaded CPython but free-threaded = false \(3.13t\): drop"),
+    ('free-threaded = true\npython = ["3.12"]', r"names no free-threaded CPython \(a python list is exact\) \(3.12\)"),
+    ('python = ["3.13T"]', r'python has a bad version \(3.13T\): write versions like \["3.11", "3.12", "3.13t"\]'),
+])
+def test_the_key_is_refused_in_one_line(tmp_path: Path, table: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load(tmp_path, table + "\n")
 
 
 def test_abi3_does_not_cover_a_free_threaded_python(tmp_path: Path) -> None:
     """A stable-ABI project: each cell's abi3 wheel, and a per-Python wheel for each free-threaded CPython of the
     cell's torch; the release target stays the abi3 one."""
-    config = with_key(load(tmp_path, 'abi = "stable"\ncuda = ["13.0"]\n'), True)
+    config = load(tmp_path, 'abi = "stable"\ncuda = ["13.0"]\n')
     built = targets.targets_for(config)
     assert [t.id for t in built] == ["ft-stable-cu130-cp310abi3-linux_x86_64", "ft-stable-cu130-cp313t-linux_x86_64",
                                      "ft-stable-cu130-cp314t-linux_x86_64"]
@@ -134,7 +138,7 @@ def test_abi3_does_not_cover_a_free_threaded_python(tmp_path: Path) -> None:
 
 
 def test_python_asks_for_the_free_threaded_wheel_or_the_abi3_one(tmp_path: Path) -> None:
-    config = with_key(load(tmp_path, 'python-abi = "abi3"\ntorch = ["2.11"]\n'), True)
+    config = load(tmp_path, 'python-abi = "abi3"\ntorch = ["2.11"]\n')
     (threaded,) = select(config, Selection(python="3.13t"))
     assert threaded.id == "ft-torch2.11-cu130-cp313t-linux_x86_64"
     (abi3,) = select(config, Selection(python="3.12"))

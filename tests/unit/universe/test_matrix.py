@@ -111,7 +111,10 @@ def test_torch_alone_selects_the_cells_of_its_cuda_major(torch: str, major: int)
     assert cells
     chosen = select(reading.load(ROOT), Selection(torch=torch))
     # A local stand-in (cu124 for cu128) is no release cell of its own.
-    assert [t.cell.name for t in chosen if not t.cell.stand_in_for] == cells
+    assert [t.cell.name for t in chosen if not t.cell.stand_in_for and not t.free_threaded] == cells
+    # Beside each cell's abi3 wheel, a wheel per free-threaded CPython of the cell's torch (abi3 does not cover them).
+    assert [(t.cell.name, t.python) for t in chosen if not t.cell.stand_in_for and t.free_threaded] == [
+        (c, f"{p}t") for c in cells for p in matrix.get_torch(matrix.get_cell(c).torch).free_threaded]
     assert {t.torch for t in chosen} == {matrix.get_torch(torch).version}
 
 

@@ -30,13 +30,15 @@ def test_a_name_is_all_a_classic_setup_py_project_needs(tmp_path: Path) -> None:
     assert config.cuda_libraries == ("*",) and config.cpu_libraries == ()
     assert config.commands.smoke == ("python", "-c", "import my_ext")
     ids = [t.id for t in targets.targets_for(config)]
-    # Default coverage: the newest torch of each CUDA major x every Python it has wheels for.
+    # Default coverage: the newest torch of each CUDA major x every Python it has wheels for, the free-threaded
+    # ones (cp313t) included.
     newest = {r.cuda_major: r for r in matrix.TORCH_RELEASES}
-    expected = sum(len(r.pythons) for r in newest.values())
+    expected = sum(len(r.labels) for r in newest.values())
     assert len(ids) == expected and len(set(ids)) == expected
     assert "my_ext-torch2.15-cu130-cp315-linux_x86_64" in ids
     # CUDA 12: the release cell (torch's own CUDA 12.8), not its local stand-in cu124.
     assert "my_ext-torch2.10-cu128-cp310-linux_x86_64" in ids
+    assert "my_ext-torch2.10-cu128-cp313t-linux_x86_64" in ids and "my_ext-torch2.15-cu130-cp315t-linux_x86_64" in ids
     assert not any("-cu124-" in i for i in ids)
 
 
@@ -126,15 +128,19 @@ def test_torch_without_a_matching_cuda_cell_is_refused(tmp_path: Path) -> None:
 def test_requires_python_narrows_the_pythons(tmp_path: Path) -> None:
     config = reading.load(write_project(tmp_path, '[tool.cuda-ext-farm]\ntorch = ["2.13"]\n', header=(
         '[project]\nname = "x"\nversion = "1"\nrequires-python = ">=3.13"\n')))
-    assert [t.python for t in targets.targets_for(config)] == ["3.13", "3.14"]
+    assert [t.python for t in targets.targets_for(config)] == ["3.13", "3.14", "3.14t"]
 
 
 def test_abi3_classic_builds_one_wheel_per_torch(tmp_path: Path) -> None:
     config = reading.load(write_project(tmp_path, '[tool.cuda-ext-farm]\npython-abi = "abi3"\n'
                                         'torch = ["2.11", "2.13"]\n'))
     built = targets.targets_for(config)
+    # abi3 does not cover a free-threaded CPython: each of those gets a wheel of its own.
     assert [t.id for t in built] == ["my_ext-torch2.11-cu130-cp310abi3-linux_x86_64",
-                                     "my_ext-torch2.13-cu130-cp310abi3-linux_x86_64"]
+                                     "my_ext-torch2.11-cu130-cp313t-linux_x86_64",
+                                     "my_ext-torch2.11-cu130-cp314t-linux_x86_64",
+                                     "my_ext-torch2.13-cu130-cp310abi3-linux_x86_64",
+                                     "my_ext-torch2.13-cu130-cp314t-linux_x86_64"]
     assert built[0].wheel_tag_prefix == "cp310-abi3" and built[0].torch_pin == "torch==2.11.*"
 
 

@@ -21,10 +21,12 @@ def test_build_win_options() -> None:
     assert (args.toolset, args.dll_path, args.refresh_vcvars, args.no_smoke, opts.max_jobs) == \
         ("14.44", ("C:/a", "C:/b"), True, True, 4)
     assert opts.settings.get("FARM_MSVC_TOOLSET") == "14.44" and opts.settings.source("FARM_MSVC_TOOLSET") == "flag"
-    # The nox sessions' selection: one stable-ABI wheel per CUDA major, its release cell.
+    # The nox sessions' selection: the stable-ABI wheel of each CUDA major's release cell, and a wheel per
+    # free-threaded CPython of its torch (abi3 does not cover them).
     for major, cuda in (("13", "13.0"), ("12", "12.8")):
         chosen = options.resolve(cli.parse(["build-win", "--cuda", major]), os_name="windows")
-        assert [t.id for t in chosen] == [f"fusedops-stable-cu{cuda.replace('.', '')}-cp310abi3-win_amd64"]
+        cell = f"fusedops-stable-cu{cuda.replace('.', '')}"
+        assert [t.id for t in chosen] == [f"{cell}-{p}-win_amd64" for p in ("cp310abi3", "cp313t", "cp314t")]
 
 
 def test_classic_project_gets_one_wheel_per_torch_and_python() -> None:
