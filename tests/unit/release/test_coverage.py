@@ -83,3 +83,24 @@ def test_a_folder_of_neither_shape_is_refused(tmp_path: Path) -> None:
         coverage.read(tmp_path / "nowhere", _linux_targets(ROOT))
 
 
+
+
+def test_free_threaded_targets_are_counted_and_only_their_own_wheel_covers_them(tmp_path: Path) -> None:
+    """A cp313t target is a target of its own: the abi3 wheel does not cover it (abi3 does not load in a
+    free-threaded CPython), nor a GIL build's cp313 wheel; its cp313-cp313t wheel does."""
+    chosen = _linux_targets(ROOT)
+    threaded = [t for t in chosen if t.free_threaded]
+    assert threaded and {t.python for t in threaded} == {"3.13t", "3.14t"}
+    for target in chosen:
+        (tmp_path / target.id).mkdir()
+        if not target.free_threaded:
+            (tmp_path / target.id / _wheel_name(target)).write_bytes(b"")
+    first = threaded[0]
+    gil_wheel = _wheel_name(first).replace("-cp313-cp313t-", "-cp313-cp313-").replace("-cp314-cp314t-", "-cp314-cp314-")
+    (tmp_path / first.id / gil_wheel).write_bytes(b"")
+    found = coverage.read(tmp_path, chosen)
+    assert {t.id for t in found.missing} == {t.id for t in threaded}
+    (tmp_path / first.id / gil_wheel).unlink()
+    for target in threaded:
+        (tmp_path / target.id / _wheel_name(target)).write_bytes(b"")
+    assert coverage.read(tmp_path, chosen).percent == pytest.approx(100)

@@ -152,3 +152,32 @@ def test_a_free_threaded_label_sorts_after_its_gil_build() -> None:
     assert sorted(["3.14t", "3.13", "3.14", "3.10", "3.13t"], key=shapes.python_order) == [
         "3.10", "3.13", "3.13t", "3.14", "3.14t"]
     assert axes.sorted_versions(["3.14t", "3.14", "3.13t"]) == ["3.13t", "3.14", "3.14t"]
+
+
+CLASSIC = Path(__file__).resolve().parents[2] / "fixtures" / "classic_ext"
+
+
+def test_matrix_of_the_classic_fixture_lists_cp313t_for_torch_2_11(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """``matrix`` on the classic fixture without its python list (the default: every CPython torch has wheels for,
+    the free-threaded ones too): torch 2.11's cp313t and cp314t targets, and torch 2.13's cp314t; with the
+    fixture's own list (3.11, 3.12), exact, none."""
+    import json
+    import shutil
+
+    from ci import __main__ as entry
+
+    project_dir = tmp_path / "classic"
+    shutil.copytree(CLASSIC, project_dir)
+    pyproject = project_dir / "pyproject.toml"
+    pyproject.write_text("\n".join(line for line in pyproject.read_text().splitlines()
+                                   if not line.startswith("python = ")) + "\n")
+    assert entry.main(["matrix", "--project", str(project_dir), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    ids = {row["id"] for row in rows["targets"]}
+    assert {"classic_ext-torch2.11-cu130-cp313t-linux_x86_64", "classic_ext-torch2.11-cu130-cp314t-linux_x86_64",
+            "classic_ext-torch2.13-cu130-cp314t-linux_x86_64"} <= ids
+    assert "classic_ext-torch2.13-cu130-cp313t-linux_x86_64" not in ids  # torch 2.13 has no cp313t wheel
+    assert entry.main(["matrix", "--project", str(CLASSIC), "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["targets"]
+    assert listed and not any(row["free_threaded"] for row in listed)
