@@ -8,9 +8,12 @@ support (with a RuntimeWarning), so the wheel works, only with the GIL. A module
   Py_MOD_GIL_NOT_USED)``, which is what pybind11 2.13's ``PYBIND11_MODULE(name, m, py::mod_gil_not_used())`` emits;
   an imported ``PyUnstable_Module_SetGIL`` is the declaration;
 * multi-phase init (``PyInit_<name>`` returns ``PyModuleDef_Init(&def)``; pybind11 3 does so): a ``{Py_mod_gil,
-  Py_MOD_GIL_NOT_USED}`` entry in the definition's ``m_slots``, plain data: an array of (int slot, void *value)
-  pairs ending with ``{0, NULL}``, searched for in the library's data sections. Where it is not found, the warning
-  says the module was read statically, since an array built at run time cannot be seen here.
+  Py_MOD_GIL_NOT_USED}`` entry in the definition's ``m_slots``, an array of (int slot, void *value) pairs ending
+  with ``{0, NULL}``. Written in C it is plain data, searched for in the library's data sections; pybind11 3 fills
+  a function-local static array in ``PyInit_<name>`` at run time (``init_slots``), which on x86_64 compiles to two
+  RIP-relative stores, ``movl $4`` and ``movq $1`` eight bytes further on, searched for in that function's code.
+  Where neither is found, the warning says the module was read statically (slots made any other way cannot be seen
+  here).
 
 What the interpreter really did is the import test's to say (``sys._is_gil_enabled()`` after the import, under
 ``PYTHON_GIL=0``: ci/builds/smoke_gil.py).
@@ -21,6 +24,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from ci.audit.checks import Check
 
@@ -69,9 +73,31 @@ def _slot_arrays_declare(data: bytes, pointer: int) -> bool:
     return False
 
 
-def _module_inits(symbols: Iterator[object]) -> tuple[list[str], set[str]]:
-    """The ``PyInit_*`` functions a library defines, and the names it imports."""
-    inits: list[str] = []
+#: x86_64's ``movl $imm32, disp32(%rip)`` and ``movq $imm32, disp32(%rip)``: opcode bytes, then disp32 and imm32.
+_MOVL_RIP = b"\xc7\x05"
+_MOVQ_RIP = b"\x48\xc7\x05"
+
+
+def _stores_gil_slot(code: bytes, address: int) -> bool:
+    """Whether x86_64 ``code`` (at ``address``) stores the int ``Py_mod_gil`` and, 8 bytes further on, the pointer
+    ``Py_MOD_GIL_NOT_USED``, each with a RIP-relative move of an immediate (pybind11 3's ``init_slots`` inlined)."""
+    slots: set[int] = set()
+    values: set[int] = set()
+    for opcode, width, wanted, into in ((_MOVL_RIP, 10, PY_MOD_GIL, slots), (_MOVQ_RIP, 11, PY_MOD_GIL_NOT_USED,
+                                                                             values)):
+        at = code.find(opcode)
+        while at >= 0:
+            if at + width <= len(code):
+                disp, imm = struct.unpack_from("<ii", code, at + len(opcode))
+                if imm == wanted:
+                    into.add(address + at + width + disp)
+            at = code.find(opcode, at + 1)
+    return any(slot + 8 in values for slot in slots)
+
+
+def _module_inits(symbols: Iterator[object]) -> tuple[list[tuple[str, int, int]], set[str]]:
+    """The ``PyInit_*`` functions a library defines (name, address, size), and the names it imports."""
+    inits: list[tuple[str, int, int]] = []
     imported: set[str] = set()
     for sym in symbols:
         name = str(getattr(sym, "name", ""))
@@ -80,14 +106,24 @@ def _module_inits(symbols: Iterator[object]) -> tuple[list[str], set[str]]:
         if sym["st_shndx"] == "SHN_UNDEF":  # type: ignore[index]
             imported.add(name)
         elif name.startswith("PyInit_") and sym["st_info"]["type"] == "STT_FUNC":  # type: ignore[index]
-            inits.append(name)
+            inits.append((name, int(sym["st_value"]), int(sym["st_size"])))  # type: ignore[index]
     return inits, imported
+
+
+def _function_code(elf: Any, address: int, size: int) -> bytes:
+    """The bytes of the function at ``address`` (``size`` bytes), from the section that holds them."""
+    for section in elf.iter_sections():
+        start = int(section["sh_addr"])
+        if section["sh_type"] == "SHT_PROGBITS" and start <= address < start + int(section["sh_size"]):
+            data: bytes = section.data()
+            return data[address - start:address - start + size]
+    return b""
 
 
 def read_declaration(path: Path) -> tuple[str, str] | None:
     """(how the module initialises, what it declares) of the extension module at ``path``: ``("single", "set")``,
-    ``("single", "none")``, ``("multi", "slot")``, ``("multi", "unseen")``; None: not a Python module (no
-    ``PyInit_``: a library loaded by path, ``torch.ops.load_library``)."""
+    ``("single", "none")``, ``("multi", "slot")`` (in its data or written by its ``PyInit_``), ``("multi",
+    "unseen")``; None: not a Python module (no ``PyInit_``: a library loaded by path, ``torch.ops.load_library``)."""
     from elftools.elf.elffile import ELFFile
     from elftools.elf.sections import SymbolTableSection
 
@@ -106,6 +142,9 @@ def read_declaration(path: Path) -> tuple[str, str] | None:
                 if section is not None and section["sh_type"] == "SHT_PROGBITS" and \
                         _slot_arrays_declare(section.data(), pointer):
                     return "multi", "slot"
+            if elf.header["e_machine"] == "EM_X86_64" and any(
+                    _stores_gil_slot(_function_code(elf, address, size), address) for _, address, size in inits):
+                return "multi", "slot"
             return "multi", "unseen"
         return "single", "set" if "PyUnstable_Module_SetGIL" in imported else "none"
 

@@ -146,7 +146,8 @@ def build_python(target: Target, spec: images.ImageSpec) -> str:
             raise UsageError(f"the image's Python {have} is older than the target's oldest CPython", target.python,
                              "use a base image with a newer Python")
         return have
-    if images.is_debian_base(spec.base_image) and have != target.python:
+    if images.is_debian_base(spec.base_image) and have != target.python and \
+            target.python not in images.free_threaded_pythons():
         raise UsageError(
             f"the Debian base of {target.cell.name} has only Python {have}, the target needs", target.python,
             f"build the Python {have} targets here (--python {have}) or use a manylinux base with every CPython "
@@ -325,6 +326,8 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
         # An aarch64 target builds here only on an arm64 machine (GitHub's arm runners): natively, in its image.
         "CIBW_ARCHS": job.target.arch,
         "CIBW_BUILD": build_identifier(python, job.target.arch),
+        # cibuildwheel 3.x builds CPython 3.13t only when asked (cibuildwheel_command runs 3.x for it).
+        **({"CIBW_ENABLE": CP313T_ENABLE} if python == "3.13t" else {}),
         f"CIBW_MANYLINUX_{job.target.arch.upper()}_IMAGE": job.image,
         "CIBW_CONTAINER_ENGINE": f"docker; create_args: {' '.join(create_args)}; disable_host_mount: true",
         "CIBW_BUILD_FRONTEND": "build; args: --no-isolation",
@@ -360,8 +363,16 @@ def container_command(command: tuple[str, ...]) -> str:
     return shlex.join(project.expand(part, values) for part in command)
 
 
-def cibuildwheel_command(project_dir: Path, outdir: Path) -> list[str]:
-    return [sys.executable, "-m", "cibuildwheel", "--output-dir", str(outdir), str(project_dir)]
+#: The cibuildwheel that builds a cp313t target (ci/requirements/cibw313t.in: 4.x builds no CPython 3.13t), and the
+#: group it must enable for it.
+CP313T_LOCK = "cibw313t"
+CP313T_ENABLE = "cpython-freethreading"
+
+
+def cibuildwheel_command(project_dir: Path, outdir: Path, python: str | None = None) -> list[str]:
+    """cibuildwheel's command line; a CPython 3.13t build (``python``) runs the 3.x series of its own lock."""
+    interpreter = toolenv.farm_python(CP313T_LOCK) if python == "3.13t" else Path(sys.executable)
+    return [str(interpreter), "-m", "cibuildwheel", "--output-dir", str(outdir), str(project_dir)]
 
 
 def remove_containers(job: str) -> None:
@@ -428,7 +439,7 @@ def _build_in_container(job: ContainerBuild) -> report.BuildReport:
             with log.stage("cibuildwheel in the image"), proc.on_interrupt(lambda: remove_containers(job.job)), \
                     container_compiles.measured(job, source, env):
                 try:
-                    proc.run(cibuildwheel_command(source, stage / "out"), env=env, cwd=source,
+                    proc.run(cibuildwheel_command(source, stage / "out", python), env=env, cwd=source,
                              what=f"the container build of {target.id} failed",
                              hint="the compiler's output is above; nothing was written to the wheelhouse",
                              tee=output, hide=failure.hidden,

@@ -150,9 +150,19 @@ class ImageSpec:
 
 
 def python_tag(python: str) -> str:
-    """``3.11`` -> ``cp311-cp311`` (the folder name cibuildwheel looks for under /opt/python)."""
-    major, minor = python.split(".")[:2]
-    return f"cp{major}{minor}-cp{major}{minor}"
+    """``3.11`` -> ``cp311-cp311``, ``3.13t`` -> ``cp313-cp313t`` (the folder name cibuildwheel looks for under
+    /opt/python)."""
+    major, minor = python.removesuffix("t").split(".")[:2]
+    return f"cp{major}{minor}-cp{major}{minor}{'t' if python.endswith('t') else ''}"
+
+
+#: The CPython the free-threaded stage builds on a Debian base (ci/toolchain/free_threaded.py SOURCES).
+FREE_THREADED_STAGE = "3.13"
+
+
+def free_threaded_pythons() -> tuple[str, ...]:
+    """The free-threaded CPythons a Debian base's image has besides its suite's own (the free-threaded stage)."""
+    return (f"{FREE_THREADED_STAGE}t",)
 
 
 def base_image_for(cell: shapes.Cell, env: Mapping[str, str] | None = None, arch: str = "x86_64") -> str:
@@ -200,7 +210,7 @@ def free_threaded_args() -> dict[str, str]:
     the same source package, patches and flags."""
     from ci.toolchain import free_threaded
 
-    source = free_threaded.SOURCES["3.13"]
+    source = free_threaded.SOURCES[FREE_THREADED_STAGE]
     return {"FREE_THREADED_SOURCE": f"{source.package} {source.suite} {source.upstream}",
             "FREE_THREADED_SKIPPED_PATCHES": " ".join(free_threaded.SKIPPED_PATCHES),
             "FREE_THREADED_FLAGS": " ".join(free_threaded.CONFIGURE_FLAGS)}

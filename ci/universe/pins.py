@@ -53,7 +53,7 @@ from ci.errors import MissingRequirement, UsageError
 from ci.universe import matrix, shapes
 
 REQUIREMENTS = Path(__file__).resolve().parents[1] / "requirements"
-HAND_WRITTEN = ("farm", "test", "lint", "build", "image", "ccache", "sccache")
+HAND_WRITTEN = ("farm", "test", "lint", "build", "image", "ccache", "sccache", "cibw313t")
 
 #: The CPythons the farm's own tools run on: the floor is farm/pyproject.toml's requires-python (a test keeps them
 #: equal); the newest is the newest CPython with a final release that every pinned tool has wheels for.
@@ -96,7 +96,7 @@ def served(name: str) -> Serves:
     if name == "image":
         # The aarch64 images are built natively on arm64 runners (the release workflow's linux_aarch64 jobs).
         return Serves(_versions(in_images), (LINUX_X86_64, LINUX_AARCH64))
-    if name == "ccache":
+    if name in ("ccache", "cibw313t"):
         return Serves(_versions(farm), (LINUX_X86_64, LINUX_AARCH64))
     if name.startswith("cudart-"):
         # A merged wheel's halves are resolved against these runtimes where the farm runs (ci/audit/cuda_majors.py).

@@ -4,6 +4,7 @@ module can) gets none, and nothing fails."""
 
 from __future__ import annotations
 
+import platform
 import shutil
 import subprocess
 import zipfile
@@ -13,7 +14,9 @@ import pytest
 
 from ci.audit import gil, wheel_audit
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+# x86_64: the modules are built for this machine, and the run-time slots are read from x86_64 code.
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None or platform.machine() != "x86_64",
+                                reason="needs g++ on x86_64")
 
 # No Python.h: the module's CPython calls are declared here and left undefined, as in a real module (the interpreter
 # defines them); the values are CPython's (Include/moduleobject.h).
@@ -53,6 +56,27 @@ extern "C" __attribute__((visibility("default"))) void* PyInit_{name}(void) {{ r
 """
 
 
+def _runtime(name: str, gil_slot: bool) -> str:
+    """pybind11 3's way: the slots are a function-local static array that PyInit_ fills once, at run time."""
+    gil = "slots_[1].slot = 4; slots_[1].value = (void*)1; slots_[2].slot = 0; slots_[2].value = nullptr;" \
+        if gil_slot else "slots_[1].slot = 0; slots_[1].value = nullptr;"
+    return _HEAD + f"""
+static int exec_(void*) {{ return 0; }}
+static Def def_ = {{{{}}, "{name}", nullptr, 0, nullptr, nullptr, nullptr, nullptr, nullptr}};
+extern "C" __attribute__((visibility("default"))) void* PyInit_{name}(void) {{
+  static Slot slots_[4];
+  static bool ready = false;
+  if (!ready) {{
+    slots_[0].slot = 2; slots_[0].value = (void*)exec_;
+    {gil}
+    def_.slots = slots_;
+    ready = true;
+  }}
+  return PyModuleDef_Init(&def_);
+}}
+"""
+
+
 NOT_A_MODULE = 'extern "C" int fusedops_kernel(int x) { return x + 1; }\n'
 
 
@@ -71,21 +95,25 @@ def modules(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             "declared": compile_module(folder, "declared", SINGLE_DECLARED),
             "multi_slot": compile_module(folder, "multi_slot", _multi("multi_slot", True)),
             "multi_plain": compile_module(folder, "multi_plain", _multi("multi_plain", False)),
+            "runtime_slot": compile_module(folder, "runtime_slot", _runtime("runtime_slot", True)),
+            "runtime_plain": compile_module(folder, "runtime_plain", _runtime("runtime_plain", False)),
             "library": compile_module(folder, "library", NOT_A_MODULE)}
 
 
 def test_each_way_of_declaring_is_read(modules: dict[str, Path]) -> None:
     assert {name: gil.read_declaration(path) for name, path in modules.items()} == {
         "plain": ("single", "none"), "declared": ("single", "set"), "multi_slot": ("multi", "slot"),
-        "multi_plain": ("multi", "unseen"), "library": None}
+        "multi_plain": ("multi", "unseen"), "runtime_slot": ("multi", "slot"), "runtime_plain": ("multi", "unseen"),
+        "library": None}
 
 
 def test_a_module_without_the_declaration_gets_a_warning_naming_the_fix(modules: dict[str, Path]) -> None:
     root = modules["plain"].parent
     found = {c.name.removeprefix("gil:").split(".")[0]: c for c in gil.check_modules(sorted(modules.values()), root)}
-    assert set(found) == {"plain", "declared", "multi_slot", "multi_plain"}  # a library loaded by path: no check
+    # a library loaded by path: no check
+    assert set(found) == {"plain", "declared", "multi_slot", "multi_plain", "runtime_slot", "runtime_plain"}
     assert all(c.ok for c in found.values())  # a warning, never a failure
-    assert [n for n, c in sorted(found.items()) if c.warn] == ["multi_plain", "plain"]
+    assert [n for n, c in sorted(found.items()) if c.warn] == ["multi_plain", "plain", "runtime_plain"]
     assert "PYBIND11_MODULE(name, m, py::mod_gil_not_used())" in found["plain"].detail
     assert "PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED)" in found["plain"].detail
     assert "{Py_mod_gil, Py_MOD_GIL_NOT_USED}" in found["multi_plain"].detail
