@@ -104,8 +104,9 @@ DECLARED: tuple[Setting, ...] = (
     S("FARM_CUDA_HOME", "a CUDA toolkit installed by other means (inside a builder image)", "the farm's own",
       group="build"),
     S("FARM_AARCH64_CXX", "the aarch64 cross C++ compiler", "Debian's aarch64-linux-gnu-g++ on PATH", group="build"),
-    S("FARM_PYTHON_", "FARM_PYTHON_3_12 and the like: the interpreter of that CPython version",
-      "the running one, else python3.X on PATH", prefix=True, group="build"),
+    S("FARM_PYTHON_", "FARM_PYTHON_3_12 and the like (FARM_PYTHON_3_13t: a free-threaded one): the interpreter of that "
+      "CPython version",
+      "the running one, else python3.X on PATH (3.13t: built once from Debian's source)", prefix=True, group="build"),
     # --- containers --------------------------------------------------------------------------------------------
     S("FARM_BASE_IMAGE", "the base of every cell's builder image", "the cell's own", flag="--base-image",
       group="containers"),

@@ -27,7 +27,6 @@ import dataclasses
 import hashlib
 import os
 import shlex
-import sys
 import time
 import uuid
 from collections.abc import Mapping
@@ -49,9 +48,8 @@ from ci.builds import (
 )
 from ci.builds import tail as publish
 from ci.errors import CommandFailed, FarmError, UsageError
-from ci.linux import container_compiles, image_contents, images, sysroot
+from ci.linux import container_compiles, free_threaded_cibw, image_contents, images, sysroot
 from ci.log import log
-from ci.testing import gil_probe
 from ci.toolchain import compiler_cache, envs, toolkit
 from ci.toolchain.compiler_cache import in_container
 from ci.universe import matrix, pins, project, project_commands, shapes
@@ -146,8 +144,7 @@ def build_python(target: Target, spec: images.ImageSpec) -> str:
             raise UsageError(f"the image's Python {have} is older than the target's oldest CPython", target.python,
                              "use a base image with a newer Python")
         return have
-    if images.is_debian_base(spec.base_image) and have != target.python and \
-            target.python not in images.free_threaded_pythons():
+    if images.is_debian_base(spec.base_image) and target.python not in (have, *images.free_threaded_pythons()):
         raise UsageError(
             f"the Debian base of {target.cell.name} has only Python {have}, the target needs", target.python,
             f"build the Python {have} targets here (--python {have}) or use a manylinux base with every CPython "
@@ -312,13 +309,8 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
     before_build = _pth_command(site) + (f" && pip install {' '.join(shlex.quote(r) for r in extra)}" if extra else "")
     before_build += f" && rm -f {CCACHE_STATS_LOG}" + (f" && {built.before_build}" if built.before_build else "")
     stats = " && ".join(filter(None, (CCACHE_STATS, built.stats)))
-    smoke = container_command(target.project.commands.smoke)
-    origin = project_commands.origin_check_line(target.project.import_name)
-    if target.free_threaded:
-        # The project's commands with the GIL forced off, then what importing the package does to the GIL under
-        # the interpreter's default (ci/testing/gil_probe.py: its line is in cibuildwheel's output).
-        probe = gil_probe.shell_line(target.project.import_name)
-        smoke, origin = f"PYTHON_GIL=0 {smoke}", f"PYTHON_GIL=0 {origin} && {probe}"
+    smoke, origin = free_threaded_cibw.test_commands(target, container_command(target.project.commands.smoke),
+                                                     project_commands.origin_check_line(target.project.import_name))
     # The farm's steps in the container never see ci/buildsite: an empty PYTHONPATH is none to Python.
     unset, test_env = ("PYTHONPATH= ", {"PYTHONPATH": ""}) if "PYTHONPATH" in build_env else ("", {})
     return {
@@ -326,8 +318,7 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
         # An aarch64 target builds here only on an arm64 machine (GitHub's arm runners): natively, in its image.
         "CIBW_ARCHS": job.target.arch,
         "CIBW_BUILD": build_identifier(python, job.target.arch),
-        # cibuildwheel 3.x builds CPython 3.13t only when asked (cibuildwheel_command runs 3.x for it).
-        **({"CIBW_ENABLE": CP313T_ENABLE} if python == "3.13t" else {}),
+        **free_threaded_cibw.enable_env(python),  # cibuildwheel 3.x builds CPython 3.13t only when asked
         f"CIBW_MANYLINUX_{job.target.arch.upper()}_IMAGE": job.image,
         "CIBW_CONTAINER_ENGINE": f"docker; create_args: {' '.join(create_args)}; disable_host_mount: true",
         "CIBW_BUILD_FRONTEND": "build; args: --no-isolation",
@@ -344,8 +335,7 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
         # configured command; then the package must have come from the test venv.
         "CIBW_TEST_COMMAND": f"pip check && {smoke} && {origin}",
         "CIBW_BUILD_VERBOSITY": "1",
-        # cibuildwheel's own abi3audit step fetches virtualenv from GitHub; the
-        # farm runs abi3audit itself in the host-side audit.
+        # cibuildwheel's own abi3audit step fetches virtualenv from GitHub; the farm runs abi3audit in its audit.
         "CIBW_AUDIT_COMMAND": "",
     }
 
@@ -363,16 +353,9 @@ def container_command(command: tuple[str, ...]) -> str:
     return shlex.join(project.expand(part, values) for part in command)
 
 
-#: The cibuildwheel that builds a cp313t target (ci/requirements/cibw313t.in: 4.x builds no CPython 3.13t), and the
-#: group it must enable for it.
-CP313T_LOCK = "cibw313t"
-CP313T_ENABLE = "cpython-freethreading"
-
-
 def cibuildwheel_command(project_dir: Path, outdir: Path, python: str | None = None) -> list[str]:
-    """cibuildwheel's command line; a CPython 3.13t build (``python``) runs the 3.x series of its own lock."""
-    interpreter = toolenv.farm_python(CP313T_LOCK) if python == "3.13t" else Path(sys.executable)
-    return [str(interpreter), "-m", "cibuildwheel", "--output-dir", str(outdir), str(project_dir)]
+    return [str(free_threaded_cibw.cibuildwheel_python(python)), "-m", "cibuildwheel", "--output-dir", str(outdir),
+            str(project_dir)]
 
 
 def remove_containers(job: str) -> None:

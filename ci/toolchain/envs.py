@@ -37,7 +37,6 @@ import os
 import re
 import shutil
 import sys
-import sysconfig
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -86,17 +85,6 @@ class PythonEnv:
         return [own, *layered]
 
 
-#: What a candidate interpreter says it is: ``3.12``, ``3.13t`` for a free-threaded build (``Py_GIL_DISABLED``).
-_LABEL_PROBE = ("import sys, sysconfig; print('%d.%d' % sys.version_info[:2] + ('t' if "
-                "sysconfig.get_config_var('Py_GIL_DISABLED') else '')); print(sys.executable)")
-
-
-def running_label() -> str:
-    """The running CPython as a target names it: ``3.11``, ``3.13t``."""
-    threaded = "t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""
-    return f"{sys.version_info.major}.{sys.version_info.minor}{threaded}"
-
-
 def find_interpreter(version: str, env: Mapping[str, str] | None = None) -> Path:
     """A working CPython ``version`` (``3.12``; ``3.13t``: a free-threaded one): ``FARM_PYTHON_3_12`` (a path), the
     running interpreter, ``python3.12`` on PATH, a pyenv installation, or ``py -3.12`` on Windows; a free-threaded
@@ -110,7 +98,7 @@ def find_interpreter(version: str, env: Mapping[str, str] | None = None) -> Path
         if not Path(explicit).is_file():
             raise UsageError(f"{variable} is not a file", explicit, f"point it at a CPython {version} or unset it")
         return Path(explicit)
-    if running_label() == version:
+    if free_threaded.running_label() == version:
         return Path(getattr(sys, "_base_executable", None) or sys.executable)
     minor = version.removesuffix("t")
     candidates: list[list[str]] = []
@@ -118,16 +106,14 @@ def find_interpreter(version: str, env: Mapping[str, str] | None = None) -> Path
         candidates.append(["py", f"-{version}"])
     candidates.append([f"python{version}"])
     pyenv = Path(env.get("PYENV_ROOT") or Path.home() / ".pyenv")
-    # pyenv names a free-threaded build 3.13.5t, its interpreter python3.13t
-    pattern = f"versions/{minor}.*t" if version.endswith("t") else f"versions/{minor}.*"
-    for folder in sorted(pyenv.glob(pattern), key=lambda p: shapes.version_key(p.name.removesuffix("t")),
-                         reverse=True):
+    pattern = f"versions/{minor}.*t" if version.endswith("t") else f"versions/{minor}.*"  # pyenv's 3.13.5t
+    for folder in sorted(pyenv.glob(pattern), key=lambda p: shapes.version_key(p.name.rstrip("t")), reverse=True):
         candidates.append([str(folder / "bin" / f"python{version}")])
     for cmd in candidates:
         exe = shutil.which(cmd[0]) or (cmd[0] if Path(cmd[0]).is_file() else None)
         if exe is None:
             continue
-        out = proc.run([exe, *cmd[1:], "-c", _LABEL_PROBE], capture=True, check=False, log=False)
+        out = proc.run([exe, *cmd[1:], "-c", free_threaded.LABEL_PROBE], capture=True, check=False, log=False)
         lines = out.stdout.split()
         if out.returncode == 0 and lines[:1] == [version]:
             return Path(lines[1])

@@ -81,6 +81,20 @@ _PROBE = ("import sys, sysconfig; print(sysconfig.get_config_var('Py_GIL_DISABLE
           "int(getattr(sys, '_is_gil_enabled', lambda: True)()))")
 
 
+#: What a candidate interpreter says it is (ci/toolchain/envs.py find_interpreter): ``3.12``, ``3.13t`` for a
+#: free-threaded build (``Py_GIL_DISABLED``), then its path.
+LABEL_PROBE = ("import sys, sysconfig; print('%d.%d' % sys.version_info[:2] + ('t' if "
+               "sysconfig.get_config_var('Py_GIL_DISABLED') else '')); print(sys.executable)")
+
+
+def running_label() -> str:
+    """The running CPython as a target names it: ``3.11``, ``3.13t``."""
+    import sysconfig
+
+    threaded = "t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""
+    return f"{sys.version_info.major}.{sys.version_info.minor}{threaded}"
+
+
 def source_for(python: str) -> Source:
     """The source of the free-threaded CPython ``python`` (``3.13``; ``3.13t`` too)."""
     minor = python.removesuffix("t")
