@@ -28,6 +28,7 @@ from ci.builds import abi3, arch_flags, debug_split, report
 from ci.builds.failure import pure
 from ci.errors import CommandFailed
 from ci.log import log
+from ci.testing import gil_probe
 from ci.universe.targets import Target
 
 
@@ -191,6 +192,10 @@ def publish(
     floor_note = abi3.mismatch(target, result.tags)
     if floor_note:
         log.warn(floor_note)
+    # A free-threaded wheel's import test in the build (the container's, ci/linux/free_threaded_cibw.py): its line.
+    gil = gil_probe.parse(output) if target.free_threaded else None
+    if gil is not None:
+        log.info(gil.line())
     dest_dir = outputs.target_dir(target)
     digest = wheelmeta.sha256_file(final)
     result = dataclasses.replace(result, wheel=place(final, stage, dest_dir, target))
