@@ -176,8 +176,10 @@ def offered_torch(python: str, index_url: str | None) -> tuple[str, ...]:
     """The torch versions pip can install for CPython ``python`` on this machine, from ``index_url`` or from pip's own
     configuration (its indexes and find-links folders, what :func:`ensure_env`'s pip sees). ``pip index versions``
     reads the index pages only: nothing is downloaded."""
-    cmd = [sys.executable, "-m", "pip", "index", "versions", "torch", "--python-version", python,
-           "--only-binary=:all:", *(["--index-url", index_url] if index_url else [])]
+    # A free-threaded CPython (3.13t) is pip's --python-version 3.13 with the ABI cp313t.
+    threaded = ["--implementation", "cp", "--abi", f"cp{python[:-1].replace('.', '')}t"] if python.endswith("t") else []
+    cmd = [sys.executable, "-m", "pip", "index", "versions", "torch", "--python-version", python.removesuffix("t"),
+           *threaded, "--only-binary=:all:", *(["--index-url", index_url] if index_url else [])]
     result = proc.run(cmd, env=pip_env(), capture=True, check=False)
     versions = parse_index_versions(result.stdout)
     if versions or "No matching distribution" in result.stdout + result.stderr:

@@ -103,3 +103,21 @@ def test_the_probe_runs_in_this_interpreter(tmp_path: Path) -> None:
     done = subprocess.run(gil_probe.command(sys.executable, "json"), capture_output=True, text=True, check=True)
     report = gil_probe.parse(done.stdout)
     assert report is not None and report.module == "json" and not report.free_threaded and report.after
+
+
+def test_pip_is_asked_for_torch_of_the_free_threaded_abi(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pip takes no 3.13t as --python-version: the version 3.13 and the ABI cp313t (the torch versions offered)."""
+    from ci import proc
+
+    seen: list[list[str]] = []
+
+    def run(cmd: list[str], **kwargs: object) -> object:
+        seen.append([str(c) for c in cmd])
+        return type("Done", (), {"stdout": "Available versions: 2.11.0, 2.10.0", "stderr": "", "returncode": 0})()
+
+    monkeypatch.setattr(proc, "run", run)
+    assert envs.offered_torch("3.13t", None) == ("2.11.0", "2.10.0")
+    assert seen[-1][seen[-1].index("--python-version"):][:6] == ["--python-version", "3.13", "--implementation", "cp",
+                                                                "--abi", "cp313t"]
+    envs.offered_torch("3.12", None)
+    assert "--abi" not in seen[-1] and seen[-1][seen[-1].index("--python-version") + 1] == "3.12"
