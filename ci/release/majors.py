@@ -90,7 +90,8 @@ def major_targets(config: ProjectConfig) -> dict[int, Target]:
     linux = [t for t in targets.platform_targets(config, "linux") if t.arch == "x86_64"]
     chosen: dict[int, Target] = {}
     for major in pypi_majors(config):
-        cells = [t for t in linux if t.cell.cuda_major == major]
+        # The abi3 wheel's: a free-threaded target's wheel (cp313t) stays the newest major's alone on PyPI.
+        cells = [t for t in linux if t.cell.cuda_major == major and not t.free_threaded]
         pick = [t for t in cells if t.cell.release] or cells
         if not pick:
             raise UsageError(f"no CUDA {major} target of {config.name} (PyPI's torch uses CUDA {major} in its range)",
