@@ -66,6 +66,9 @@ rm -rf "$prefix/lib/python${minor}t/test"  # CPython's own test suite: 140 MB no
 assert sysconfig.get_config_var('Py_GIL_DISABLED') == 1 and not sys._is_gil_enabled(), 'not free-threaded'
 print(sys.version)"
 ln -s "python${minor}t" "$prefix/bin/python"
+# manylinux's /opt/python/*/bin have pip too: cibuildwheel puts the folder first on PATH and requires `which pip` to
+# be its interpreter's (ensurepip wrote pip3 and pip3.13 only; without it the base's python3 pip answers).
+[ -e "$prefix/bin/pip" ] || ln -s "pip${minor%%.*}" "$prefix/bin/pip"
 mv "$prefix" "$out/$tag"
 echo "free-threaded-python: $package $version built into $prefix"
 cd /

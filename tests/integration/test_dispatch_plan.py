@@ -86,11 +86,15 @@ def test_the_plan_selects_exactly_what_was_asked(documents: dict[str, dict[str, 
     assert ids == [X86, WIN] and WIN in result.stdout
     # A filter covers every architecture the workflows build: matrix --json's x86_64 and aarch64 selections.
     result, ids = run_plan(documents, tmp_path, {"cuda": "13", "os": "linux"})
+    # Beside each abi3 wheel, the free-threaded CPythons' wheels of the cell's torch (abi3 does not cover them).
+    threaded = [X86.replace("cp310abi3", p) for p in ("cp313t", "cp314t")]
     assert ids == [*matrix_ids("--os", "linux", "--cuda", "13"),
-                   *matrix_ids("--os", "linux", "--cuda", "13", "--arch", "aarch64")] == [X86, ARM]
+                   *matrix_ids("--os", "linux", "--cuda", "13", "--arch", "aarch64")] == [
+        X86, *threaded, ARM, *(t.replace("x86_64", "aarch64") for t in threaded)]
     result, ids = run_plan(documents, tmp_path, {"torch": "2.10"})
     assert ids == matrix_ids("--os", "all", "--torch", "2.10") == [
-        "fusedops-stable-cu128-cp310abi3-linux_x86_64", "fusedops-stable-cu128-cp310abi3-win_amd64"]
+        f"fusedops-stable-cu128-{p}-{platform}" for platform in ("linux_x86_64", "win_amd64")
+        for p in ("cp310abi3", "cp313t", "cp314t")]
     result, ids = run_plan(documents, tmp_path, {"os": "windows"})
     assert ids == [t for t in matrix_ids("--os", "windows") if "-cu124-" not in t]
     # Ids and filters together: the filters must keep every named target.

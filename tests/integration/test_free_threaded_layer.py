@@ -62,6 +62,7 @@ def test_the_script_builds_a_free_threaded_cpython_in_the_debian_base(tmp_path: 
                     "/out", args["FREE_THREADED_SOURCE"], args["FREE_THREADED_SKIPPED_PATCHES"],
                     args["FREE_THREADED_FLAGS"]], check=True, timeout=3600)
     assert (out / "cp313-cp313t" / "bin" / "python").is_symlink()
+    assert (out / "cp313-cp313t" / "bin" / "pip").is_symlink()  # cibuildwheel requires `which pip` to be its own
     assert not (out / "cp313-cp313t" / "lib" / "python3.13t" / "test").exists()
     check = ("import sys, sysconfig, ssl, ctypes, pip; "
              "print(sysconfig.get_config_var('Py_GIL_DISABLED'), int(sys._is_gil_enabled()), sys.prefix)")
