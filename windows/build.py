@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ci import fsutil, proc, settings
 from ci.audit.checks import AuditResult, Check
-from ci.builds import arch_flags, failure, preflight, project_source, report
+from ci.builds import arch_flags, failure, free_threaded_cibw, preflight, project_source, report
 from ci.builds import tail as publish
 from ci.errors import CommandFailed
 from ci.linux.host import NVCC_SHIM
@@ -110,7 +110,8 @@ def build_target(target: Target, outputs: publish.Outputs, found: Discovery,
                 run_env = env | cibw.cibuildwheel_env(target, python, site, build_vars)
                 output = stage / "build-output.log"
                 try:
-                    proc.run(cibw.cibuildwheel_command(source, stage / "out"), env=run_env, cwd=source,
+                    proc.run(cibw.cibuildwheel_command(source, stage / "out", str(
+                        free_threaded_cibw.cibuildwheel_python(python))), env=run_env, cwd=source,
                              what=f"the Windows build of {target.id} failed",
                              hint="the compiler's output is above; nothing was written to the wheelhouse",
                              tee=output, hide=failure.hidden,

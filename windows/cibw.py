@@ -24,7 +24,15 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path, PurePath, PureWindowsPath
 
-from ci.builds import arch_flags, cibw_environment, cmake_compiler, cuda_available, environment, project_source
+from ci.builds import (
+    arch_flags,
+    cibw_environment,
+    cmake_compiler,
+    cuda_available,
+    environment,
+    free_threaded_cibw,
+    project_source,
+)
 from ci.errors import UsageError
 from ci.nvcc import shim
 from ci.universe import matrix, project, shapes
@@ -130,6 +138,7 @@ def cibuildwheel_env(target: Target, python: str, torch_site: PurePath, variable
         "CIBW_PLATFORM": "windows",
         "CIBW_ARCHS": "AMD64",
         "CIBW_BUILD": build_identifier(python),
+        **free_threaded_cibw.enable_env(python),  # cp313t: cibuildwheel 3.x, which builds it only when asked
         "CIBW_BUILD_FRONTEND": "build; args: --no-isolation",
         "CIBW_BEFORE_BUILD": before_build,
         "CIBW_ENVIRONMENT": environment_option(variables),

@@ -192,7 +192,7 @@ def publish(
     floor_note = abi3.mismatch(target, result.tags)
     if floor_note:
         log.warn(floor_note)
-    # A free-threaded wheel's import test in the build (the container's, ci/linux/free_threaded_cibw.py): its line.
+    # A free-threaded wheel's import test in the build (the container's, ci/builds/free_threaded_cibw.py): its line.
     gil = gil_probe.parse(output) if target.free_threaded else None
     if gil is not None:
         log.info(gil.line())

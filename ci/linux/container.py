@@ -42,17 +42,18 @@ from ci.builds import (
     cuda_available,
     environment,
     failure,
+    free_threaded_cibw,
     preflight,
     project_source,
     report,
 )
 from ci.builds import tail as publish
 from ci.errors import CommandFailed, FarmError, UsageError
-from ci.linux import container_compiles, free_threaded_cibw, image_contents, images, sysroot
+from ci.linux import container_compiles, image_contents, images, sysroot
 from ci.log import log
 from ci.toolchain import compiler_cache, envs, toolkit
 from ci.toolchain.compiler_cache import in_container
-from ci.universe import matrix, pins, project, project_commands, shapes
+from ci.universe import matrix, pins, project, shapes
 from ci.universe.targets import Target
 
 PIP_CACHE_VOLUME = "cuda-ext-farm-pip-cache"
@@ -309,8 +310,7 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
     before_build = _pth_command(site) + (f" && pip install {' '.join(shlex.quote(r) for r in extra)}" if extra else "")
     before_build += f" && rm -f {CCACHE_STATS_LOG}" + (f" && {built.before_build}" if built.before_build else "")
     stats = " && ".join(filter(None, (CCACHE_STATS, built.stats)))
-    smoke, origin = free_threaded_cibw.test_commands(target, container_command(target.project.commands.smoke),
-                                                     project_commands.origin_check_line(target.project.import_name))
+    smoke, origin = free_threaded_cibw.test_commands(target, container_command(target.project.commands.smoke))
     # The farm's steps in the container never see ci/buildsite: an empty PYTHONPATH is none to Python.
     unset, test_env = ("PYTHONPATH= ", {"PYTHONPATH": ""}) if "PYTHONPATH" in build_env else ("", {})
     return {

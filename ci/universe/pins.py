@@ -96,8 +96,10 @@ def served(name: str) -> Serves:
     if name == "image":
         # The aarch64 images are built natively on arm64 runners (the release workflow's linux_aarch64 jobs).
         return Serves(_versions(in_images), (LINUX_X86_64, LINUX_AARCH64))
-    if name in ("ccache", "cibw313t"):
+    if name == "ccache":
         return Serves(_versions(farm), (LINUX_X86_64, LINUX_AARCH64))
+    if name == "cibw313t":  # cp313t builds: the container route, and Windows hosts
+        return Serves(_versions(farm), (LINUX_X86_64, LINUX_AARCH64, WIN_AMD64))
     if name.startswith("cudart-"):
         # A merged wheel's halves are resolved against these runtimes where the farm runs (ci/audit/cuda_majors.py).
         return Serves(_versions(farm), (LINUX_X86_64,))

@@ -2,7 +2,7 @@
 ``cuda-ext-farm`` command as a user would (issue 48). On the host: the farm finds no free-threaded CPython and
 builds one once (ci/toolchain/free_threaded.py), installs torch's cp313t wheel, builds, audits and import-tests the
 wheel under the free-threaded interpreter. In the container (docker): the builder image's free-threaded stage and
-cibuildwheel 3.x (ci/linux/free_threaded_cibw.py).
+cibuildwheel 3.x (ci/builds/free_threaded_cibw.py).
 
 Two copies of the fixture: as it is (its pybind11 module declares nothing: the audit's ``gil:`` warning, and the
 import re-enables the GIL), and with ``py::mod_gil_not_used()`` (no warning, the GIL stays disabled).

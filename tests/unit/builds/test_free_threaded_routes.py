@@ -121,3 +121,15 @@ def test_pip_is_asked_for_torch_of_the_free_threaded_abi(monkeypatch: pytest.Mon
                                                                 "--abi", "cp313t"]
     envs.offered_torch("3.12", None)
     assert "--abi" not in seen[-1] and seen[-1][seen[-1].index("--python-version") + 1] == "3.12"
+
+
+def test_windows_builds_cp313t_with_cibuildwheel_3_too() -> None:
+    """cibuildwheel 4 refuses cp313t on Windows as well: the same enable (its interpreter: windows/build.py)."""
+    from pathlib import PureWindowsPath
+
+    from windows import cibw
+
+    config = dataclasses.replace(reading.load(CLASSIC), python=("3.12", "3.13t"))
+    (target,) = select(config, Selection(torch="2.11", python="3.13t"), os="windows")
+    env = cibw.cibuildwheel_env(target, cibw.build_python(target), PureWindowsPath("C:/torch"), {})
+    assert (env["CIBW_BUILD"], env["CIBW_ENABLE"]) == ("cp313t-win_amd64", "cpython-freethreading")
