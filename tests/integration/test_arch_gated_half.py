@@ -22,6 +22,7 @@ import pytest
 from ci.audit.gpu_code import list_archs
 from ci.linux import images
 from ci.toolchain import toolkit
+from ci.universe import matrix
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "arch_gated"
@@ -48,7 +49,9 @@ def trixie_base() -> None:
 @pytest.mark.usefixtures("trixie_base")
 def test_the_cuda_12_half_keeps_sm_89_for_the_gate(tmp_path: Path) -> None:
     wheelhouse = tmp_path / "wheelhouse"
-    done = subprocess.run([sys.executable, "-m", "ci", "build-cuda", "--cuda", "12.4", "--project", str(FIXTURE),
+    # --python: the abi3 wheel alone (built with the trixie base's Python), not the cell's free-threaded ones.
+    done = subprocess.run([sys.executable, "-m", "ci", "build-cuda", "--cuda", "12.4", "--python",
+                           matrix.DEBIAN_PYTHON["trixie"], "--project", str(FIXTURE),
                            "--wheelhouse", str(wheelhouse), "--build-dir", str(tmp_path / "build")], cwd=ROOT,
                           text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200",

@@ -165,8 +165,11 @@ def test_shell_runs_one_command_as_the_caller(image: str) -> None:
 
 def test_cibuildwheel_builds_an_audited_wheel_in_the_image(image: str, tmp_path: Path) -> None:
     wheelhouse = tmp_path / "wheelhouse"
-    result = run_ci("build-cuda", CELL.cuda, "--arch-list", "9.0+PTX", "--wheelhouse", str(wheelhouse),
-                    "--build-dir", str(tmp_path / "build"), env={"FARM_BASE_IMAGE": images.BASE_REPO})
+    # --python: the abi3 wheel alone, built with the Debian base's Python (the cell's free-threaded targets have
+    # their own test: test_free_threaded_build.py).
+    result = run_ci("build-cuda", CELL.cuda, "--python", images.image_python(f"{images.BASE_REPO}:bookworm", CELL),
+                    "--arch-list", "9.0+PTX", "--wheelhouse", str(wheelhouse), "--build-dir", str(tmp_path / "build"),
+                    env={"FARM_BASE_IMAGE": images.BASE_REPO})
     assert result.returncode == 0, result.stdout[-5000:]
     assert "import test ok" in result.stdout and "No broken requirements found" in result.stdout
     folder = wheelhouse / "fusedops-stable-cu130-cp310abi3-linux_x86_64"
