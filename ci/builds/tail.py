@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ci import fsutil, settings, toolenv, wheelmeta
 from ci.audit import describe, gpu_code
-from ci.audit.checks import AuditResult
+from ci.audit.checks import AuditResult, Check
 from ci.audit.wheel_audit import raise_for_failures
 from ci.builds import abi3, arch_flags, debug_split, report
 from ci.builds.failure import pure
@@ -148,6 +148,17 @@ def place(final: Path, stage: Path, dest_dir: Path, target: Target) -> Path:
     return published
 
 
+def with_gil_import(result: AuditResult, target: Target, output: str) -> AuditResult:
+    """A free-threaded wheel's import test in the build (the container's, ci/builds/free_threaded_cibw.py): its line
+    said, and kept in the report as the check ``gil-import`` (a warning where the import turned the GIL back on)."""
+    gil = gil_probe.parse(output) if target.free_threaded else None
+    if gil is None:
+        return result
+    log.info(gil.line())
+    return dataclasses.replace(result, checks=(*result.checks, Check("gil-import", True, gil.line(),
+                                                                     warn=not gil.stayed_disabled)))
+
+
 def publish(
     target: Target,
     built: Path,
@@ -192,10 +203,7 @@ def publish(
     floor_note = abi3.mismatch(target, result.tags)
     if floor_note:
         log.warn(floor_note)
-    # A free-threaded wheel's import test in the build (the container's, ci/builds/free_threaded_cibw.py): its line.
-    gil = gil_probe.parse(output) if target.free_threaded else None
-    if gil is not None:
-        log.info(gil.line())
+    result = with_gil_import(result, target, output)
     dest_dir = outputs.target_dir(target)
     digest = wheelmeta.sha256_file(final)
     result = dataclasses.replace(result, wheel=place(final, stage, dest_dir, target))

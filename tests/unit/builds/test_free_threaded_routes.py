@@ -133,3 +133,18 @@ def test_windows_builds_cp313t_with_cibuildwheel_3_too() -> None:
     (target,) = select(config, Selection(torch="2.11", python="3.13t"), os="windows")
     env = cibw.cibuildwheel_env(target, cibw.build_python(target), PureWindowsPath("C:/torch"), {})
     assert (env["CIBW_BUILD"], env["CIBW_ENABLE"]) == ("cp313t-win_amd64", "cpython-freethreading")
+
+
+def test_the_containers_probe_line_joins_the_report(threaded_job: container.ContainerBuild, tmp_path: Path) -> None:
+    """cibuildwheel's output holds the probe's line: the build says it and keeps it as the check gil-import."""
+    from ci.audit.checks import AuditResult
+    from ci.builds import tail as publish
+
+    audited = AuditResult(wheel=tmp_path / "w.whl", tags=(), size_bytes=0, libraries=(), sass=(), ptx=(), checks=())
+    output = ('build noise\nfarm-gil-probe: {"module": "classic_ext", "free_threaded": true, "before": false, '
+              '"after": true, "enabled_by": ["classic_ext._C"]}\n')
+    (check,) = publish.with_gil_import(audited, threaded_job.target, output).checks
+    assert (check.name, check.ok, check.warn) == ("gil-import", True, True)
+    assert check.detail.startswith("GIL: re-enabled by classic_ext._C")
+    gil_target = dataclasses.replace(threaded_job.target, python="3.12")
+    assert publish.with_gil_import(audited, gil_target, output).checks == ()
