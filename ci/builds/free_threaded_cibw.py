@@ -33,6 +33,16 @@ def enable_env(python: str) -> dict[str, str]:
     return {"CIBW_ENABLE": ENABLE} if python == "3.13t" else {}
 
 
+def symbols_python(target: Target) -> str:
+    """The interpreter of the symbol check in the image: the image's own (``python``), but a free-threaded target's
+    (its exports are the C API the wheel links: ``PyMutex_Lock`` is 3.13's; the image installs the farm's tools in
+    it too, docker/Dockerfile)."""
+    if not target.free_threaded:
+        return "python"
+    tag = "cp" + target.python.removesuffix("t").replace(".", "")
+    return f"/opt/python/{tag}-{tag}t/bin/python"
+
+
 def test_commands(target: Target, smoke: str) -> tuple[str, str]:
     """The smoke command and the origin check of ``target``'s test command (the probe after the check)."""
     origin = project_commands.origin_check_line(target.project.import_name)

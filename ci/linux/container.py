@@ -378,9 +378,9 @@ def resolve_in_container(job: ContainerBuild, torch_volume_name: str, wheel: Pat
            f"--volume={volume_name(SYMBOLS_VOLUME)}:/opt/farm-symbols", f"--volume={wheel.parent}:/wheel:ro",
            f"--volume={out.parent}:/out", "--env", f"PYTHONPATH={FARM_MOUNT}", "--user", "0",
            *([f"--volume={job.sysroot.root}:{SYSROOT_MOUNT}:ro"] if job.sysroot else []), job.image,
-           "sh", "-c", 'python -m ci.audit.symbols "$0" --site "$1" --extra-lib-dir /usr/local/cuda/lib64 '
-           '--cache /opt/farm-symbols --out "$2" ' + "".join(f"--system-lib-dir {d} " for d in job.sysroot_lib_dirs())
-           + '&& chown "$3" "$2"',
+           "sh", "-c", free_threaded_cibw.symbols_python(job.target) + ' -m ci.audit.symbols "$0" --site "$1" '
+           '--extra-lib-dir /usr/local/cuda/lib64 --cache /opt/farm-symbols --out "$2" '
+           + "".join(f"--system-lib-dir {d} " for d in job.sysroot_lib_dirs()) + '&& chown "$3" "$2"',
            f"/wheel/{wheel.name}", f"{TORCH_MOUNT}/site", f"/out/{out.name}", f"{os.getuid()}:{os.getgid()}"]
     with proc.on_interrupt(lambda: remove_containers(job.job)):
         proc.run(cmd, what="the symbol check in the builder image failed")

@@ -78,10 +78,15 @@ def test_the_container_builds_cp313t_with_cibuildwheel_3(threaded_job: container
     assert container.cibuildwheel_command(tmp_path, tmp_path / "out", python)[0] == "/cibw3/python"
     assert container.cibuildwheel_command(tmp_path, tmp_path / "out", "3.12")[0] == sys.executable
     assert locks == ["cibw313t"]
+    # The symbol check in the image runs in the target's interpreter: its exports are the C API the wheel links.
+    from ci.builds import free_threaded_cibw
+
+    assert free_threaded_cibw.symbols_python(threaded_job.target) == "/opt/python/cp313-cp313t/bin/python"
     gil = dataclasses.replace(threaded_job, target=select(threaded_job.target.project,
                                                           Selection(torch="2.11", python="3.12"))[0])
     gil_env = container.cibuildwheel_env(gil, "3.12", "volume", None)
     assert "CIBW_ENABLE" not in gil_env and "PYTHON_GIL" not in gil_env["CIBW_TEST_COMMAND"]
+    assert free_threaded_cibw.symbols_python(gil.target) == "python"
 
 
 def test_the_probe_line_says_what_the_import_did() -> None:
