@@ -171,8 +171,9 @@ def check_modules(files: Sequence[Path], root: Path) -> list[Check]:
                                 f"once the module is thread-safe, add {FIX_SINGLE}", warn=True))
         else:
             checks.append(Check(f"gil:{rel}", True, "multi-phase init (PyModuleDef_Init) and no {Py_mod_gil, "
-                                "Py_MOD_GIL_NOT_USED} slot found in its data (read statically: slots built at run "
-                                "time cannot be seen; the import test says what the interpreter did): a "
+                                "Py_MOD_GIL_NOT_USED} slot found in its data or PyInit_'s code (read statically: "
+                                "slots made another way cannot be seen; the import test says what the interpreter "
+                                "did): a "
                                 "free-threaded CPython turns the GIL back on for a module without it; once the "
                                 f"module is thread-safe, add {FIX_MULTI} (pybind11: py::mod_gil_not_used())",
                                 warn=True))
