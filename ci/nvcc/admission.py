@@ -16,24 +16,23 @@ compile (the compile cache, nvcc) as its child instead of replacing itself with 
   at the end, which catches a short peak between two polls (``ru_maxrss`` alone is the maximum of single
   processes, never their sum, so it misses parallel threads). The peak is the larger of the two.
 * **records** it: one line per compile in :data:`RECORD` (:func:`record_line`): the source relative to
-  :data:`ROOT`, its architecture count, ``--threads``, seconds, peak bytes, whether the compiler ran (a process
-  named ``cicc``, ``ptxas`` or ``cc1plus`` was seen: a compile-cache hit runs none of them) and the need it was
-  admitted with.
+  :data:`ROOT`, its architecture count, ``--threads``, seconds, peak bytes, whether the compiler ran (``cicc``,
+  ``ptxas`` or ``cc1plus`` seen: a compile-cache hit runs none) and the need it was admitted with.
 
-The expected need (:func:`expected`): the source's record from an earlier build (:data:`EXPECTED`, written by the
-farm from its cache), scaled to this compile's parallel architectures (``--threads``); for a source never built,
-the largest per-architecture peak recorded for the project (this build's record first, then the cache) times this
-compile's parallel architectures; with no record at all, the compile runs alone (nothing else admitted until one
-compile of the build has been measured).
+The expected need (:func:`expected`): the source's record from an earlier build (:data:`EXPECTED`, from the farm's
+cache), scaled to this compile's parallel architectures (``--threads``); for a source never built, the largest
+per-architecture peak recorded for the project (this build's record first, then the cache) times them; with no
+record at all, the compile runs alone (nothing else admitted until one compile of the build is measured).
 
 :data:`DEADLINE` (seconds since the epoch): a compile that would not finish before it by its record is not
-started (:data:`AT_DEADLINE`, exit status :data:`STOPPED`), and from then on none is: the ones running finish
-into the compile cache. Standard library only (containers, Windows: there nothing is admitted or measured but
-the time).
+started (:data:`AT_DEADLINE`, exit status :data:`STOPPED`), nor any after it: the running ones finish into the
+compile cache. :data:`SWITCH` ``off``: measured and recorded, not admitted (the naive settings the memory tests
+and the bench compare against). Standard library only (containers; on Windows only the time is measured).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -52,6 +51,8 @@ ROOT = "FARM_COMPILE_ROOT"
 DEADLINE = "FARM_DEADLINE"
 #: The ``--threads`` the farm chose for this build's compiles (unset: the flags' own).
 THREADS = "FARM_NVCC_THREADS"
+#: ``off``: no admission by memory (each compile still measured and recorded).
+SWITCH = "FARM_COMPILE_ADMISSION"
 POLL = 0.05
 #: The compilers whose presence in the tree means the compile ran (not a compile-cache hit).
 COMPILERS = ("cicc", "ptxas", "cc1plus", "cudafe++")
@@ -120,6 +121,14 @@ def cgroup_free(cgroup_file: Path = Path("/proc/self/cgroup"), mount: Path = Pat
         left = limit - max(0, usage - _inactive_file(folder, names[2]))
         free = left if free is None else min(free, left)
     return free
+
+
+def cgroup_limit(cgroup_file: Path = Path("/proc/self/cgroup"), mount: Path = Path("/sys/fs/cgroup")) -> int | None:
+    """The tightest memory limit of the cgroups above this process (None: none)."""
+    known = [v for folder, version in _cgroup_folders(cgroup_file, mount)
+             if (v := _read_int(folder / ("memory.max" if version == "v2" else "memory.limit_in_bytes"))) is not None
+             and v < 2**60]
+    return min(known) if known else None
 
 
 def mem_available(meminfo: Path = Path("/proc/meminfo")) -> int | None:
@@ -338,6 +347,7 @@ def measure(command: Sequence[str], env: Mapping[str, str]) -> Measured:
     passed on) and measure its tree."""
     import resource
 
+    prefer_killed()
     started = time.monotonic()
     child = subprocess.Popen(list(command), env=dict(env))
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the child gets ninja's SIGINT itself
@@ -403,8 +413,9 @@ def run(command: Sequence[str], env: dict[str, str], source: str, archs: int) ->
         print(refusal, file=sys.stderr, flush=True)
         return STOPPED
     if os.name == "nt":
-        done = measure_plain(command, env)
-        admitted = Admitted(None, 0.0)
+        done, admitted = measure_plain(command, env), Admitted(None, 0.0)
+    elif env.get(SWITCH, "").lower() == "off":
+        done, admitted = measure(command, env), Admitted(None, 0.0)
     else:
         claims = record.with_name(record.name + CLAIMS)
         admitted = admit(claims, need, parallel(archs, threads), name, os.getpid())
@@ -427,7 +438,13 @@ def run(command: Sequence[str], env: dict[str, str], source: str, archs: int) ->
     return done.returncode if done.returncode >= 0 else 128 - done.returncode
 
 
+def prefer_killed() -> None:
+    """Out of memory, the kernel should end a compile (nvcc names it) rather than the build's Python holding torch
+    (often the largest process; ending it says nothing): raise this wrapper's ``oom_score_adj``, and its child's."""
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+        f.write("500")
+
+
 def measure_plain(command: Sequence[str], env: Mapping[str, str]) -> Measured:
     started = time.monotonic()
-    code = subprocess.call(list(command), env=dict(env))
-    return Measured(code, time.monotonic() - started, 0, True)
+    return Measured(subprocess.call(list(command), env=dict(env)), time.monotonic() - started, 0, True)
