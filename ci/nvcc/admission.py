@@ -40,7 +40,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -51,7 +51,6 @@ ROOT = "FARM_COMPILE_ROOT"
 DEADLINE = "FARM_DEADLINE"
 #: The ``--threads`` the farm chose for this build's compiles (unset: the flags' own).
 THREADS = "FARM_NVCC_THREADS"
-#: ``off``: no admission by memory (each compile still measured and recorded).
 SWITCH = "FARM_COMPILE_ADMISSION"
 POLL = 0.05
 #: The compilers whose presence in the tree means the compile ran (not a compile-cache hit).
@@ -189,9 +188,6 @@ def tree(pid: int) -> tuple[int, set[str]]:
     return total, names
 
 
-# --- a compile's shape and its expected need ----------------------------------------------------------------
-
-
 def threads_of(args: Sequence[str]) -> tuple[int, int | None]:
     """nvcc's ``--threads``/``-t`` value (the last one wins; 1 without one) and the index of its value word."""
     value, where = 1, None
@@ -304,10 +300,13 @@ class Admitted(NamedTuple):
     threads: int | None  # lowered --threads (None: as asked)
     waited: float
     line: str = ""
+    need: Need | None = None  # the need it was admitted with
 
 
-def admit(claims: Path, need: Need, units: int, source: str, me: int) -> Admitted:
-    """Wait (holding the lock, so that the compiles behind queue) until ``need`` fits, then claim it for ``me``."""
+def admit(claims: Path, need: Need, units: int, source: str, me: int, again: Callable[[], Need] | None = None
+          ) -> Admitted:
+    """Wait (holding the lock, so that the compiles behind queue) until ``need`` fits, then claim it for ``me``;
+    an unknown need is asked ``again`` while it waits (the first compile measured gives the others' estimate)."""
     import fcntl
 
     claims.mkdir(parents=True, exist_ok=True)
@@ -319,6 +318,7 @@ def admit(claims: Path, need: Need, units: int, source: str, me: int) -> Admitte
         while True:
             running, owed = outstanding(claims)
             free = available()
+            need = again() if need.bytes is None and again is not None else need
             if running == 0 or (need.bytes is not None and free is not None and need.bytes + owed <= free):
                 break
             time.sleep(0.2)
@@ -329,10 +329,7 @@ def admit(claims: Path, need: Need, units: int, source: str, me: int) -> Admitte
             line = LOWERED.format(source=source, threads=threads, need=gib(need.bytes), free=gib(free))
         # never built and nothing measured yet: claim all that is free, so the others wait for its measurement
         (claims / str(me)).write_text(str(claim if need.bytes is not None else (free or 0)))
-    return Admitted(threads, time.monotonic() - started, line)
-
-
-# --- running and measuring ------------------------------------------------------------------------------------
+    return Admitted(threads, time.monotonic() - started, line, need)
 
 
 class Measured(NamedTuple):
@@ -418,7 +415,9 @@ def run(command: Sequence[str], env: dict[str, str], source: str, archs: int) ->
         done, admitted = measure(command, env), Admitted(None, 0.0)
     else:
         claims = record.with_name(record.name + CLAIMS)
-        admitted = admit(claims, need, parallel(archs, threads), name, os.getpid())
+        admitted = admit(claims, need, parallel(archs, threads), name, os.getpid(),
+                         lambda: expected(name, archs, threads, load_expected(env), read_record(record)))
+        need = admitted.need or need
         if admitted.line:
             print(admitted.line, file=sys.stderr, flush=True)
         if admitted.threads is not None:
