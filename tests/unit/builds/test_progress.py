@@ -21,10 +21,19 @@ def test_ample_memory_keeps_one_job_per_core_and_threads_0() -> None:
 
 
 def test_short_memory_lowers_jobs_and_threads_to_what_fits() -> None:
-    chosen = plan.choose(4, int(15.6 * GIB), 1.55 * GIB, 4, None)
-    assert (chosen.jobs, chosen.threads) == (4, 2)
-    assert chosen.line == "4 jobs x --threads 2: 15.6 GiB available, 3.1 GiB per compile expected (recorded)"
+    chosen = plan.choose(16, int(15.6 * GIB), 1.55 * GIB, 4, None)
+    assert (chosen.jobs, chosen.threads) == (10, 1)  # two whole compiles fit, 8 architectures < 16 cores
+    assert chosen.line == "10 jobs x --threads 1: 15.6 GiB available, 1.6 GiB per compile expected (recorded)"
     assert plan.choose(16, 6 * GIB, 2 * GIB, 4, None)[:2] == (3, 1)
+
+
+def test_short_memory_keeps_threads_0_when_fewer_whole_compiles_keep_the_cores_busy() -> None:
+    """Two compiles of 4 architectures at once occupy 4 cores as four of 2 would, and need less (a compile's peak
+    grows slower than its parallel architectures)."""
+    chosen = plan.choose(4, int(15.6 * GIB), 1.55 * GIB, 4, None)
+    assert (chosen.jobs, chosen.threads) == (2, None)
+    assert chosen.line == "2 jobs x --threads 0: 15.6 GiB available, 6.2 GiB per compile expected (recorded)"
+    assert plan.choose(2, int(2.3 * GIB), 1.65 * GIB / 4, 4, None)[:2] == (1, None)  # the heavy fixture, 2 cores
 
 
 def test_the_users_max_jobs_wins_with_one_warning_when_the_record_says_it_will_not_fit() -> None:
