@@ -62,6 +62,8 @@ class Row:
     eta_error: dict[str, float | None] = dataclasses.field(default_factory=dict)
     #: the same, relative to the time that was actually left then
     eta_error_share: dict[str, float | None] = dataclasses.field(default_factory=dict)
+    #: each compile's expected need (recorded, estimated or unknown) against its measured peak
+    needs: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     line: str = ""
 
 
@@ -123,10 +125,12 @@ def one_build(project: Path, build_dir: Path, wheelhouse: Path, limit: int, mode
     if wheels:
         row.wheel_sha256 = wheelmeta.sha256_file(wheels[0])
     record = sorted(build_dir.glob(f"*/{records.RECORD}"))
-    if record and row.jobs:
-        source = record[0].parent / "src"
-        row.eta_error, row.eta_error_share = eta_errors(admission.read_record(record[0]),
-                                                        watch.total_compiles(source, known), known, row.jobs)
+    lines = admission.read_record(record[0]) if record else []
+    row.needs = [{k: line.get(k) for k in ("source", "how", "need", "peak", "threads", "seconds", "rc")}
+                 for line in lines]
+    if lines and row.jobs:
+        row.eta_error, row.eta_error_share = eta_errors(lines, watch.total_compiles(record[0].parent / "src", known),
+                                                        known, row.jobs)
     return row
 
 

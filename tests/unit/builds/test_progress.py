@@ -44,6 +44,18 @@ def test_the_users_max_jobs_wins_with_one_warning_when_the_record_says_it_will_n
     assert plan.choose(16, 64 * GIB, 1 * GIB, 4, 8).warning == ""
 
 
+def test_with_the_admission_off_the_plan_is_a_job_per_core_and_threads_0(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FARM_COMPILE_ADMISSION", "off")
+    chosen = plan.for_project("p", 4, 2, 2 * GIB, None, cache=tmp_path)
+    assert (chosen.jobs, chosen.threads) == (2, None) and "not admitted by memory (FARM_COMPILE_ADMISSION=off)" in (
+        chosen.line)
+    assert plan.env(chosen) == {"MAX_JOBS": "2", "FARM_COMPILE_ADMISSION": "off"}
+    monkeypatch.setenv("FARM_COMPILE_ADMISSION", "maybe")
+    with pytest.raises(UsageError, match="FARM_COMPILE_ADMISSION is neither on nor off"):
+        plan.enabled()
+
+
 @pytest.mark.parametrize(("value", "seconds"), [("5h30m", 19800), ("90m", 5400), ("45s", 45), ("3600", 3600)])
 def test_a_deadline_as_a_duration(value: str, seconds: int) -> None:
     assert deadline.parse(value, now=1000.0) == 1000.0 + seconds
