@@ -2,8 +2,9 @@
 the build to it as it holds a container to ``docker run --memory``).
 
 One build without a limit gives the reference wheel and each compile's peak (the farm's record). The limit is
-then set between the largest compile alone and the two lightest together, plus what the build's own Python
-processes hold (:data:`OVERHEAD`), so that:
+then set halfway between the largest compile alone and the two lightest together, plus what the build's own
+Python processes hold (:data:`OVERHEAD`), so that (on the 2-core machine: 2.52 GiB; the cgroup's peak was 2.25 GiB
+while h0 and h1 ran together, and the kernel killed a compile when h2 and h3 did):
 
 * with the naive settings (``FARM_COMPILE_ADMISSION=off``: a job per CPU, nvcc's ``--threads 0``) two compiles at
   once exceed it: the kernel's out-of-memory killer ends one, and the farm's last line names memory as the cause;
@@ -57,7 +58,10 @@ def test_naive_settings_die_under_the_limit_and_the_farm_builds_the_same_bytes(t
     assert whole.returncode == 0, whole.stdout[-4000:]
     (reference,) = (tmp_path / "w0").glob("*/*.whl")
     measured = sorted(peaks(kept).values())
-    assert len(measured) == 4 and all(GIB <= p <= 3 * GIB for p in measured), measured  # the fixture's calibration
+    # the fixture's calibration, 1-3 GiB a compile (h0 1.06-1.08 GiB); a compile's peak moves by up to a fifth
+    # with how its architectures' processes overlap, lower on a loaded machine (h0: 0.9 GiB beside two other
+    # heavy builds on the 2 cores; h1: 1.15 and 1.34 GiB)
+    assert len(measured) == 4 and all(0.75 * GIB <= p <= 3 * GIB for p in measured), measured
     largest, lightest_pair = measured[-1], measured[0] + measured[1]
     assert lightest_pair > largest, measured
     limit = OVERHEAD + (largest + lightest_pair) // 2
