@@ -93,3 +93,12 @@ def test_the_eta_counts_the_recorded_durations_of_what_is_left() -> None:
     done = [{"source": "k3.cu", "seconds": 40.0}]
     assert watch.eta(done, 4, known, 2) == (10 + 20 + 30) / 2
     assert watch.eta([], None, known, 2) is None
+
+
+def test_the_eta_follows_this_builds_pace_against_the_records() -> None:
+    """The records were made on crowded cores: the compiles done so far took half their recorded time, so what is
+    left is expected at half its records too."""
+    known = {f"k{i}.cu": {"seconds": 100.0} for i in range(4)}
+    done = [{"source": "k0.cu", "seconds": 50.0}, {"source": "k1.cu", "seconds": 50.0}]
+    assert watch.eta(done, 4, known, 1) == 100.0
+    assert watch.eta([{"source": "new.cu", "seconds": 30.0}], 5, known, 1) == 400.0  # nothing to compare: as recorded
