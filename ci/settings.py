@@ -82,6 +82,8 @@ DECLARED: tuple[Setting, ...] = (
     S("FARM_DEADLINE", "when the build stops starting compiles: a duration from now (5h30m, 90m, 3600s) or a time "
       "(23:30, 2026-01-31T23:30); the compiles running finish into the compile cache, the build exits 75 and the "
       "same command resumes", "none", flag="--deadline", commands=("build", "build-cuda"), group="build"),
+    S("FARM_COMPILE_ADMISSION", "`off`: CUDA compiles start as ninja starts them (MAX_JOBS the CPUs, nvcc's own "
+      "--threads), measured and recorded but not held back until their recorded memory fits", "on", group="build"),
     S("SOURCE_DATE_EPOCH", "the time stamp of the wheel's entries (reproducible builds); builds set it from the "
       "commit", "1980-01-01 (the zip epoch)",
       group="build"),

@@ -1,4 +1,5 @@
-"""``bench-builds``: cold, warm and one-file build times of the host and container builds."""
+"""``bench-builds``: cold, warm and one-file build times of the host and container builds; with ``--memory``, the
+project built under memory limits, naive settings against the farm's admission (ci/linux/memorybench.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ class Args:
     kind: tuple[str, ...] = ()
     touch: str | None = None
     out: str | None = None
+    memory: tuple[str, ...] = ()
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -22,6 +24,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="host, aarch64 (the host's cross build of the release target), or a CUDA cell for its "
                         "container build (13, 12, 13.2); repeatable (default: host, 13, 12)")
     parser.add_argument("--touch", help="the file the one-file rebuild changes (default: the smallest .cu)")
+    parser.add_argument("--memory", action="append", default=[],
+                        help="instead of the timings: build on this machine under this memory limit (2.5g, 8g), "
+                        "naive settings and the farm's admission, each in a memory cgroup; repeatable")
     parser.add_argument("--out", help="results folder (default: FARM_BENCH_RESULTS, else <project>/bench-results)")
 
 
@@ -31,6 +36,13 @@ def run(opts: Options[Args]) -> int:
     from ci.universe import matrix
 
     config = options.load_project(opts)
+    if opts.args.memory:
+        from ci.linux import memorybench
+
+        limits = [memorybench.parse_limit(v) for v in opts.args.memory]
+        out = settings.path_option(opts.args.out, "FARM_BENCH_RESULTS", config.root / "bench-results")
+        memorybench.bench(config, limits, out)
+        return 0
     kinds = list(opts.args.kind) or ["host", "13", "12"]
     for kind in kinds:
         if kind not in ("host", "aarch64"):

@@ -71,7 +71,7 @@ def jobs_env(job: ContainerBuild, create_args: Sequence[str]) -> dict[str, str]:
     log.info(f"{chosen.line}{' (the container memory limit)' if limit is not None else ''}")
     if chosen.warning:
         log.warn(chosen.warning)
-    return {"MAX_JOBS": str(chosen.jobs), **({admission.THREADS: str(chosen.threads)} if chosen.threads else {})}
+    return compile_plan.env(chosen)
 
 
 def memory_args() -> list[str]:

@@ -113,7 +113,7 @@ def jobs_env(target: Target, max_jobs: int | None) -> dict[str, str]:
     log.info(chosen.line)
     if chosen.warning:
         log.warn(chosen.warning)
-    return {"MAX_JOBS": str(chosen.jobs), **({admission.THREADS: str(chosen.threads)} if chosen.threads else {})}
+    return compile_plan.env(chosen)
 
 
 def nvcc_wrapper_env(target: Target, tk: toolkit.InstalledToolkit | None, python: Path,
@@ -249,6 +249,7 @@ def build(target: Target, outputs: tail.Outputs, *, max_jobs: int | None = None)
     """Build, repair, audit and publish ``target`` (``target.cpu``: a CPU-only wheel, no toolkit)."""
     started = time.monotonic()
     deadline_env()  # a --deadline that is neither a duration nor a time: refused before anything runs
+    compile_plan.enabled()  # so is an admission switch that is neither on nor off
     preflight.preflight(target)  # what the source alone refuses (links, submodules, C++ standard): now
     # before anything runs nvcc (the toolkit's own check of it reads these variables too)
     environment.check_nvcc_flags(settings.current().environ, "your environment's")

@@ -16,24 +16,23 @@ compile (the compile cache, nvcc) as its child instead of replacing itself with 
   at the end, which catches a short peak between two polls (``ru_maxrss`` alone is the maximum of single
   processes, never their sum, so it misses parallel threads). The peak is the larger of the two.
 * **records** it: one line per compile in :data:`RECORD` (:func:`record_line`): the source relative to
-  :data:`ROOT`, its architecture count, ``--threads``, seconds, peak bytes, whether the compiler ran (a process
-  named ``cicc``, ``ptxas`` or ``cc1plus`` was seen: a compile-cache hit runs none of them) and the need it was
-  admitted with.
+  :data:`ROOT`, its architecture count, ``--threads``, seconds, peak bytes, whether the compiler ran (``cicc``,
+  ``ptxas`` or ``cc1plus`` seen: a compile-cache hit runs none) and the need it was admitted with.
 
-The expected need (:func:`expected`): the source's record from an earlier build (:data:`EXPECTED`, written by the
-farm from its cache), scaled to this compile's parallel architectures (``--threads``); for a source never built,
-the largest per-architecture peak recorded for the project (this build's record first, then the cache) times this
-compile's parallel architectures; with no record at all, the compile runs alone (nothing else admitted until one
-compile of the build has been measured).
+The expected need (:func:`expected`): the source's record from an earlier build (:data:`EXPECTED`, from the farm's
+cache), scaled to this compile's parallel architectures (``--threads``); for a source never built, the largest
+per-architecture peak recorded for the project (this build's record first, then the cache) times them; with no
+record at all, the compile runs alone (nothing else admitted until one compile of the build is measured).
 
 :data:`DEADLINE` (seconds since the epoch): a compile that would not finish before it by its record is not
-started (:data:`AT_DEADLINE`, exit status :data:`STOPPED`), and from then on none is: the ones running finish
-into the compile cache. Standard library only (containers, Windows: there nothing is admitted or measured but
-the time).
+started (:data:`AT_DEADLINE`, exit status :data:`STOPPED`), nor any after it: the running ones finish into the
+compile cache. :data:`SWITCH` ``off``: measured and recorded, not admitted (the naive settings the memory tests
+and the bench compare against). Standard library only (containers; on Windows only the time is measured).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -41,7 +40,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -52,6 +51,7 @@ ROOT = "FARM_COMPILE_ROOT"
 DEADLINE = "FARM_DEADLINE"
 #: The ``--threads`` the farm chose for this build's compiles (unset: the flags' own).
 THREADS = "FARM_NVCC_THREADS"
+SWITCH = "FARM_COMPILE_ADMISSION"
 POLL = 0.05
 #: The compilers whose presence in the tree means the compile ran (not a compile-cache hit).
 COMPILERS = ("cicc", "ptxas", "cc1plus", "cudafe++")
@@ -122,6 +122,14 @@ def cgroup_free(cgroup_file: Path = Path("/proc/self/cgroup"), mount: Path = Pat
     return free
 
 
+def cgroup_limit(cgroup_file: Path = Path("/proc/self/cgroup"), mount: Path = Path("/sys/fs/cgroup")) -> int | None:
+    """The tightest memory limit of the cgroups above this process (None: none)."""
+    known = [v for folder, version in _cgroup_folders(cgroup_file, mount)
+             if (v := _read_int(folder / ("memory.max" if version == "v2" else "memory.limit_in_bytes"))) is not None
+             and v < 2**60]
+    return min(known) if known else None
+
+
 def mem_available(meminfo: Path = Path("/proc/meminfo")) -> int | None:
     try:
         for line in meminfo.read_text().splitlines():
@@ -178,9 +186,6 @@ def tree(pid: int) -> tuple[int, set[str]]:
         names.add(name)
         todo += _children(current)
     return total, names
-
-
-# --- a compile's shape and its expected need ----------------------------------------------------------------
 
 
 def threads_of(args: Sequence[str]) -> tuple[int, int | None]:
@@ -295,10 +300,13 @@ class Admitted(NamedTuple):
     threads: int | None  # lowered --threads (None: as asked)
     waited: float
     line: str = ""
+    need: Need | None = None  # the need it was admitted with
 
 
-def admit(claims: Path, need: Need, units: int, source: str, me: int) -> Admitted:
-    """Wait (holding the lock, so that the compiles behind queue) until ``need`` fits, then claim it for ``me``."""
+def admit(claims: Path, need: Need, units: int, source: str, me: int, again: Callable[[], Need] | None = None
+          ) -> Admitted:
+    """Wait (holding the lock, so that the compiles behind queue) until ``need`` fits, then claim it for ``me``;
+    an unknown need is asked ``again`` while it waits (the first compile measured gives the others' estimate)."""
     import fcntl
 
     claims.mkdir(parents=True, exist_ok=True)
@@ -310,6 +318,7 @@ def admit(claims: Path, need: Need, units: int, source: str, me: int) -> Admitte
         while True:
             running, owed = outstanding(claims)
             free = available()
+            need = again() if need.bytes is None and again is not None else need
             if running == 0 or (need.bytes is not None and free is not None and need.bytes + owed <= free):
                 break
             time.sleep(0.2)
@@ -320,10 +329,7 @@ def admit(claims: Path, need: Need, units: int, source: str, me: int) -> Admitte
             line = LOWERED.format(source=source, threads=threads, need=gib(need.bytes), free=gib(free))
         # never built and nothing measured yet: claim all that is free, so the others wait for its measurement
         (claims / str(me)).write_text(str(claim if need.bytes is not None else (free or 0)))
-    return Admitted(threads, time.monotonic() - started, line)
-
-
-# --- running and measuring ------------------------------------------------------------------------------------
+    return Admitted(threads, time.monotonic() - started, line, need)
 
 
 class Measured(NamedTuple):
@@ -338,6 +344,7 @@ def measure(command: Sequence[str], env: Mapping[str, str]) -> Measured:
     passed on) and measure its tree."""
     import resource
 
+    prefer_killed()
     started = time.monotonic()
     child = subprocess.Popen(list(command), env=dict(env))
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the child gets ninja's SIGINT itself
@@ -403,11 +410,14 @@ def run(command: Sequence[str], env: dict[str, str], source: str, archs: int) ->
         print(refusal, file=sys.stderr, flush=True)
         return STOPPED
     if os.name == "nt":
-        done = measure_plain(command, env)
-        admitted = Admitted(None, 0.0)
+        done, admitted = measure_plain(command, env), Admitted(None, 0.0)
+    elif env.get(SWITCH, "").lower() == "off":
+        done, admitted = measure(command, env), Admitted(None, 0.0)
     else:
         claims = record.with_name(record.name + CLAIMS)
-        admitted = admit(claims, need, parallel(archs, threads), name, os.getpid())
+        admitted = admit(claims, need, parallel(archs, threads), name, os.getpid(),
+                         lambda: expected(name, archs, threads, load_expected(env), read_record(record)))
+        need = admitted.need or need
         if admitted.line:
             print(admitted.line, file=sys.stderr, flush=True)
         if admitted.threads is not None:
@@ -427,7 +437,13 @@ def run(command: Sequence[str], env: dict[str, str], source: str, archs: int) ->
     return done.returncode if done.returncode >= 0 else 128 - done.returncode
 
 
+def prefer_killed() -> None:
+    """Out of memory, the kernel should end a compile (nvcc names it) rather than the build's Python holding torch
+    (often the largest process; ending it says nothing): raise this wrapper's ``oom_score_adj``, and its child's."""
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+        f.write("500")
+
+
 def measure_plain(command: Sequence[str], env: Mapping[str, str]) -> Measured:
     started = time.monotonic()
-    code = subprocess.call(list(command), env=dict(env))
-    return Measured(code, time.monotonic() - started, 0, True)
+    return Measured(subprocess.call(list(command), env=dict(env)), time.monotonic() - started, 0, True)

@@ -12,7 +12,9 @@ import re
 import shutil
 from pathlib import Path
 
+from ci import settings
 from ci.builds.failure.causes import Cause, Found
+from ci.nvcc import admission
 
 #: ENOSPC and EDQUOT in the words of the C library (Python's OSError, gcc, ld, ninja, zip).
 NO_SPACE = re.compile(r"No space left on device|Disk quota exceeded")
@@ -97,12 +99,16 @@ def memory(output: str, *, jobs: int | None = None, total: int | None = None) ->
         "a compiler ran out of memory (killed by signal 9, the kernel's out-of-memory killer, or stopped at a "
         "memory limit)", f"{line[:200]}; {jobs} parallel compile jobs{machine}",
         f"build with fewer parallel jobs: --max-jobs {fewer} (MAX_JOBS={fewer}); one nvcc job can take several "
-        "GiB, or give the machine more memory"))
+        "GiB, or give the machine more memory" + (
+            f"; or let the farm admit compiles by memory ({admission.SWITCH} is off)"
+            if (settings.current().get(admission.SWITCH) or "").strip().lower() == "off" else "")))
 
 
 def _memory() -> int | None:
-    """This machine's memory in bytes (a container build shares it)."""
+    """This machine's memory in bytes (a container build shares it), or the cgroup's limit where it is lower."""
     try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        total: int | None = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # pragma: no cover - Windows has no sysconf
-        return None
+        total = None
+    limit = admission.cgroup_limit()
+    return limit if limit is not None and (total is None or limit < total) else total

@@ -1,14 +1,17 @@
 """How many compiles run at once (``MAX_JOBS``) and with how many nvcc ``--threads`` each, chosen from the cores,
 the memory a compile can get (``ci/nvcc/admission.py``: the cgroup's limit less its use, or ``MemAvailable``) and
-the project's records, stated in one line at the start of the build."""
+the project's records, stated in one line at the start of the build; with the admission off
+(``FARM_COMPILE_ADMISSION=off``) the naive settings: a job per core (or ``MAX_JOBS``), nvcc's own ``--threads``."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from ci import settings
 from ci.builds.progress import records
-from ci.nvcc.admission import gib, parallel
+from ci.errors import UsageError
+from ci.nvcc.admission import SWITCH, THREADS, gib, parallel
 
 
 class Plan(NamedTuple):
@@ -36,6 +39,15 @@ def choose(cores: int, free: int | None, per_unit: float | None, archs: int, use
     if cores * full <= free:
         return Plan(cores, None, f"{cores} jobs x --threads 0: {room} available, {gib(full)} per compile "
                                  "expected (recorded)")
+    whole = int(free // full)
+    if whole and whole * parallel(archs, 0) >= cores:
+        # Fewer compiles with every architecture at once keep the cores as busy as more with fewer --threads, and
+        # need less: a compile's peak grows slower than its parallel architectures (its largest ptxas dominates;
+        # the heavy fixture: 1.65 GiB with 4 at once, about 0.65 GiB of it in one ptxas), so the per-architecture
+        # share a lowered --threads is expected by underestimates it.
+        jobs = min(cores, whole)
+        return Plan(jobs, None, f"{jobs} jobs x --threads 0: {room} available, {gib(full)} per compile expected "
+                                "(recorded)")
     units = max(1, int(free // per_unit))
     jobs = max(1, min(cores, units))
     threads = max(1, min(max(archs, 1), units // jobs))
@@ -44,7 +56,25 @@ def choose(cores: int, free: int | None, per_unit: float | None, archs: int, use
                                "expected (recorded)")
 
 
+def enabled() -> bool:
+    """Whether compiles are admitted by memory (``FARM_COMPILE_ADMISSION``: ``on``, the default, or ``off``)."""
+    given = (settings.current().get(SWITCH) or "on").strip().lower()
+    if given not in ("on", "off"):
+        raise UsageError(f"{SWITCH} is neither on nor off", repr(given), "give on (the default) or off")
+    return given == "on"
+
+
+def env(plan: Plan) -> dict[str, str]:
+    """The build's variables for ``plan``: ``MAX_JOBS``, the wrapper's ``--threads`` and its switch."""
+    return {"MAX_JOBS": str(plan.jobs), **({THREADS: str(plan.threads)} if plan.threads else {}),
+            **({} if enabled() else {SWITCH: "off"})}
+
+
 def for_project(project: str, archs: int, cores: int, free: int | None, user_jobs: int | None,
                 cache: Any = None) -> Plan:
+    if not enabled():
+        jobs = user_jobs or cores
+        return Plan(jobs, None, f"{jobs} jobs x --threads 0: {gib(free) if free is not None else 'memory unknown'} "
+                                f"available, not admitted by memory ({SWITCH}=off)")
     sources: Mapping[str, Any] = records.load(project, cache)
     return choose(cores, free, records.unit_peak(sources), archs, user_jobs)

@@ -21,10 +21,19 @@ def test_ample_memory_keeps_one_job_per_core_and_threads_0() -> None:
 
 
 def test_short_memory_lowers_jobs_and_threads_to_what_fits() -> None:
-    chosen = plan.choose(4, int(15.6 * GIB), 1.55 * GIB, 4, None)
-    assert (chosen.jobs, chosen.threads) == (4, 2)
-    assert chosen.line == "4 jobs x --threads 2: 15.6 GiB available, 3.1 GiB per compile expected (recorded)"
+    chosen = plan.choose(16, int(15.6 * GIB), 1.55 * GIB, 4, None)
+    assert (chosen.jobs, chosen.threads) == (10, 1)  # two whole compiles fit, 8 architectures < 16 cores
+    assert chosen.line == "10 jobs x --threads 1: 15.6 GiB available, 1.6 GiB per compile expected (recorded)"
     assert plan.choose(16, 6 * GIB, 2 * GIB, 4, None)[:2] == (3, 1)
+
+
+def test_short_memory_keeps_threads_0_when_fewer_whole_compiles_keep_the_cores_busy() -> None:
+    """Two compiles of 4 architectures at once occupy 4 cores as four of 2 would, and need less (a compile's peak
+    grows slower than its parallel architectures)."""
+    chosen = plan.choose(4, int(15.6 * GIB), 1.55 * GIB, 4, None)
+    assert (chosen.jobs, chosen.threads) == (2, None)
+    assert chosen.line == "2 jobs x --threads 0: 15.6 GiB available, 6.2 GiB per compile expected (recorded)"
+    assert plan.choose(2, int(2.3 * GIB), 1.65 * GIB / 4, 4, None)[:2] == (1, None)  # the heavy fixture, 2 cores
 
 
 def test_the_users_max_jobs_wins_with_one_warning_when_the_record_says_it_will_not_fit() -> None:
@@ -33,6 +42,18 @@ def test_the_users_max_jobs_wins_with_one_warning_when_the_record_says_it_will_n
     assert chosen.warning.startswith("MAX_JOBS=8 asks for 8 compiles at once, 4.0 GiB each expected (recorded), "
                                      "6.0 GiB available")
     assert plan.choose(16, 64 * GIB, 1 * GIB, 4, 8).warning == ""
+
+
+def test_with_the_admission_off_the_plan_is_a_job_per_core_and_threads_0(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FARM_COMPILE_ADMISSION", "off")
+    chosen = plan.for_project("p", 4, 2, 2 * GIB, None, cache=tmp_path)
+    assert (chosen.jobs, chosen.threads) == (2, None) and "not admitted by memory (FARM_COMPILE_ADMISSION=off)" in (
+        chosen.line)
+    assert plan.env(chosen) == {"MAX_JOBS": "2", "FARM_COMPILE_ADMISSION": "off"}
+    monkeypatch.setenv("FARM_COMPILE_ADMISSION", "maybe")
+    with pytest.raises(UsageError, match="FARM_COMPILE_ADMISSION is neither on nor off"):
+        plan.enabled()
 
 
 @pytest.mark.parametrize(("value", "seconds"), [("5h30m", 19800), ("90m", 5400), ("45s", 45), ("3600", 3600)])
@@ -72,3 +93,12 @@ def test_the_eta_counts_the_recorded_durations_of_what_is_left() -> None:
     done = [{"source": "k3.cu", "seconds": 40.0}]
     assert watch.eta(done, 4, known, 2) == (10 + 20 + 30) / 2
     assert watch.eta([], None, known, 2) is None
+
+
+def test_the_eta_follows_this_builds_pace_against_the_records() -> None:
+    """The records were made on crowded cores: the compiles done so far took half their recorded time, so what is
+    left is expected at half its records too."""
+    known = {f"k{i}.cu": {"seconds": 100.0} for i in range(4)}
+    done = [{"source": "k0.cu", "seconds": 50.0}, {"source": "k1.cu", "seconds": 50.0}]
+    assert watch.eta(done, 4, known, 1) == 100.0
+    assert watch.eta([{"source": "new.cu", "seconds": 30.0}], 5, known, 1) == 400.0  # nothing to compare: as recorded

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,44 @@ def test_a_compile_waits_while_the_running_ones_hold_its_memory(tmp_path: Path) 
     first, second = sorted(records(tmp_path), key=lambda line: float(line["end"]))  # type: ignore[arg-type]
     assert first["need"] == second["need"] == need and second["how"] == "recorded"
     assert float(second["end"]) - float(second["seconds"]) >= float(first["end"]) - 0.05  # type: ignore[arg-type]
+
+
+def test_compiles_queued_behind_the_first_of_a_build_never_built_are_expected_from_its_measure(tmp_path: Path
+                                                                                              ) -> None:
+    """Nothing recorded: the first compile runs alone; the ones that queued meanwhile are not each run alone as
+    well but, once it is measured, expected from it (estimated) and run together."""
+    cicc = tmp_path / "cicc"  # a compiler by its process name: the compile is measured, not a cache hit
+    cicc.symlink_to(sys.executable)
+    env = wrapper_env(tmp_path, FARM_NVCC_NEXT=f"{cicc} -c 'import time; time.sleep(1.5)'")
+    started = []
+    for i in range(3):
+        started.append(subprocess.Popen([sys.executable, "-I", str(WRAPPER), "-c", f"k{i}.cu", "-o", "k.o",
+                                         "-gencode=arch=compute_90,code=sm_90"], env=env, cwd=tmp_path))
+        time.sleep(0.3)  # in this order: k0 first
+    assert [p.wait() for p in started] == [0, 0, 0]
+    first, *rest = sorted(records(tmp_path), key=lambda line: float(line["end"]))  # type: ignore[arg-type]
+    assert first["how"] == "unknown" and first["compiled"] and [line["how"] for line in rest] == ["estimated"] * 2
+    starts = [float(line["end"]) - float(line["seconds"]) for line in rest]  # type: ignore[arg-type]
+    assert min(starts) >= float(first["end"]) - 0.05  # type: ignore[arg-type]
+    assert max(starts) < min(float(line["end"]) for line in rest)  # type: ignore[arg-type]  # together
+
+
+def test_with_the_admission_off_compiles_start_together_and_are_still_measured(tmp_path: Path) -> None:
+    """The naive settings (FARM_COMPILE_ADMISSION=off): the same two compiles that would wait for each other by
+    their records start at once, and both are recorded."""
+    free = admission.available()
+    assert free
+    expected = tmp_path / "expected.json"
+    expected.write_text(json.dumps({"sources": {f"k{i}.cu": {"peak": int(free * 0.6), "seconds": 1, "archs": 1,
+                                                             "threads": 1} for i in range(2)}}))
+    env = wrapper_env(tmp_path, FARM_NVCC_NEXT=f"{sys.executable} -c 'import time; time.sleep(1.5)'",
+                      FARM_COMPILE_EXPECTED=str(expected), FARM_COMPILE_ADMISSION="off")
+    started = [subprocess.Popen([sys.executable, "-I", str(WRAPPER), "-c", f"k{i}.cu", "-o", "k.o",
+                                 "-gencode=arch=compute_90,code=sm_90"], env=env, cwd=tmp_path) for i in range(2)]
+    assert [p.wait() for p in started] == [0, 0]
+    first, second = sorted(records(tmp_path), key=lambda line: float(line["end"]))  # type: ignore[arg-type]
+    assert float(second["end"]) - float(second["seconds"]) < float(first["end"])  # type: ignore[arg-type]
+    assert first["waited"] == second["waited"] == 0.0
 
 
 def test_a_compile_that_alone_exceeds_what_is_free_runs_alone_with_fewer_threads(tmp_path: Path) -> None:
