@@ -4,8 +4,7 @@
 //
 // The module has no Python API of its own: importing it loads the library, and
 // its static initialisers register the operators with the dispatcher. Only the
-// limited C API is used, so the binary is abi3 (one wheel for CPython >= 3.10;
-// a free-threaded CPython, which has no limited API, gets a wheel of its own).
+// limited C API is used, so the binary is abi3 (one wheel for CPython >= 3.10).
 #include <Python.h>
 
 #include "common.h"
@@ -15,7 +14,9 @@ STABLE_TORCH_LIBRARY(fusedops, m) {}
 extern "C" PyObject* PyInit__C(void) {
   static PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
 #ifdef Py_GIL_DISABLED
-  // A free-threaded CPython (setup.py builds without the limited API there): the stub has no state, so it does not
+  // A free-threaded CPython has no limited API, so setup.py builds a wheel of its own for it (cp313t). The lines
+  // above STABLE_TORCH_LIBRARY stay as they are: its registration records __LINE__, so a line added there changes
+  // every GIL wheel's bytes. The stub has no state, so it does not
   // need the GIL; without this the interpreter would turn the GIL back on as it imports the module.
   PyObject* module = PyModule_Create(&module_def);
   if (module != nullptr && PyUnstable_Module_SetGIL(module, Py_MOD_GIL_NOT_USED) < 0) {
