@@ -324,7 +324,9 @@ def build_command(spec: ImageSpec, ca_bundle: Path | None, context: Path | None 
 
 
 def require_engine() -> None:
-    result = _probe([docker_cli(), "info", "--format", "{{.ServerVersion}}"])
+    # `docker version`, not `docker info --format`: without a daemon, docker 28's info answers with a template
+    # error ("indirection through nil pointer") where version names the socket it could not reach.
+    result = _probe([docker_cli(), "version", "--format", "{{.Server.Version}}"])
     if result.returncode != 0:
         reason = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else "no answer"
         raise ImageError("no Docker engine is reachable", reason,

@@ -15,26 +15,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from ci.linux import images
 from ci.universe import adoption, matrix
+from tests.integration import engine
 
 ROOT = Path(__file__).resolve().parents[2]
 CLASSIC = ROOT / "tests" / "fixtures" / "classic_ext"
 SNAPSHOT = ROOT / "tests" / "fixtures" / "pypi_torch"
 
 
-def _engine_reason() -> str | None:
-    try:
-        images.require_engine()
-    except images.ImageError as exc:
-        return str(exc)
-    return None if shutil.which("debootstrap") else "debootstrap is not installed (apt-get install debootstrap)"
-
-
-REASON = _engine_reason()
-pytestmark = [pytest.mark.docker, pytest.mark.skipif(REASON is not None, reason=f"no Docker engine: {REASON}")]
+pytestmark = engine.marks(base=engine.BOOKWORM)
 
 NEWEST = matrix.TORCH_RELEASES[-1]
 BEFORE = matrix.TORCH_RELEASES[-2]

@@ -24,6 +24,7 @@ from test_fixture_projects import copy_fixture, farm
 from test_real_shapes import developers_words
 
 from ci.linux import images
+from tests.integration import engine
 
 pytestmark = pytest.mark.slow
 
@@ -119,21 +120,11 @@ def test_keep_builds_and_audits_the_projects_own_list(farm_command: list[str], t
     assert "the project's own (setup.py) list" in result.stdout
 
 
-def _engine_reason() -> str | None:
-    try:
-        done = subprocess.run([images.docker_cli(), "info"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired, Exception) as exc:
-        return str(exc)
-    return None if done.returncode == 0 else done.stderr.strip()[-200:]
-
-
 @pytest.mark.docker
 @pytest.mark.parametrize(("mode", "sass"), [("replace", ["sm_90"]), ("keep", OWN_SASS)])
 def test_the_container_build_takes_the_same_configuration(farm_command: list[str], tmp_path: Path, mode: str,
                                                           sass: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    reason = _engine_reason()
-    if reason is not None:
-        pytest.skip(f"no Docker engine: {reason}")
+    engine.skip_without(base=engine.BOOKWORM)
     monkeypatch.setenv("FARM_BASE_IMAGE", images.BASE_REPO)  # no registry here: the bootstrapped Debian base
     base = farm(farm_command, tmp_path, "base-image")
     assert base.returncode == 0, base.stdout[-3000:]

@@ -6,12 +6,12 @@ landed container route left CMake on the image's /usr/local/cuda/bin/nvcc: no wr
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from ci.linux import container, images
+from tests.integration import engine
 from tests.integration.test_fixture_projects import TORCH, assert_every_check_passed, copy_fixture, farm
 
 #: The wrapper's line for the fixture's CUDA source, as cibuildwheel's copy in the container names it.
@@ -22,19 +22,9 @@ WRAPPER_LINE = re.compile(r"cuda-ext-farm nvcc: /project/csrc/scale_add_cuda\.cu
 pytestmark = [pytest.mark.slow, pytest.mark.extended, pytest.mark.docker]
 
 
-def _engine_reason() -> str | None:
-    try:
-        done = subprocess.run([images.docker_cli(), "info"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired, Exception) as exc:
-        return str(exc)
-    return None if done.returncode == 0 else done.stderr.strip()[-200:]
-
-
 def test_a_cmake_container_build_compiles_through_the_nvcc_wrapper(farm_command: list[str], tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    reason = _engine_reason()
-    if reason is not None:
-        pytest.skip(f"no Docker engine: {reason}")
+    engine.skip_without(base=engine.BOOKWORM)
     monkeypatch.setenv("FARM_BASE_IMAGE", images.BASE_REPO)
     base = farm(farm_command, tmp_path, "base-image")
     assert base.returncode == 0, base.stdout[-3000:]

@@ -20,23 +20,14 @@ import pytest
 from ci.builds import arch_flags
 from ci.linux import images
 from ci.universe import matrix
+from tests.integration import engine
 
 ROOT = Path(__file__).resolve().parents[2]
 CLASSIC = ROOT / "tests" / "fixtures" / "classic_ext"
 
 
-def _engine_reason() -> str | None:
-    try:
-        images.require_engine()
-    except images.ImageError as exc:
-        return str(exc)
-    if shutil.which("debootstrap") is None:
-        return "debootstrap is not installed (apt-get install debootstrap)"
-    return None
-
-
-REASON = _engine_reason()
-pytestmark = [pytest.mark.docker, pytest.mark.skipif(REASON is not None, reason=f"no Docker engine: {REASON}")]
+REASON = engine.missing(base=engine.BOOKWORM)
+pytestmark = engine.marks(base=engine.BOOKWORM)
 
 CELL = matrix.get_cell("13.0")
 

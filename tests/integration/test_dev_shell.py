@@ -14,18 +14,9 @@ import pytest
 
 from ci.linux import images, shell
 from ci.universe import matrix
+from tests.integration import engine
 
-
-def _skip_reason() -> str | None:
-    try:
-        images.require_engine()
-    except images.ImageError as exc:
-        return str(exc)
-    return None
-
-
-REASON = _skip_reason()
-pytestmark = [pytest.mark.docker, pytest.mark.skipif(REASON is not None, reason=f"no Docker engine: {REASON}")]
+pytestmark = engine.marks()
 
 
 def test_the_shell_hands_the_cache_storage_in_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

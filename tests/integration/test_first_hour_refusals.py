@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration import engine
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
 
@@ -83,22 +85,10 @@ def test_a_build_that_compiles_nothing_is_named_with_the_variable_before_the_rep
     assert "auditwheel" not in result.stdout and "> repair" not in result.stdout
 
 
-def _engine_reason() -> str | None:
-    from ci.linux import images
-
-    try:
-        images.require_engine()
-    except images.ImageError as exc:
-        return str(exc)
-    return None
-
-
 @pytest.mark.docker
 def test_a_container_build_that_compiles_nothing_is_named_with_the_variable(tmp_path: Path) -> None:
     """cibuildwheel stops at the pure wheel before its repair in the image; the line is the host build's."""
-    reason = _engine_reason()
-    if reason is not None:
-        pytest.skip(f"no Docker engine: {reason}")
+    engine.skip_without(base=engine.BOOKWORM)
     base = subprocess.run([sys.executable, "-m", "ci", "base-image"], cwd=ROOT, text=True, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert base.returncode == 0, base.stdout[-3000:]

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import pytest
 
 from ci import wheelmeta
 from ci.linux import images
+from tests.integration import engine
 from tests.integration.test_fixture_projects import farm
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,23 +94,13 @@ def test_the_import_test_runs_free_threaded_and_reports_the_gil(built: dict[str,
         assert "GIL: re-enabled by classic_ext._C when classic_ext was imported" in out, out[-3000:]
 
 
-def _engine_reason() -> str | None:
-    try:
-        done = subprocess.run([images.docker_cli(), "info"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired, Exception) as exc:
-        return str(exc)
-    return None if done.returncode == 0 else done.stderr.strip()[-200:]
-
-
 @pytest.mark.docker
 def test_the_container_route_builds_and_import_tests_the_cp313t_wheel(farm_command: list[str], tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """cu130's image on the bootstrapped Debian base (no registry here): its free-threaded stage's
     /opt/python/cp313-cp313t builds the wheel with cibuildwheel 3.x; the test command in the image runs the smoke
     command with PYTHON_GIL=0 and the probe says what the import did to the GIL."""
-    reason = _engine_reason()
-    if reason is not None:
-        pytest.skip(f"no Docker engine: {reason}")
+    engine.skip_without(base=engine.BOOKWORM)
     monkeypatch.setenv("FARM_BASE_IMAGE", images.BASE_REPO)
     base = farm(farm_command, tmp_path, "base-image", "--suite", "bookworm")
     assert base.returncode == 0, base.stdout[-3000:]

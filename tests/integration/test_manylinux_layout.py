@@ -25,6 +25,7 @@ from ci.linux import container as wheels
 from ci.linux import image_contents, images
 from ci.universe import targets
 from ci.universe.project import reading
+from tests.integration import engine
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = f"{images.BASE_REPO}:bookworm"
@@ -63,18 +64,7 @@ WORKDIR /home/build
 """
 
 
-def _skip_reason() -> str | None:
-    try:
-        images.require_engine()
-    except images.ImageError as exc:
-        return str(exc)
-    if not images.image_exists(BASE) and shutil.which("debootstrap") is None:
-        return f"no {BASE} and no debootstrap to make it"
-    return None
-
-
-REASON = _skip_reason()
-pytestmark = [pytest.mark.docker, pytest.mark.skipif(REASON is not None, reason=f"no Docker engine: {REASON}")]
+pytestmark = engine.marks(base=BASE)
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -390,3 +391,16 @@ def test_setuptools_own_compile_in_the_container_runs_the_nvcc_wrapper(tmp_path:
     assert "CUDA_HOME" not in wheels.nvcc_front(cmake, {})[0]
     own = wheels.nvcc_front(target, {"CUDA_HOME": "/opt/own-cuda"})
     assert "CUDA_HOME" not in own[0] and own[1] == ""
+
+
+@pytest.mark.skipif(shutil.which("docker") is None, reason="no docker client (apt-get install docker.io)")
+def test_no_engine_is_one_line_naming_the_socket_the_client_could_not_reach(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real client against a socket nobody listens on: docker's own reason, not a template error."""
+    socket = tmp_path / "nobody.sock"
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{socket}")
+    with pytest.raises(images.ImageError) as refused:
+        images.require_engine()
+    line = refused.value.line()
+    assert "\n" not in line and "no Docker engine is reachable" in line
+    assert str(socket) in line and "template" not in line, line
