@@ -16,13 +16,15 @@ compile (the compile cache, nvcc) as its child instead of replacing itself with 
   at the end, which catches a short peak between two polls (``ru_maxrss`` alone is the maximum of single
   processes, never their sum, so it misses parallel threads). The peak is the larger of the two.
 * **records** it: one line per compile in :data:`RECORD` (:func:`record_line`): the source relative to
-  :data:`ROOT`, its architecture count, ``--threads``, seconds, peak bytes, whether the compiler ran (``cicc``,
-  ``ptxas`` or ``cc1plus`` seen: a compile-cache hit runs none) and the need it was admitted with.
+  :data:`ROOT`, its architecture count, ``--threads``, the machine's CPU count, seconds, peak bytes, whether the
+  compiler ran (``cicc``, ``ptxas`` or ``cc1plus`` seen: a compile-cache hit runs none) and the need it was
+  admitted with.
 
 The expected need (:func:`expected`): the source's record from an earlier build (:data:`EXPECTED`, from the farm's
-cache), scaled to this compile's parallel architectures (``--threads``); for a source never built, the largest
-per-architecture peak recorded for the project (this build's record first, then the cache) times them; with no
-record at all, the compile runs alone (nothing else admitted until one compile of the build is measured).
+cache), scaled to the architectures this compile runs at once (``--threads``, whose ``0`` is the machine's CPU
+count: :func:`parallel`); for a source never built, the largest per-architecture peak recorded for the project
+(this build's record first, then the cache) times them; with no record at all, the compile runs alone (nothing else
+admitted until one compile of the build is measured).
 
 :data:`DEADLINE` (seconds since the epoch): a compile that would not finish before it by its record is not
 started (:data:`AT_DEADLINE`, exit status :data:`STOPPED`), nor any after it: the running ones finish into the
@@ -45,7 +47,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 RECORD = "FARM_COMPILE_RECORD"
-#: A JSON file: ``{"sources": {source: {"peak", "seconds", "archs", "threads"}}, "unit_peak": bytes}``.
+#: A JSON file: ``{"sources": {source: {"peak", "seconds", "archs", "threads", "cpus"}}}``.
 EXPECTED = "FARM_COMPILE_EXPECTED"
 ROOT = "FARM_COMPILE_ROOT"
 DEADLINE = "FARM_DEADLINE"
@@ -200,9 +202,17 @@ def threads_of(args: Sequence[str]) -> tuple[int, int | None]:
     return value, where
 
 
-def parallel(archs: int, threads: int) -> int:
-    """How many architectures of one compile run at the same time (``--threads 0``: all of them)."""
-    return max(1, archs if threads == 0 else min(threads, max(archs, 1)))
+def parallel(archs: int, threads: int, cpus: int) -> int:
+    """How many architectures of one compile run at the same time on a machine of ``cpus`` CPUs: nvcc's
+    ``--threads 0`` is "the number of CPUs on the machine" (nvcc --help), not every architecture: 6 architectures
+    on 2 CPUs run 2 at a time (measured: classic_ext's compile, one cicc of 1.24 GiB, peaks at 2.47 GiB with 6). The
+    CPUs are the machine's, not this process's affinity (nvcc under ``taskset -c 0`` still ran 2)."""
+    return max(1, min(max(archs, 1), cpus if threads == 0 else threads))
+
+
+def cpus() -> int:
+    """The CPU count nvcc's ``--threads 0`` uses."""
+    return os.cpu_count() or 1
 
 
 def with_threads(args: Sequence[str], threads: int) -> list[str]:
@@ -230,10 +240,15 @@ def load_expected(env: Mapping[str, str]) -> dict[str, Any]:
         return {}
 
 
-def unit_peaks(lines: list[dict[str, Any]]) -> list[float]:
+def per_unit(line: Mapping[str, Any], machine: int) -> float:
+    """A measured compile's peak per architecture it ran at once: the record's own CPU count (``cpus``, what its
+    ``--threads 0`` meant), else ``machine``'s (records made before the farm kept it)."""
+    return float(line["peak"]) / parallel(line["archs"], line["threads"], int(line.get("cpus") or machine))
+
+
+def unit_peaks(lines: list[dict[str, Any]], machine: int) -> list[float]:
     """Per-parallel-architecture peaks of the measured compiles among ``lines`` (records' shape)."""
-    return [line["peak"] / parallel(line["archs"], line["threads"]) for line in lines
-            if line.get("compiled") and line.get("peak")]
+    return [per_unit(line, machine) for line in lines if line.get("compiled") and line.get("peak")]
 
 
 def read_record(path: Path) -> list[dict[str, Any]]:
@@ -250,18 +265,19 @@ def read_record(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def expected(source: str, archs: int, threads: int, known: Mapping[str, Any], this_build: list[dict[str, Any]]
-             ) -> Need:
-    """What a compile of ``source`` is expected to take: its record scaled to ``archs`` x ``threads``, else the
-    largest per-architecture peak the project recorded, else unknown."""
-    units = parallel(archs, threads)
+def expected(source: str, archs: int, threads: int, known: Mapping[str, Any], this_build: list[dict[str, Any]],
+             machine: int) -> Need:
+    """What a compile of ``source`` is expected to take on a machine of ``machine`` CPUs: its record scaled to the
+    architectures ``archs`` x ``threads`` runs at once, else the largest per-architecture peak the project recorded,
+    else unknown."""
+    units = parallel(archs, threads, machine)
     mine = [line for line in this_build if line.get("source") == source and line.get("compiled")]
     entry = mine[-1] if mine else known.get("sources", {}).get(source)
     if entry and entry.get("peak"):
-        per_unit = entry["peak"] / parallel(entry["archs"], entry["threads"])
         seconds = entry.get("seconds", 0.0) * max(archs, 1) / max(entry["archs"], 1)
-        return Need(int(per_unit * units), seconds, "recorded")
-    peaks = unit_peaks(this_build) + unit_peaks([{**v, "compiled": True} for v in known.get("sources", {}).values()])
+        return Need(int(per_unit(entry, machine) * units), seconds, "recorded")
+    peaks = (unit_peaks(this_build, machine)
+             + unit_peaks([{**v, "compiled": True} for v in known.get("sources", {}).values()], machine))
     if peaks:
         return Need(int(max(peaks) * units), known.get("unit_seconds"), "estimated")
     return Need(None, None, "unknown")
@@ -403,7 +419,8 @@ def run(command: Sequence[str], env: dict[str, str], source: str, archs: int) ->
     threads, _ = threads_of(command)
     if env.get(THREADS, "").isdigit() and int(env[THREADS]) != threads:
         threads, command = int(env[THREADS]), with_threads(command, int(env[THREADS]))
-    need = expected(name, archs, threads, load_expected(env), read_record(record))
+    machine = cpus()
+    need = expected(name, archs, threads, load_expected(env), read_record(record), machine)
     stop = record.with_name(record.name + ".stopped")
     refusal = past_deadline(env, need, name, stop)
     if refusal:
@@ -415,8 +432,8 @@ def run(command: Sequence[str], env: dict[str, str], source: str, archs: int) ->
         done, admitted = measure(command, env), Admitted(None, 0.0)
     else:
         claims = record.with_name(record.name + CLAIMS)
-        admitted = admit(claims, need, parallel(archs, threads), name, os.getpid(),
-                         lambda: expected(name, archs, threads, load_expected(env), read_record(record)))
+        admitted = admit(claims, need, parallel(archs, threads, machine), name, os.getpid(),
+                         lambda: expected(name, archs, threads, load_expected(env), read_record(record), machine))
         need = admitted.need or need
         if admitted.line:
             print(admitted.line, file=sys.stderr, flush=True)
@@ -431,7 +448,8 @@ def run(command: Sequence[str], env: dict[str, str], source: str, archs: int) ->
             done = measure(command, env)
         finally:
             (claims / str(os.getpid())).unlink(missing_ok=True)
-    record_line(record, {"source": name, "archs": archs, "threads": threads, "seconds": round(done.seconds, 3),
+    record_line(record, {"source": name, "archs": archs, "threads": threads, "cpus": machine,
+                         "seconds": round(done.seconds, 3),
                          "peak": done.peak, "compiled": done.compiled, "rc": done.returncode, "need": need.bytes,
                          "how": need.how, "waited": round(admitted.waited, 3), "end": round(time.time(), 3)})
     return done.returncode if done.returncode >= 0 else 128 - done.returncode

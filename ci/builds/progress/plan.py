@@ -29,7 +29,7 @@ def choose(cores: int, free: int | None, per_unit: float | None, archs: int, use
         jobs = user_jobs or cores
         return Plan(jobs, None, f"{jobs} jobs x --threads 0: {room} available, nothing recorded yet (the first "
                                 "compile runs alone and is measured; the others are expected from it)")
-    full = per_unit * parallel(archs, 0)
+    full = per_unit * parallel(archs, 0, cores)
     if user_jobs:
         warning = (f"MAX_JOBS={user_jobs} asks for {user_jobs} compiles at once, {gib(full)} each expected "
                    f"(recorded), {room} available: compiles wait for memory (or lower MAX_JOBS)"
@@ -40,18 +40,17 @@ def choose(cores: int, free: int | None, per_unit: float | None, archs: int, use
         return Plan(cores, None, f"{cores} jobs x --threads 0: {room} available, {gib(full)} per compile "
                                  "expected (recorded)")
     whole = int(free // full)
-    if whole and whole * parallel(archs, 0) >= cores:
-        # Fewer compiles with every architecture at once keep the cores as busy as more with fewer --threads, and
-        # need less: a compile's peak grows slower than its parallel architectures (its largest ptxas dominates;
-        # the heavy fixture: 1.65 GiB with 4 at once, about 0.65 GiB of it in one ptxas), so the per-architecture
-        # share a lowered --threads is expected by underestimates it.
+    if whole and whole * parallel(archs, 0, cores) >= cores:
+        # Fewer compiles at --threads 0 keep the cores as busy as more with fewer --threads (each runs as many
+        # architectures at once as the machine has CPUs), and each compile's front end (preprocessing, cudafe++, the
+        # host compile) is held once instead of once per compile.
         jobs = min(cores, whole)
         return Plan(jobs, None, f"{jobs} jobs x --threads 0: {room} available, {gib(full)} per compile expected "
                                 "(recorded)")
     units = max(1, int(free // per_unit))
     jobs = max(1, min(cores, units))
     threads = max(1, min(max(archs, 1), units // jobs))
-    each = per_unit * parallel(archs, threads)
+    each = per_unit * parallel(archs, threads, cores)
     return Plan(jobs, threads, f"{jobs} jobs x --threads {threads}: {room} available, {gib(each)} per compile "
                                "expected (recorded)")
 
@@ -77,4 +76,4 @@ def for_project(project: str, archs: int, cores: int, free: int | None, user_job
         return Plan(jobs, None, f"{jobs} jobs x --threads 0: {gib(free) if free is not None else 'memory unknown'} "
                                 f"available, not admitted by memory ({SWITCH}=off)")
     sources: Mapping[str, Any] = records.load(project, cache)
-    return choose(cores, free, records.unit_peak(sources), archs, user_jobs)
+    return choose(cores, free, records.unit_peak(sources, cores), archs, user_jobs)

@@ -37,12 +37,15 @@ def measured(lines: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for line in lines:
         if line.get("compiled") and line.get("rc") == 0 and line.get("peak"):
-            out[str(line["source"])] = {k: line[k] for k in ("peak", "seconds", "archs", "threads")}
+            kept = ("peak", "seconds", "archs", "threads", "cpus")
+            out[str(line["source"])] = {k: line[k] for k in kept if k in line}
     return out
 
 
-def unit_peak(sources: Mapping[str, Mapping[str, Any]]) -> float | None:
-    peaks = admission.unit_peaks([{**v, "compiled": True} for v in sources.values()])
+def unit_peak(sources: Mapping[str, Mapping[str, Any]], machine: int) -> float | None:
+    """The largest peak per architecture run at once among ``sources`` (records of a machine of ``machine`` CPUs
+    where they do not say)."""
+    peaks = admission.unit_peaks([{**v, "compiled": True} for v in sources.values()], machine)
     return max(peaks) if peaks else None
 
 
@@ -63,7 +66,7 @@ def prepare(project: str, work: Path, cache: Path | None = None) -> dict[str, st
         merge(project, record, cache)
         record.unlink()
     sources = load(project, cache)
-    fsutil.atomic_write_json(work / EXPECTED, {"sources": sources, "unit_peak": unit_peak(sources)})
+    fsutil.atomic_write_json(work / EXPECTED, {"sources": sources})
     for stale in (work / (RECORD + ".stopped"),):
         stale.unlink(missing_ok=True)
     return {admission.RECORD: str(record), admission.EXPECTED: str(work / EXPECTED)}

@@ -28,12 +28,13 @@ def test_short_memory_lowers_jobs_and_threads_to_what_fits() -> None:
 
 
 def test_short_memory_keeps_threads_0_when_fewer_whole_compiles_keep_the_cores_busy() -> None:
-    """Two compiles of 4 architectures at once occupy 4 cores as four of 2 would, and need less (a compile's peak
-    grows slower than its parallel architectures)."""
+    """Two compiles of 4 architectures at once occupy 4 cores as four of 2 would, and hold their front ends twice
+    instead of four times."""
     chosen = plan.choose(4, int(15.6 * GIB), 1.55 * GIB, 4, None)
     assert (chosen.jobs, chosen.threads) == (2, None)
     assert chosen.line == "2 jobs x --threads 0: 15.6 GiB available, 6.2 GiB per compile expected (recorded)"
-    assert plan.choose(2, int(2.3 * GIB), 1.65 * GIB / 4, 4, None)[:2] == (1, None)  # the heavy fixture, 2 cores
+    # the heavy fixture on 2 CPUs: 1.65 GiB with 2 of its 4 architectures at once (--threads 0 is the CPU count)
+    assert plan.choose(2, int(2.3 * GIB), 1.65 * GIB / 2, 4, None)[:2] == (1, None)
 
 
 def test_the_users_max_jobs_wins_with_one_warning_when_the_record_says_it_will_not_fit() -> None:
@@ -85,7 +86,8 @@ def test_records_keep_the_last_measured_compile_of_each_source(tmp_path: Path) -
     assert records.load("proj", tmp_path / "cache") == {"a.cu": {"peak": 2 * GIB, "seconds": 30.0, "archs": 4,
                                                                   "threads": 0}}
     assert not (work / records.RECORD).exists()
-    assert json.loads(Path(env["FARM_COMPILE_EXPECTED"]).read_text())["unit_peak"] == GIB / 2
+    assert json.loads(Path(env["FARM_COMPILE_EXPECTED"]).read_text())["sources"] == records.load("proj",
+                                                                                               tmp_path / "cache")
 
 
 def test_the_eta_counts_the_recorded_durations_of_what_is_left() -> None:

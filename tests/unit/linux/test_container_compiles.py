@@ -67,9 +67,9 @@ def test_the_container_build_is_recorded_held_to_its_deadline_and_sized_to_its_m
     assert before + 7200 - 5 <= float(seen[admission.DEADLINE]) <= time.time() + 7200 + 5
     assert f"--volume={job.outputs.work_dir(target) / 'compiles'}:{container_compiles.MOUNT}" in engine.split()
     assert "--memory=6g" in engine.split() and "--memory-swap=6g" in engine.split()
-    chosen = plan.choose(8, 6 * GIB, 5 * GIB / admission.parallel(archs, 0), archs, None)
+    chosen = plan.choose(8, 6 * GIB, 5 * GIB / admission.parallel(archs, 0, 8), archs, None)
     assert int(seen["MAX_JOBS"]) == chosen.jobs < 8
-    each = 5 * GIB / admission.parallel(archs, 0) * admission.parallel(archs, int(seen[admission.THREADS]))
+    each = 5 * GIB / admission.parallel(archs, 0, 8) * admission.parallel(archs, int(seen[admission.THREADS]), 8)
     assert int(seen["MAX_JOBS"]) * each <= 6 * GIB
 
 
@@ -120,7 +120,7 @@ def test_the_records_are_prepared_before_and_folded_in_after_and_the_deadline_is
     with pytest.raises(deadline.DeadlineReached) as info:
         with container_compiles.measured(job, tmp_path / "src", cibw):
             expected = json.loads((folder / records.EXPECTED).read_text())
-            assert set(expected["sources"]) == {"csrc/a.cu"} and expected["unit_peak"] == 2 * GIB
+            assert set(expected["sources"]) == {"csrc/a.cu"} and expected["sources"]["csrc/a.cu"]["peak"] == 2 * GIB
             record = folder / records.RECORD
             admission.record_line(record, {"source": "csrc/b.cu", "archs": 2, "threads": 0, "seconds": 3.0,
                                            "peak": GIB, "compiled": True, "rc": 0})

@@ -151,12 +151,34 @@ def test_what_a_cgroup_can_still_give_less_its_reclaimable_cache(tmp_path: Path,
 
 
 def test_the_expected_need_scales_a_record_and_estimates_a_file_never_built() -> None:
-    known = {"sources": {"a.cu": {"peak": 4 * 2**30, "seconds": 40.0, "archs": 4, "threads": 0}}}
-    assert admission.expected("a.cu", 4, 2, known, []) == (2 * 2**30, 40.0, "recorded")
-    assert admission.expected("b.cu", 2, 0, known, []).bytes == 2 * 2**30  # 1 GiB per parallel architecture
-    assert admission.expected("b.cu", 2, 0, {}, []).how == "unknown"
+    known = {"sources": {"a.cu": {"peak": 4 * 2**30, "seconds": 40.0, "archs": 4, "threads": 0, "cpus": 8}}}
+    assert admission.expected("a.cu", 4, 2, known, [], 8) == (2 * 2**30, 40.0, "recorded")
+    assert admission.expected("b.cu", 2, 0, known, [], 8).bytes == 2 * 2**30  # 1 GiB per parallel architecture
+    assert admission.expected("b.cu", 2, 0, {}, [], 8).how == "unknown"
     this_build = [{"source": "c.cu", "peak": 3 * 2**30, "archs": 1, "threads": 1, "compiled": True}]
-    assert admission.expected("b.cu", 2, 0, {}, this_build).bytes == 6 * 2**30
+    assert admission.expected("b.cu", 2, 0, {}, this_build, 8).bytes == 6 * 2**30
+
+
+def test_threads_0_runs_as_many_architectures_at_once_as_the_machine_has_cpus() -> None:
+    """nvcc's --threads 0 is the machine's CPU count: classic_ext's compile (one cicc of 1.24 GiB) peaked at 2.47
+    GiB with 6 architectures on 2 CPUs, not 6 x 1.24. A record made with one architecture expects that of a build
+    with six on 2 CPUs, and six at once on 16; a record made on 2 CPUs, scaled to 16, by its own CPU count."""
+    assert [admission.parallel(6, 0, cpus) for cpus in (1, 2, 16)] == [1, 2, 6]
+    assert [admission.parallel(6, threads, 2) for threads in (1, 4, 9)] == [1, 4, 6]  # an explicit --threads
+    one_arch = {"sources": {"k.cu": {"peak": 1.24 * 2**30, "seconds": 30.0, "archs": 1, "threads": 0, "cpus": 2}}}
+    assert admission.expected("k.cu", 6, 0, one_arch, [], 2).bytes == int(2.48 * 2**30)
+    assert admission.expected("k.cu", 6, 0, one_arch, [], 16).bytes == int(6 * 1.24 * 2**30)
+    six_on_two = {"sources": {"k.cu": {"peak": 2.47 * 2**30, "seconds": 75.0, "archs": 6, "threads": 0, "cpus": 2}}}
+    assert admission.expected("k.cu", 6, 0, six_on_two, [], 16).bytes == int(3 * 2.47 * 2**30)
+    assert admission.expected("k.cu", 6, 0, six_on_two, [], 2).bytes == int(2.47 * 2**30)
+
+
+def test_the_record_says_how_many_cpus_the_compile_had(tmp_path: Path) -> None:
+    env = wrapper_env(tmp_path, FARM_NVCC_NEXT=f"{sys.executable} -c pass")
+    done = run_wrapper(["-c", "k.cu", "-o", "k.o"], env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    (line,) = records(tmp_path)
+    assert line["cpus"] == os.cpu_count()
 
 
 def test_with_threads_replaces_or_adds_nvccs_option() -> None:
