@@ -42,7 +42,7 @@ class BuildReport:
     abi3_floor: str | None = None
     #: Whose architecture list the CUDA code was built for and audited against (``project-arch-flags``).
     archs_from: str | None = None
-    #: Every compile of the build that finished (ci/nvcc/admission.py's record): source, architectures, nvcc's
+    #: Every compile of the build that finished (ci/nvcc/admission's record): source, architectures, nvcc's
     #: --threads, seconds, the peak memory of its process tree in bytes, and whether it ran the compiler (a
     #: compile-cache hit did not); a resumed build's are those of its last run.
     compiles: tuple[dict[str, Any], ...] = ()

@@ -22,6 +22,7 @@ from ci.builds.progress import watch as compile_watch
 from ci.errors import FarmError, UsageError
 from ci.log import log
 from ci.nvcc import admission
+from ci.nvcc.admission import memory, need
 from ci.universe.targets import Target
 
 
@@ -65,7 +66,7 @@ def jobs_env(job: ContainerBuild, create_args: Sequence[str]) -> dict[str, str]:
     if target.cpu:
         return {"MAX_JOBS": str(job.max_jobs or cores)}
     limit = memory_limit(create_args)
-    free = admission.available() if limit is None else limit
+    free = memory.available() if limit is None else limit
     archs = len(arch_flags.torch_arch_flags(arch_flags.arch_list_of(target)))
     chosen = compile_plan.for_project(target.project.name, archs, cores, free, job.max_jobs)
     log.info(f"{chosen.line}{' (the container memory limit)' if limit is not None else ''}")
@@ -103,7 +104,7 @@ def compile_env(job: ContainerBuild) -> tuple[dict[str, str], list[str]]:
 def reached(record: Path, known: Mapping[str, Any]) -> compile_deadline.DeadlineReached:
     """The deadline's line from the record (the container's build folder is gone with it): the sources compiled,
     of those this build and earlier ones recorded."""
-    done = {str(line["source"]) for line in admission.read_record(record) if line.get("rc") == 0}
+    done = {str(line["source"]) for line in need.read_record(record) if line.get("rc") == 0}
     total = len(done | set(known)) or "?"
     return compile_deadline.DeadlineReached(f"stopped at the deadline: {len(done)} of {total} compiles done and "
                                             "cached", f"{len(done)}/{total}", "the same command resumes")

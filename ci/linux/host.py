@@ -46,6 +46,7 @@ from ci.linux import cross, qemu, sysroot
 from ci.log import log
 from ci.nvcc import admission
 from ci.nvcc import shim as nvcc_shim
+from ci.nvcc.admission import memory
 from ci.toolchain import compiler_cache, envs, toolkit
 from ci.universe import project
 from ci.universe.targets import Target
@@ -109,7 +110,7 @@ def jobs_env(target: Target, max_jobs: int | None) -> dict[str, str]:
     if target.cpu:
         return {"MAX_JOBS": str(max_jobs or cores)}
     archs = len(arch_flags.torch_arch_flags(arch_flags.arch_list_of(target)))
-    chosen = compile_plan.for_project(target.project.name, archs, cores, admission.available(), max_jobs)
+    chosen = compile_plan.for_project(target.project.name, archs, cores, memory.available(), max_jobs)
     log.info(chosen.line)
     if chosen.warning:
         log.warn(chosen.warning)

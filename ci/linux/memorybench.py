@@ -38,6 +38,7 @@ from ci.errors import UsageError
 from ci.linux import container_compiles, memlimit, reproduce
 from ci.log import log
 from ci.nvcc import admission
+from ci.nvcc.admission import memory, need
 from ci.universe.project import FARM_ROOT, ProjectConfig
 
 PLAN = re.compile(r"(\d+) jobs(?: \(MAX_JOBS\))? x --threads (\d+)")
@@ -125,7 +126,7 @@ def one_build(project: Path, build_dir: Path, wheelhouse: Path, limit: int, mode
     if wheels:
         row.wheel_sha256 = wheelmeta.sha256_file(wheels[0])
     record = sorted(build_dir.glob(f"*/{records.RECORD}"))
-    lines = admission.read_record(record[0]) if record else []
+    lines = need.read_record(record[0]) if record else []
     row.needs = [{k: line.get(k) for k in ("source", "how", "need", "peak", "threads", "seconds", "rc")}
                  for line in lines]
     if lines and row.jobs:
@@ -151,7 +152,7 @@ def bench(config: ProjectConfig, limits: Sequence[int], out: Path) -> list[Row]:
             for mode in MODES:
                 rows.append(one_build(clone / inside, folder / "build", folder / "wheelhouse", limit, mode,
                                       config.name))
-                log.info(f"{admission.gib(limit)} {mode}: {rows[-1].outcome} in {rows[-1].seconds:.0f} s")
+                log.info(f"{memory.gib(limit)} {mode}: {rows[-1].outcome} in {rows[-1].seconds:.0f} s")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     log.result(table(config.name, rows))
@@ -172,8 +173,8 @@ def table(project: str, rows: Sequence[Row]) -> Table:
     for r in rows:
         errors = " / ".join("-" if r.eta_error.get(k) is None else f"{r.eta_error[k]:+.0f} s"
                             for k in ("25%", "50%", "75%"))
-        out.add_row(admission.gib(r.limit), r.mode, r.outcome, f"{r.seconds:.0f} s",
-                    admission.gib(r.peak) if r.peak is not None else "?", str(r.oom_kills),
+        out.add_row(memory.gib(r.limit), r.mode, r.outcome, f"{r.seconds:.0f} s",
+                    memory.gib(r.peak) if r.peak is not None else "?", str(r.oom_kills),
                     f"{r.jobs} x {r.threads}" if r.jobs else "?", errors,
                     ("same bytes" if len(built) == 1 else r.wheel_sha256[:12]) if r.wheel_sha256 else "-")
     return out

@@ -279,14 +279,17 @@ def next_command(value: str) -> list[str]:
 
 
 def admission() -> ModuleType:
-    """``admission.py`` beside this file (run as ``python -I wrapper.py``, the farm's package is not importable)."""
+    """The ``admission`` package beside this file (run as ``python -I wrapper.py``, the farm's package is not
+    importable): loaded by its path, and registered before it runs so that its relative imports resolve."""
     try:
         from ci.nvcc import admission as module
     except ImportError:
-        spec = importlib.util.spec_from_file_location("farm_nvcc_admission", os.path.join(
-            os.path.dirname(os.path.abspath(__file__)), "admission.py"))
+        folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "admission")
+        spec = importlib.util.spec_from_file_location("farm_nvcc_admission", os.path.join(folder, "__init__.py"),
+                                                      submodule_search_locations=[folder])
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
         spec.loader.exec_module(module)
     return module
 
@@ -311,7 +314,7 @@ def main(argv: Sequence[str]) -> int:
     command = [*next_command(env.get("FARM_NVCC_NEXT", "")), *decision.args]
     for name in FOLDED:  # on the command line now: nvcc must not read them a second time
         env.pop(name, None)
-    if env.get("FARM_COMPILE_RECORD") and is_compile(decision.args):  # admitted and measured (admission.py)
+    if env.get("FARM_COMPILE_RECORD") and is_compile(decision.args):  # admitted and measured (the admission package)
         archs = len(set(find_flags(decision.args).flags)) or 1
         return int(admission().run(command, env, source_of(decision.args), archs))
     if os.name != "nt":

@@ -15,6 +15,7 @@ from pathlib import Path
 from ci import settings
 from ci.builds.failure.causes import Cause, Found
 from ci.nvcc import admission
+from ci.nvcc.admission import memory as available_memory
 
 #: ENOSPC and EDQUOT in the words of the C library (Python's OSError, gcc, ld, ninja, zip).
 NO_SPACE = re.compile(r"No space left on device|Disk quota exceeded")
@@ -110,5 +111,5 @@ def _memory() -> int | None:
         total: int | None = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # pragma: no cover - Windows has no sysconf
         total = None
-    limit = admission.cgroup_limit()
+    limit = available_memory.cgroup_limit()
     return limit if limit is not None and (total is None or limit < total) else total

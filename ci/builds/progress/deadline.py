@@ -1,5 +1,5 @@
 """A build's deadline (``--deadline``, ``FARM_DEADLINE``): a duration from now or a time of day / date, turned into
-the moment the nvcc wrapper holds each compile against (``ci/nvcc/admission.py``: a compile that would not finish
+the moment the nvcc wrapper holds each compile against (``ci/nvcc/admission/``: a compile that would not finish
 before it by its record is not started, nor any after it); the build then stops with :class:`DeadlineReached`
 (its own exit status, :data:`EXIT_DEADLINE`) and one line, and the same command resumes from the kept work folder
 and the compile cache."""

@@ -1,5 +1,5 @@
 """How many compiles run at once (``MAX_JOBS``) and with how many nvcc ``--threads`` each, chosen from the cores,
-the memory a compile can get (``ci/nvcc/admission.py``: the cgroup's limit less its use, or ``MemAvailable``) and
+the memory a compile can get (``ci/nvcc/admission/``: the cgroup's limit less its use, or ``MemAvailable``) and
 the project's records, stated in one line at the start of the build; with the admission off
 (``FARM_COMPILE_ADMISSION=off``) the naive settings: a job per core (or ``MAX_JOBS``), nvcc's own ``--threads``."""
 
@@ -11,7 +11,9 @@ from typing import Any, NamedTuple
 from ci import settings
 from ci.builds.progress import records
 from ci.errors import UsageError
-from ci.nvcc.admission import SWITCH, THREADS, gib, parallel
+from ci.nvcc.admission import SWITCH, THREADS
+from ci.nvcc.admission.memory import gib
+from ci.nvcc.admission.need import parallel
 
 
 class Plan(NamedTuple):

@@ -12,6 +12,7 @@ from typing import Any
 
 from ci import fsutil, toolenv
 from ci.nvcc import admission
+from ci.nvcc.admission import need
 
 #: The wrapper's record of this build (JSON lines) and what it expects from earlier builds, in the work folder.
 RECORD, EXPECTED = "compiles.jsonl", "compiles-expected.json"
@@ -45,13 +46,13 @@ def measured(lines: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
 def unit_peak(sources: Mapping[str, Mapping[str, Any]], machine: int) -> float | None:
     """The largest peak per architecture run at once among ``sources`` (records of a machine of ``machine`` CPUs
     where they do not say)."""
-    peaks = admission.unit_peaks([{**v, "compiled": True} for v in sources.values()], machine)
+    peaks = need.unit_peaks([{**v, "compiled": True} for v in sources.values()], machine)
     return max(peaks) if peaks else None
 
 
 def merge(project: str, record: Path, cache: Path | None = None) -> dict[str, dict[str, Any]]:
     """Fold a build's record into the project's cache entry; returns the updated sources."""
-    sources = load(project, cache) | measured(admission.read_record(record))
+    sources = load(project, cache) | measured(need.read_record(record))
     path = cache_file(project, cache)
     path.parent.mkdir(parents=True, exist_ok=True)
     fsutil.atomic_write_json(path, {"sources": dict(sorted(sources.items()))})

@@ -17,7 +17,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
 from ci.log import log, on_github
-from ci.nvcc.admission import gib, read_record
+from ci.nvcc.admission.memory import gib
+from ci.nvcc.admission.need import read_record
 
 #: A compile edge of torch's ``build.ninja`` (``cuda_compile`` and ``compile``).
 EDGE = re.compile(r"^build \S+\.o: (?:cuda_)?compile ", re.MULTILINE)

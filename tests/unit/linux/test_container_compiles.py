@@ -19,6 +19,7 @@ from ci.builds.progress import deadline, plan, records
 from ci.linux import container as wheels
 from ci.linux import container_compiles, images
 from ci.nvcc import admission
+from ci.nvcc.admission import memory, need
 from ci.universe import targets
 from ci.universe.project import reading
 
@@ -67,9 +68,9 @@ def test_the_container_build_is_recorded_held_to_its_deadline_and_sized_to_its_m
     assert before + 7200 - 5 <= float(seen[admission.DEADLINE]) <= time.time() + 7200 + 5
     assert f"--volume={job.outputs.work_dir(target) / 'compiles'}:{container_compiles.MOUNT}" in engine.split()
     assert "--memory=6g" in engine.split() and "--memory-swap=6g" in engine.split()
-    chosen = plan.choose(8, 6 * GIB, 5 * GIB / admission.parallel(archs, 0, 8), archs, None)
+    chosen = plan.choose(8, 6 * GIB, 5 * GIB / need.parallel(archs, 0, 8), archs, None)
     assert int(seen["MAX_JOBS"]) == chosen.jobs < 8
-    each = 5 * GIB / admission.parallel(archs, 0, 8) * admission.parallel(archs, int(seen[admission.THREADS]), 8)
+    each = 5 * GIB / need.parallel(archs, 0, 8) * need.parallel(archs, int(seen[admission.THREADS]), 8)
     assert int(seen["MAX_JOBS"]) * each <= 6 * GIB
 
 
@@ -80,7 +81,7 @@ def test_without_a_limit_the_hosts_memory_counts_and_the_users_max_jobs_and_proj
     monkeypatch.delenv("FARM_CONTAINER_MEMORY", raising=False)
     monkeypatch.delenv("FARM_DEADLINE", raising=False)
     monkeypatch.setattr(container_compiles.os, "cpu_count", lambda: 8)
-    monkeypatch.setattr(admission, "available", lambda: 64 * GIB)
+    monkeypatch.setattr(memory, "available", lambda: 64 * GIB)
     seen, engine = container_env(job_for(target, tmp_path))
     assert seen["MAX_JOBS"] == "8" and admission.THREADS not in seen and admission.DEADLINE not in seen
     assert "--memory" not in engine

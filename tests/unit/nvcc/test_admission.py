@@ -1,4 +1,4 @@
-"""ci/nvcc/admission.py: each compile the wrapper lets through admitted by memory and measured over its process
+"""ci/nvcc/admission/: each compile the wrapper lets through admitted by memory and measured over its process
 tree, run here as the build runs it (``python -I wrapper.py``), with real processes and the real nvcc."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from ci.nvcc import admission
+from ci.nvcc.admission import memory, need
 
-WRAPPER = Path(admission.__file__).with_name("wrapper.py")
+WRAPPER = Path(admission.__file__).parent.with_name("wrapper.py")
 MIB = 2**20
 #: A stand-in compile tree: the command starts two children that each hold ``MiB`` resident at the same time.
 TWO_CHILDREN = """
@@ -63,7 +64,7 @@ def test_a_failed_compile_keeps_its_status_and_is_recorded(tmp_path: Path) -> No
 def test_a_compile_waits_while_the_running_ones_hold_its_memory(tmp_path: Path) -> None:
     """Each compile is expected (recorded) to need 60 % of what is free now: the second starts only after the
     first ended, however the two were started together."""
-    free = admission.available()
+    free = memory.available()
     assert free
     expected = tmp_path / "expected.json"
     need = int(free * 0.6)
@@ -102,7 +103,7 @@ def test_compiles_queued_behind_the_first_of_a_build_never_built_are_expected_fr
 def test_with_the_admission_off_compiles_start_together_and_are_still_measured(tmp_path: Path) -> None:
     """The naive settings (FARM_COMPILE_ADMISSION=off): the same two compiles that would wait for each other by
     their records start at once, and both are recorded."""
-    free = admission.available()
+    free = memory.available()
     assert free
     expected = tmp_path / "expected.json"
     expected.write_text(json.dumps({"sources": {f"k{i}.cu": {"peak": int(free * 0.6), "seconds": 1, "archs": 1,
@@ -118,7 +119,7 @@ def test_with_the_admission_off_compiles_start_together_and_are_still_measured(t
 
 
 def test_a_compile_that_alone_exceeds_what_is_free_runs_alone_with_fewer_threads(tmp_path: Path) -> None:
-    free = admission.available()
+    free = memory.available()
     assert free
     expected = tmp_path / "expected.json"
     expected.write_text(json.dumps({"sources": {"k.cu": {"peak": free * 3, "seconds": 1, "archs": 4, "threads": 0}}}))
@@ -147,30 +148,30 @@ def test_what_a_cgroup_can_still_give_less_its_reclaimable_cache(tmp_path: Path,
         (folder / name).write_text(text)
     cgroup = tmp_path / "self-cgroup"
     cgroup.write_text("0::/build/job\n" if version == "v2" else "4:memory:/build/job\n0::/\n")
-    assert admission.cgroup_free(cgroup, mount) == 512 * MIB
+    assert memory.cgroup_free(cgroup, mount) == 512 * MIB
 
 
 def test_the_expected_need_scales_a_record_and_estimates_a_file_never_built() -> None:
     known = {"sources": {"a.cu": {"peak": 4 * 2**30, "seconds": 40.0, "archs": 4, "threads": 0, "cpus": 8}}}
-    assert admission.expected("a.cu", 4, 2, known, [], 8) == (2 * 2**30, 40.0, "recorded")
-    assert admission.expected("b.cu", 2, 0, known, [], 8).bytes == 2 * 2**30  # 1 GiB per parallel architecture
-    assert admission.expected("b.cu", 2, 0, {}, [], 8).how == "unknown"
+    assert need.expected("a.cu", 4, 2, known, [], 8) == (2 * 2**30, 40.0, "recorded")
+    assert need.expected("b.cu", 2, 0, known, [], 8).bytes == 2 * 2**30  # 1 GiB per parallel architecture
+    assert need.expected("b.cu", 2, 0, {}, [], 8).how == "unknown"
     this_build = [{"source": "c.cu", "peak": 3 * 2**30, "archs": 1, "threads": 1, "compiled": True}]
-    assert admission.expected("b.cu", 2, 0, {}, this_build, 8).bytes == 6 * 2**30
+    assert need.expected("b.cu", 2, 0, {}, this_build, 8).bytes == 6 * 2**30
 
 
 def test_threads_0_runs_as_many_architectures_at_once_as_the_machine_has_cpus() -> None:
     """nvcc's --threads 0 is the machine's CPU count: classic_ext's compile (one cicc of 1.24 GiB) peaked at 2.47
     GiB with 6 architectures on 2 CPUs, not 6 x 1.24. A record made with one architecture expects that of a build
     with six on 2 CPUs, and six at once on 16; a record made on 2 CPUs, scaled to 16, by its own CPU count."""
-    assert [admission.parallel(6, 0, cpus) for cpus in (1, 2, 16)] == [1, 2, 6]
-    assert [admission.parallel(6, threads, 2) for threads in (1, 4, 9)] == [1, 4, 6]  # an explicit --threads
+    assert [need.parallel(6, 0, cpus) for cpus in (1, 2, 16)] == [1, 2, 6]
+    assert [need.parallel(6, threads, 2) for threads in (1, 4, 9)] == [1, 4, 6]  # an explicit --threads
     one_arch = {"sources": {"k.cu": {"peak": 1.24 * 2**30, "seconds": 30.0, "archs": 1, "threads": 0, "cpus": 2}}}
-    assert admission.expected("k.cu", 6, 0, one_arch, [], 2).bytes == int(2.48 * 2**30)
-    assert admission.expected("k.cu", 6, 0, one_arch, [], 16).bytes == int(6 * 1.24 * 2**30)
+    assert need.expected("k.cu", 6, 0, one_arch, [], 2).bytes == int(2.48 * 2**30)
+    assert need.expected("k.cu", 6, 0, one_arch, [], 16).bytes == int(6 * 1.24 * 2**30)
     six_on_two = {"sources": {"k.cu": {"peak": 2.47 * 2**30, "seconds": 75.0, "archs": 6, "threads": 0, "cpus": 2}}}
-    assert admission.expected("k.cu", 6, 0, six_on_two, [], 16).bytes == int(3 * 2.47 * 2**30)
-    assert admission.expected("k.cu", 6, 0, six_on_two, [], 2).bytes == int(2.47 * 2**30)
+    assert need.expected("k.cu", 6, 0, six_on_two, [], 16).bytes == int(3 * 2.47 * 2**30)
+    assert need.expected("k.cu", 6, 0, six_on_two, [], 2).bytes == int(2.47 * 2**30)
 
 
 def test_the_record_says_how_many_cpus_the_compile_had(tmp_path: Path) -> None:
@@ -182,9 +183,9 @@ def test_the_record_says_how_many_cpus_the_compile_had(tmp_path: Path) -> None:
 
 
 def test_with_threads_replaces_or_adds_nvccs_option() -> None:
-    assert admission.with_threads(["-c", "k.cu", "--threads", "0"], 2) == ["-c", "k.cu", "--threads", "2"]
-    assert admission.with_threads(["-c", "--threads=0", "k.cu"], 1) == ["-c", "--threads=1", "k.cu"]
-    assert admission.with_threads(["-c", "k.cu"], 3) == ["-c", "k.cu", "--threads", "3"]
+    assert need.with_threads(["-c", "k.cu", "--threads", "0"], 2) == ["-c", "k.cu", "--threads", "2"]
+    assert need.with_threads(["-c", "--threads=0", "k.cu"], 1) == ["-c", "--threads=1", "k.cu"]
+    assert need.with_threads(["-c", "k.cu"], 3) == ["-c", "k.cu", "--threads", "3"]
 
 
 def test_a_real_nvcc_compile_is_measured_and_its_object_is_nvccs_own(tmp_path: Path) -> None:
