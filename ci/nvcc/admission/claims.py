@@ -20,6 +20,8 @@ LOWERED = "cuda-ext-farm nvcc: {source}: runs alone with --threads {threads} ({n
 
 
 def _alive(pid: int) -> bool:
+    """POSIX's half of ci/fsutil.py's check (the wrapper loads this package by path where ``ci`` is not importable,
+    and on Windows nothing is admitted)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
