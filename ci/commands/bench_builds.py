@@ -1,5 +1,6 @@
 """``bench-builds``: cold, warm and one-file build times of the host and container builds; with ``--memory``, the
-project built under memory limits, naive settings against the farm's admission (ci/linux/memorybench.py)."""
+project built under memory limits, naive settings against the farm's admission (ci/linux/memorybench.py); with
+``--admission-pairs``, what the admission costs a light build (ci/linux/admissionbench.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ class Args:
     touch: str | None = None
     out: str | None = None
     memory: tuple[str, ...] = ()
+    admission_pairs: int | None = None
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -27,6 +29,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory", action="append", default=[],
                         help="instead of the timings: build on this machine under this memory limit (2.5g, 8g), "
                         "naive settings and the farm's admission, each in a memory cgroup; repeatable")
+    parser.add_argument("--admission-pairs", type=int, metavar="N",
+                        help="instead of the timings: N pairs of cold host builds with the compile admission on and "
+                        "off, alternated (what the admission costs a light build)")
     parser.add_argument("--out", help="results folder (default: FARM_BENCH_RESULTS, else <project>/bench-results)")
 
 
@@ -36,6 +41,17 @@ def run(opts: Options[Args]) -> int:
     from ci.universe import matrix
 
     config = options.load_project(opts)
+    pairs = opts.args.admission_pairs
+    if pairs is not None:
+        from ci.errors import UsageError
+        from ci.linux import admissionbench
+
+        if pairs < 1 or opts.args.memory:
+            raise UsageError("--admission-pairs takes a whole number from 1, without --memory", pairs,
+                             "give --admission-pairs 4, or --memory alone")
+        out = settings.path_option(opts.args.out, "FARM_BENCH_RESULTS", config.root / "bench-results")
+        admissionbench.bench(config, pairs, out)
+        return 0
     if opts.args.memory:
         from ci.linux import memorybench
 
