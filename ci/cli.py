@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from ci import options, settings
+from ci.builds.progress import deadline as compile_deadline
 from ci.commands import (
     adopt_torch,
     audit,
@@ -254,6 +255,11 @@ def read(argv: Sequence[str], *, cwd: Path | None = None, prog: str | None = Non
         except argparse.ArgumentTypeError:
             raise UsageError("MAX_JOBS is not a positive whole number", repr(environ["MAX_JOBS"]),
                              "set it to the number of parallel compile jobs (MAX_JOBS=4), or unset it") from None
+    given = resolved.get("FARM_DEADLINE")
+    if command.traits.compiles and given:
+        moment = compile_deadline.at_entry(given)
+        resolved = dataclasses.replace(resolved, values={
+            **resolved.values, "FARM_DEADLINE": settings.Resolved(moment, resolved.source("FARM_DEADLINE"))})
     _absolute_paths(command, ns, (cwd or Path.cwd()).resolve(), resolved, environ)
     return _options(command, ns, resolved), flags
 

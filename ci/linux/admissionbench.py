@@ -56,7 +56,8 @@ def one_build(project: Path, folder: Path, pair: int, mode: str) -> Row:
     cmd = [sys.executable, "-m", "ci", "build", "--project", str(project), "--wheelhouse", str(wheelhouse),
            "--build-dir", str(build_dir)]
     started = time.monotonic()
-    proc.run(cmd, env=env, tee=output, hide=lambda text: " jobs x --threads " not in text,
+    proc.run(cmd, env=env, unset=("MAX_JOBS", admission.THREADS), tee=output,
+             hide=lambda text: " jobs x --threads " not in text,
              what=f"the {mode} build of pair {pair} failed", hint=f"its output is in {output}")
     row.seconds = round(time.monotonic() - started, 1)
     text = output.read_text(errors="replace")

@@ -43,7 +43,10 @@ from ci.universe.project import FARM_ROOT, ProjectConfig
 
 PLAN = re.compile(r"(\d+) jobs(?: \(MAX_JOBS\))? x --threads (\d+)")
 OUT_OF_MEMORY = re.compile(r"^error: .*ran out of memory.*$", re.MULTILINE)
-MODES = {"naive": {admission.SWITCH: "off"}, "farm": {}}
+#: Each mode says its switch: a caller's FARM_COMPILE_ADMISSION=off would otherwise make "farm" naive too.
+MODES = {"naive": {admission.SWITCH: "off"}, "farm": {admission.SWITCH: "on"}}
+#: The caller's settings that would choose for either mode (the plan's MAX_JOBS, the wrapper's --threads).
+UNSET = ("MAX_JOBS", admission.THREADS)
 POINTS = (0.25, 0.5, 0.75)
 
 
@@ -109,7 +112,7 @@ def one_build(project: Path, build_dir: Path, wheelhouse: Path, limit: int, mode
            "--build-dir", str(build_dir)]
     with memlimit.limited(limit, f"farm-bench-{mode}") as group:
         started = time.monotonic()
-        done = proc.run(group.enter(cmd), env=env, check=False, tee=output,
+        done = proc.run(group.enter(cmd), env=env, unset=UNSET, check=False, tee=output,
                         hide=lambda text: not (PLAN.search(text) or text.startswith(("compiled ", "error:"))))
         row.seconds = round(time.monotonic() - started, 1)
         row.peak, row.oom_kills = group.peak(), group.oom_kills()

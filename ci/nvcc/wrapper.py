@@ -314,9 +314,15 @@ def main(argv: Sequence[str]) -> int:
     command = [*next_command(env.get("FARM_NVCC_NEXT", "")), *decision.args]
     for name in FOLDED:  # on the command line now: nvcc must not read them a second time
         env.pop(name, None)
-    if env.get("FARM_COMPILE_RECORD") and is_compile(decision.args):  # admitted and measured (the admission package)
-        archs = len(set(find_flags(decision.args).flags)) or 1
+    if env.get("FARM_COMPILE_RECORD") and is_compile(decision.args, cwd):  # admitted and measured (the package)
+        flags = find_flags(decision.args).flags
+        # counted as torch writes them (one output a flag), as the plan counts them: CMake's
+        # code=[compute_90,sm_90] is two
+        archs = len(gencode_pairs(flags) or set(flags)) or 1
         return int(admission().run(command, env, source_of(decision.args), archs))
+    threads = env.get("FARM_NVCC_THREADS", "")
+    if threads.isdigit() and is_compile(decision.args, cwd):  # develop: the plan's --threads without a record
+        command = admission().need.with_threads(command, int(threads))
     if os.name != "nt":
         os.execvpe(command[0], command, env)  # nvcc in this process: ninja's signals reach it
     return subprocess.call(command, env=env)  # Windows: exec would end this process first

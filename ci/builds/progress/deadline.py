@@ -55,6 +55,19 @@ def parse(value: str, now: float | None = None) -> float:
                          "give a duration (5h30m, 90m, 3600s) or a time (23:30, 2026-01-31T23:30)") from None
 
 
+def at_entry(value: str, now: float | None = None) -> str:
+    """The deadline as the moment it names, resolved once as the command starts: a duration counts from then, for
+    every target of the command alike (not from each target's own start, after its image and environment were
+    made), and a moment already past is refused before anything starts (it would stop every build at once and
+    tell the user to resume, for ever). The ISO form :func:`parse` reads back."""
+    now = time.time() if now is None else now
+    moment = parse(value, now)
+    if moment <= now:
+        raise UsageError("--deadline has already passed", repr(value),
+                         "give a duration (5h30m, 90m) or a time still to come (23:30, 2026-01-31T23:30)")
+    return datetime.datetime.fromtimestamp(moment, tz=datetime.timezone.utc).isoformat(timespec="seconds")
+
+
 def stopped(record: Path) -> bool:
     """Whether a compile of this build was refused at the deadline (the wrapper's mark beside the record)."""
     return record.with_name(record.name + ".stopped").exists()

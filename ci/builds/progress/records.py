@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 from ci import fsutil, toolenv
 from ci.nvcc import admission
 from ci.nvcc.admission import need
+from ci.nvcc.admission.claims import CLAIMS
 
 #: The wrapper's record of this build (JSON lines) and what it expects from earlier builds, in the work folder.
 RECORD, EXPECTED = "compiles.jsonl", "compiles-expected.json"
@@ -68,6 +70,9 @@ def prepare(project: str, work: Path, cache: Path | None = None) -> dict[str, st
         record.unlink()
     sources = load(project, cache)
     fsutil.atomic_write_json(work / EXPECTED, {"sources": sources})
-    for stale in (work / (RECORD + ".stopped"),):
-        stale.unlink(missing_ok=True)
+    (work / (RECORD + ".stopped")).unlink(missing_ok=True)
+    # A wrapper killed outright (SIGKILL, docker rm -f) leaves its claim; in the next container its process id may
+    # be a live process's, and the claim would hold that memory for ever. No compile of this target runs now (the
+    # target's lock is held), so every claim here is stale.
+    shutil.rmtree(work / (RECORD + CLAIMS), ignore_errors=True)
     return {admission.RECORD: str(record), admission.EXPECTED: str(work / EXPECTED)}

@@ -116,8 +116,12 @@ def run(command: Sequence[str], env: dict[str, str], source: str, archs: int) ->
         done, admitted = measure(command, env), Admitted(None, 0.0)
     else:
         claims = record.with_name(record.name + CLAIMS)
-        admitted = admit(claims, need, parallel(archs, threads, machine), name, os.getpid(),
-                         lambda: expected(name, archs, threads, known, read_record(record), machine))
+        try:
+            admitted = admit(claims, need, parallel(archs, threads, machine), name, os.getpid(),
+                             lambda: expected(name, archs, threads, known, read_record(record), machine))
+        except KeyboardInterrupt:  # ninja's Ctrl-C reaches the compiles queued here: no traceback for each
+            (claims / str(os.getpid())).unlink(missing_ok=True)
+            return 130
         need = admitted.need or need
         if admitted.line:
             print(admitted.line, file=sys.stderr, flush=True)

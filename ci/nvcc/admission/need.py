@@ -50,7 +50,7 @@ def with_threads(args: Sequence[str], threads: int) -> list[str]:
 class Need(NamedTuple):
     bytes: int | None  # None: nothing known, the compile runs alone
     seconds: float | None
-    how: str  # "recorded", "estimated" or "unknown"
+    how: str  # "recorded", "estimated", "unmeasured" or "unknown"
 
 
 def load_expected(path: str | None) -> dict[str, Any]:
@@ -92,16 +92,21 @@ def read_record(path: Path) -> list[dict[str, Any]]:
 def expected(source: str, archs: int, threads: int, known: Mapping[str, Any], this_build: list[dict[str, Any]],
              machine: int) -> Need:
     """What a compile of ``source`` is expected to take on a machine of ``machine`` CPUs: its record scaled to the
-    architectures ``archs`` x ``threads`` runs at once, else the largest per-architecture peak the project recorded,
-    else unknown."""
+    architectures ``archs`` x ``threads`` runs at once, else the largest per-architecture peak (and duration) the
+    project recorded, else unknown: the compile then runs alone to be measured, unless a compile of this build has
+    already finished without a measure (a compile-cache hit, or sccache's server compiling outside the wrapper's
+    process tree), where waiting alone would only serialise the build: ``unmeasured``, admitted as it comes."""
     units = parallel(archs, threads, machine)
     mine = [line for line in this_build if line.get("source") == source and line.get("compiled")]
     entry = mine[-1] if mine else known.get("sources", {}).get(source)
     if entry and entry.get("peak"):
         seconds = entry.get("seconds", 0.0) * max(archs, 1) / max(entry["archs"], 1)
         return Need(int(per_unit(entry, machine) * units), seconds, "recorded")
-    peaks = (unit_peaks(this_build, machine)
-             + unit_peaks([{**v, "compiled": True} for v in known.get("sources", {}).values()], machine))
-    if peaks:
-        return Need(int(max(peaks) * units), known.get("unit_seconds"), "estimated")
+    measured = [line for line in this_build if line.get("compiled") and line.get("peak")]
+    measured += [{**v, "compiled": True} for v in known.get("sources", {}).values() if v.get("peak")]
+    if measured:
+        slowest = max(float(line.get("seconds") or 0.0) / max(int(line.get("archs") or 1), 1) for line in measured)
+        return Need(int(max(unit_peaks(measured, machine)) * units), slowest * max(archs, 1), "estimated")
+    if this_build:
+        return Need(0, None, "unmeasured")
     return Need(None, None, "unknown")

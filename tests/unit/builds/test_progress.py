@@ -104,3 +104,20 @@ def test_the_eta_follows_this_builds_pace_against_the_records() -> None:
     done = [{"source": "k0.cu", "seconds": 50.0}, {"source": "k1.cu", "seconds": 50.0}]
     assert watch.eta(done, 4, known, 1) == 100.0
     assert watch.eta([{"source": "new.cu", "seconds": 30.0}], 5, known, 1) == 400.0  # nothing to compare: as recorded
+
+
+def test_cache_hits_count_as_done_but_not_in_the_pace() -> None:
+    """After a resume, hits of 1 s against records of 100 s: the compiles left are expected at their records (the
+    pace of the one that ran, 1.0), not at the hits' pace (an ETA 100 times too short)."""
+    known = {f"k{i}.cu": {"seconds": 100.0} for i in range(6)}
+    done = [{"source": f"k{i}.cu", "seconds": 1.0, "compiled": False} for i in range(4)]
+    done.append({"source": "k4.cu", "seconds": 100.0, "compiled": True})
+    assert watch.eta(done, 6, known, 1) == 100.0
+
+
+def test_a_deadline_is_resolved_once_at_the_start_and_one_already_past_is_refused() -> None:
+    assert deadline.at_entry("90m", now=1769902200.0) == "2026-02-01T01:00:00+00:00"
+    assert deadline.parse(deadline.at_entry("90m", now=1769902200.0)) == 1769902200 + 5400
+    for past in ("0", "0m", "2020-01-01T00:00:00+00:00"):
+        with pytest.raises(UsageError, match=r"--deadline has already passed"):
+            deadline.at_entry(past, now=1769902200.0)

@@ -234,3 +234,81 @@ def test_at_the_deadline_a_compile_is_not_started_nor_any_after_it(tmp_path: Pat
     assert "cuda-ext-farm nvcc: at the deadline: slow.cu not started (60 s expected, " in slow.stderr
     again = run_wrapper(["-c", "quick.cu", "-o", "q.o"], env, tmp_path)
     assert again.returncode == admission.STOPPED and not ran.exists()
+
+
+def test_after_a_compile_that_could_not_be_measured_the_others_are_not_run_alone(tmp_path: Path) -> None:
+    """A compile-cache hit (or sccache's server compiling outside the wrapper's tree) finishes without a measure:
+    the compiles queued behind it are ``unmeasured`` and start together instead of one at a time for the whole
+    build; one measured compile of the project gives an estimate with a duration the deadline can hold it to."""
+    env = wrapper_env(tmp_path, FARM_NVCC_NEXT=f"{sys.executable} -c 'import time; time.sleep(1.5)'")
+    run_wrapper(["-c", "hit.cu", "-o", "hit.o"], {**env, "FARM_NVCC_NEXT": f"{sys.executable} -c pass"}, tmp_path)
+    started = [subprocess.Popen([sys.executable, "-I", str(WRAPPER), "-c", f"k{i}.cu", "-o", "k.o"], env=env,
+                                cwd=tmp_path) for i in range(2)]
+    assert [p.wait() for p in started] == [0, 0]
+    hit, *rest = sorted(records(tmp_path), key=lambda line: float(line["end"]))  # type: ignore[arg-type]
+    assert hit["how"] == "unknown" and hit["compiled"] is False
+    assert [line["how"] for line in rest] == ["unmeasured"] * 2
+    starts = [float(line["end"]) - float(line["seconds"]) for line in rest]  # type: ignore[arg-type]
+    assert max(starts) < min(float(line["end"]) for line in rest)  # type: ignore[arg-type]  # together
+    measured = [{"source": "a.cu", "peak": 2 * MIB, "seconds": 40.0, "archs": 4, "threads": 0, "compiled": True}]
+    estimate = need.expected("b.cu", 2, 0, {}, measured, 8)
+    assert (estimate.how, estimate.seconds) == ("estimated", 20.0)  # 10 s an architecture, two of them
+
+
+def test_stale_claims_of_a_killed_build_are_cleared_when_the_next_build_starts(tmp_path: Path) -> None:
+    """A wrapper killed outright leaves its claim, named by a process id that may be alive in the next container:
+    the next build's start removes every claim (no compile of the target runs then: its lock is held)."""
+    from ci.builds.progress import records as compile_records
+
+    work = tmp_path / "work"
+    claims = work / (compile_records.RECORD + ".claims")
+    claims.mkdir(parents=True)
+    (claims / str(os.getpid())).write_text(str(2**50))  # a live process id, claiming more than any machine has
+    compile_records.prepare("proj", work, tmp_path / "cache")
+    assert not claims.exists()
+
+
+def test_the_plans_threads_reach_nvcc_where_nothing_is_recorded(tmp_path: Path) -> None:
+    """develop sets the plan's --threads without a record: the wrapper applies it before it execs nvcc."""
+    argv = tmp_path / "argv.json"
+    script = tmp_path / "nvcc.py"
+    script.write_text(f"import json, sys\nopen({str(argv)!r}, 'w').write(json.dumps(sys.argv[1:]))\n")
+    env = {"PATH": os.environ["PATH"], "FARM_NVCC_NEXT": f"{sys.executable} {script}", admission.THREADS: "1"}
+    done = run_wrapper(["-c", "k.cu", "-o", "k.o", "--threads", "0"], env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(argv.read_text())[-2:] == ["--threads", "1"]
+
+
+def test_cmakes_probes_are_not_admitted_and_its_architectures_count_as_torch_writes_them(tmp_path: Path) -> None:
+    """A try_compile in CMakeFiles/ runs unrecorded; CMake's code=[compute_90,sm_90] counts two architectures,
+    as torch's two flags for 9.0+PTX do (the plan counts them so)."""
+    env = wrapper_env(tmp_path, FARM_NVCC_NEXT=f"{sys.executable} -c pass")
+    scratch = tmp_path / "CMakeFiles" / "CMakeScratch" / "TryCompile-x"
+    scratch.mkdir(parents=True)
+    (tmp_path / "k.cu").write_text("")
+    assert run_wrapper(["-c", str(tmp_path / "k.cu"), "-o", "p.o"], env, scratch).returncode == 0
+    assert not (tmp_path / "compiles.jsonl").exists()
+    flag = "--generate-code=arch=compute_90,code=[compute_90,sm_90]"
+    assert run_wrapper(["-c", "k.cu", "-o", "k.o", flag], env, tmp_path).returncode == 0
+    assert [line["archs"] for line in records(tmp_path)] == [2]
+
+
+def test_ctrl_c_while_queued_ends_the_compile_without_a_traceback(tmp_path: Path) -> None:
+    """A compile waiting for memory (a live claim holds more than there is) gets ninja's SIGINT: status 130, its
+    claim gone, no traceback."""
+    import signal
+
+    claims = tmp_path / "compiles.jsonl.claims"
+    claims.mkdir()
+    (claims / str(os.getpid())).write_text(str(2**50))
+    expected = tmp_path / "expected.json"
+    expected.write_text(json.dumps({"sources": {"k.cu": {"peak": MIB, "seconds": 1, "archs": 1, "threads": 1}}}))
+    env = wrapper_env(tmp_path, FARM_NVCC_NEXT=f"{sys.executable} -c pass", FARM_COMPILE_EXPECTED=str(expected))
+    queued = subprocess.Popen([sys.executable, "-I", str(WRAPPER), "-c", "k.cu", "-o", "k.o"], env=env, cwd=tmp_path,
+                              stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)
+    assert queued.poll() is None  # waiting behind the claim
+    queued.send_signal(signal.SIGINT)
+    _, stderr = queued.communicate(timeout=30)
+    assert queued.returncode == 130 and "Traceback" not in stderr, stderr
+    assert [p.name for p in claims.iterdir()] == [str(os.getpid())]
