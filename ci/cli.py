@@ -255,6 +255,8 @@ def read(argv: Sequence[str], *, cwd: Path | None = None, prog: str | None = Non
         except argparse.ArgumentTypeError:
             raise UsageError("MAX_JOBS is not a positive whole number", repr(environ["MAX_JOBS"]),
                              "set it to the number of parallel compile jobs (MAX_JOBS=4), or unset it") from None
+    for setting in settings.DECLARED:
+        _check_choice(setting, resolved.get(setting.env) if not setting.prefix else None)
     given = resolved.get("FARM_DEADLINE")
     if command.traits.compiles and given:
         moment = compile_deadline.at_entry(given)
@@ -262,6 +264,17 @@ def read(argv: Sequence[str], *, cwd: Path | None = None, prog: str | None = Non
             **resolved.values, "FARM_DEADLINE": settings.Resolved(moment, resolved.source("FARM_DEADLINE"))})
     _absolute_paths(command, ns, (cwd or Path.cwd()).resolve(), resolved, environ)
     return _options(command, ns, resolved), flags
+
+
+def _check_choice(setting: settings.Setting, value: str | None) -> None:
+    """A setting that takes only some values (``choices``) refused with another, before anything runs."""
+    if not setting.choices or value is None or value.strip().lower() in setting.choices:
+        return
+    options = ("neither " + " nor ".join(setting.choices) if len(setting.choices) == 2 else
+               "not one of " + ", ".join(setting.choices))
+    what = f"{setting.env} is {options}"
+    raise UsageError(what, repr(value), f"give {' or '.join(setting.choices)}"
+                     + (" (the default: leave it unset)" if setting.default in setting.choices else ""))
 
 
 def _parse(parser: Parser, argv: list[str]) -> argparse.Namespace:

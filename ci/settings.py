@@ -49,6 +49,8 @@ class Setting:
     group: str = "general"
     #: its value is a secret (a token): never shown
     secret: bool = False
+    #: the only values it takes (any case): another is refused when the settings are resolved, before anything runs
+    choices: tuple[str, ...] = ()
 
     @property
     def dest(self) -> str | None:
@@ -83,7 +85,8 @@ DECLARED: tuple[Setting, ...] = (
       "(23:30, 2026-01-31T23:30); the compiles running finish into the compile cache, the build exits 75 and the "
       "same command resumes", "none", flag="--deadline", commands=("build", "build-cuda"), group="build"),
     S("FARM_COMPILE_ADMISSION", "`off`: CUDA compiles start as ninja starts them (MAX_JOBS the CPUs, nvcc's own "
-      "--threads), measured and recorded but not held back until their recorded memory fits", "on", group="build"),
+      "--threads), measured and recorded but not held back until their recorded memory fits", "on", group="build",
+      choices=("on", "off")),
     S("SOURCE_DATE_EPOCH", "the time stamp of the wheel's entries (reproducible builds); builds set it from the "
       "commit", "1980-01-01 (the zip epoch)",
       group="build"),
@@ -267,6 +270,7 @@ def resolve(environ: Mapping[str, str], flags: Mapping[str, object] | None = Non
         else:
             values[setting.env] = Resolved(None, "default")
     return Settings(values, dict(environ))
+
 
 
 _installed: Settings | None = None

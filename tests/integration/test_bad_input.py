@@ -90,6 +90,7 @@ CASES: list[tuple[list[str], dict[str, str], int, str]] = [
     (["build", "--project", str(CLASSIC), "--deadline", "2020-01-01T00:00"], {}, 2,
      "--deadline has already passed ('2020-01-01T00:00')"),
     (["build-cuda", "13.0", "--deadline", "0m"], {}, 2, "--deadline has already passed ('0m')"),
+    (["build-cuda", "13.0"], {"FARM_COMPILE_ADMISSION": "of"}, 2, "FARM_COMPILE_ADMISSION is neither on nor off ('of')"),
     (["build", "--target", "no-such-target"], {}, 2, "has no such target (no-such-target)"),
     (["build", "--config", "/nonexistent.toml"], {}, 2, "--config does not exist (/nonexistent.toml)"),
     (["build", "--wheelhouse", NOT_A_DIR], {}, 3, f"the wheelhouse is not writable ({NOT_A_DIR}): Not a directory"),
