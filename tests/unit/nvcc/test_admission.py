@@ -304,11 +304,16 @@ def test_ctrl_c_while_queued_ends_the_compile_without_a_traceback(tmp_path: Path
     expected = tmp_path / "expected.json"
     expected.write_text(json.dumps({"sources": {"k.cu": {"peak": MIB, "seconds": 1, "archs": 1, "threads": 1}}}))
     env = wrapper_env(tmp_path, FARM_NVCC_NEXT=f"{sys.executable} -c pass", FARM_COMPILE_EXPECTED=str(expected))
+    # SIGINT as ninja's children get it: a test runner's worker may ignore it, and an ignored signal is inherited
     queued = subprocess.Popen([sys.executable, "-I", str(WRAPPER), "-c", "k.cu", "-o", "k.o"], env=env, cwd=tmp_path,
-                              stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)
-    assert queued.poll() is None  # waiting behind the claim
-    queued.send_signal(signal.SIGINT)
-    _, stderr = queued.communicate(timeout=30)
+                              stderr=subprocess.PIPE, text=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        time.sleep(1.5)
+        assert queued.poll() is None  # waiting behind the claim
+        queued.send_signal(signal.SIGINT)
+        _, stderr = queued.communicate(timeout=30)
+    finally:
+        queued.kill()
     assert queued.returncode == 130 and "Traceback" not in stderr, stderr
     assert [p.name for p in claims.iterdir()] == [str(os.getpid())]
