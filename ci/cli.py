@@ -257,6 +257,11 @@ def read(argv: Sequence[str], *, cwd: Path | None = None, prog: str | None = Non
                              "set it to the number of parallel compile jobs (MAX_JOBS=4), or unset it") from None
     for setting in settings.DECLARED:
         _check_choice(setting, resolved.get(setting.env) if not setting.prefix else None)
+    memory = resolved.get("FARM_CONTAINER_MEMORY")
+    if command.traits.compiles and memory and settings.memory_amount(memory) is None:
+        # as the container route would, after its builder image was made (ci/linux/container_compiles.py)
+        raise UsageError("FARM_CONTAINER_MEMORY is not an amount of memory", repr(memory),
+                         "give docker's form: 6g, 6144m")
     given = resolved.get("FARM_DEADLINE")
     if command.traits.compiles and given:
         moment = compile_deadline.at_entry(given)

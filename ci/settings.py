@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -188,6 +189,19 @@ def declared(name: str) -> Setting | None:
     if name in BY_NAME:
         return BY_NAME[name]
     return next((s for s in DECLARED if s.prefix and name.startswith(s.env)), None)
+
+
+#: docker's memory units (``--memory 6g``): none and b are bytes.
+MEMORY_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def memory_amount(given: str) -> int | None:
+    """The bytes of an amount of memory in docker's form (``6g``, ``6144m``, ``1.5G``, ``512mb``), or None when
+    ``given`` is not one: here, for the entry's check of FARM_CONTAINER_MEMORY (ci/cli.py, which runs in the
+    launcher's and nox's Python, standard library and packaging only) and the container route's ``--memory``
+    (ci/linux/container_compiles.py) alike."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([bkmgt]?)b?", given.strip().lower())
+    return int(float(match.group(1)) * MEMORY_UNITS[match.group(2)]) if match else None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,8 +1,10 @@
 """A Linux target's build in wheels.yml as a chain of jobs, so that a build longer than a runner's time limit
 finishes: each link builds with ``--deadline`` set to the job's end less the time to save the compile cache
 (ci/builds/progress/deadline.py); a build stopped there exits :data:`EXIT_DEADLINE`, the link saves the compile
-cache (the container route's ccache volume) as an artifact of this run, and the next link (``needs:`` the one
-before, run only when it stopped) restores it and runs the same command, which compiles only what is missing.
+cache (the container route's ccache volume) and the farm's compile records (``compile-records/`` of its cache
+folder: each compile's measured need and duration, ci/builds/progress/records.py) as an artifact of this run, and
+the next link (``needs:`` the one before, run only when it stopped) restores both and runs the same command, which
+compiles only what is missing, admitted and estimated from the first link's records.
 Up to :data:`LINKS` links; the last one's stop is a failure. The wheel is uploaded by the link that finished, and
 the import test needs every link.
 
@@ -40,18 +42,34 @@ LINKS = 3
 #: A link's time limit, and what of it is kept for saving the compile cache after a stop.
 TIMEOUT_MINUTES = 180
 SAVE_MINUTES = 15
-#: The container route's ccache volume (ci/linux/container.py's CCACHE_VOLUME) and its hand-off file.
+#: The container route's ccache volume (ci/linux/container.py's CCACHE_VOLUME) and its hand-off file; the farm's
+#: compile records' hand-off file.
 CCACHE_VOLUME = "cuda-ext-farm-ccache"
 HANDOFF = "compile-cache.tar"
+RECORDS_HANDOFF = "compile-records.tar"
 STOPPED = f"steps.build.outputs.status == '{EXIT_DEADLINE}'"
 #: The job's end less the time to save: written at the job's start, before anything else takes time.
 DEADLINE_SCRIPT = (f'echo "JOB_DEADLINE=$(date -u -d "+{TIMEOUT_MINUTES - SAVE_MINUTES} minutes" '
                    f'+%Y-%m-%dT%H:%M:%S+00:00)" >> "$GITHUB_ENV"')
 #: The volume's folder on the runner (docker says where it is); the objects are the build user's: tar as root.
 VOLUME_FOLDER = f"volume=\"$(docker volume inspect --format '{{{{ .Mountpoint }}}}' {CCACHE_VOLUME})\"\n"
-SAVE_SCRIPT = f'set -euo pipefail\n{VOLUME_FOLDER}sudo tar -C "$volume" -cf "$RUNNER_TEMP/{HANDOFF}" .\n'
+#: The farm's compile records (ci/builds/progress/records.py's ``cache_file``), where ci/toolenv.py's ``cache_root``
+#: puts them: FARM_CACHE_DIR, else XDG_CACHE_HOME's or ~/.cache's cuda-ext-farm (the runner user's: no sudo).
+RECORDS_FOLDER = 'records="${FARM_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/cuda-ext-farm}/compile-records"\n'
+#: A build that recorded no compile (stopped before its first finished) has no records folder: none saved.
+SAVE_SCRIPT = (f'set -euo pipefail\n{VOLUME_FOLDER}sudo tar -C "$volume" -cf "$RUNNER_TEMP/{HANDOFF}" .\n'
+               f'{RECORDS_FOLDER}if [ -d "$records" ]; then tar -C "$records" -cf "$RUNNER_TEMP/{RECORDS_HANDOFF}" .; '
+               'fi\n')
+#: The records go where the next link's farm reads them; a hand-off without them (none saved) restores none.
 RESTORE_SCRIPT = (f"set -euo pipefail\ndocker volume create {CCACHE_VOLUME} >/dev/null\n{VOLUME_FOLDER}"
-                  f'sudo tar -C "$volume" -xpf "$RUNNER_TEMP/{HANDOFF}"\nrm -f "$RUNNER_TEMP/{HANDOFF}"\n')
+                  f'sudo tar -C "$volume" -xpf "$RUNNER_TEMP/{HANDOFF}"\nrm -f "$RUNNER_TEMP/{HANDOFF}"\n'
+                  f'{RECORDS_FOLDER}if [ -f "$RUNNER_TEMP/{RECORDS_HANDOFF}" ]; then\n'
+                  f'  mkdir -p "$records"\n  tar -C "$records" -xf "$RUNNER_TEMP/{RECORDS_HANDOFF}"\n'
+                  f'  rm -f "$RUNNER_TEMP/{RECORDS_HANDOFF}"\nfi\n')
+#: The artifact's paths: it holds the files at its top (their common folder), and the next link downloads it to its
+#: runner's temp folder; the records' file, when none was saved, is left out (upload-artifact fails only when none of
+#: its paths exists).
+HANDED_PATHS = f"${{{{ runner.temp }}}}/{HANDOFF}\n${{{{ runner.temp }}}}/{RECORDS_HANDOFF}"
 
 
 def link_key(target_id: str, link: int) -> str:
@@ -85,10 +103,10 @@ def link_job(ctx: Context, target: targets.Target, link: int) -> Job:
         job["if"] = f"needs.{before}.outputs.status == '{EXIT_DEADLINE}'"
     resume: list[Step] = [] if link == 1 else [
         download(handoff_name(target.id, link - 1), "${{ runner.temp }}"),
-        {"name": f"Restore the compile cache link {link - 1} saved", "run": RESTORE_SCRIPT}]
+        {"name": f"Restore the compile cache and records link {link - 1} saved", "run": RESTORE_SCRIPT}]
     save: list[Step] = [] if link == LINKS else [
-        {"name": "Save the compile cache (stopped at the deadline)", "if": STOPPED, "run": SAVE_SCRIPT},
-        upload(handoff_name(target.id, link), f"${{{{ runner.temp }}}}/{HANDOFF}", retention=1, when=STOPPED)]
+        {"name": "Save the compile cache and records (stopped at the deadline)", "if": STOPPED, "run": SAVE_SCRIPT},
+        upload(handoff_name(target.id, link), HANDED_PATHS, retention=1, when=STOPPED)]
     build = cached_build({"name": f"cibuildwheel in the {cell.name} {target.arch} image, repair, audit "
                                   f"({cell_summary(cell)})", "id": "build", "run": build_script(target.id, link)},
                          scheduler=True, container=True)

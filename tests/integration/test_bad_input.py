@@ -275,6 +275,30 @@ def test_launcher_with_a_cache_folder_that_cannot_be_created_is_one_line(tmp_pat
                  "Not a directory; point FARM_CACHE_DIR at a writable folder")
 
 
+@pytest.mark.parametrize("entry", ["python -m ci", "launcher"])
+def test_a_bad_container_memory_is_refused_before_anything_starts(tmp_path: Path, entry: str) -> None:
+    """FARM_CONTAINER_MEMORY (docker's --memory of the build container) is read by the container route only once
+    the builder image is made, minutes in: the entry refuses a bad one first, in one line, with no docker command
+    run (not even its version asked: no image pulled or built), no cache or build folder made."""
+    log = tmp_path / "docker.log"
+    docker = tmp_path / "docker"  # would answer its version, then fail all else: the build would get to a pull
+    docker.write_text(f'#!/bin/bash\necho "$@" >> "{log}"\n[ "$1" = version ] && {{ echo 27.0.0; exit 0; }}\nexit 1\n')
+    docker.chmod(0o755)
+    folders = {"FARM_CACHE_DIR": tmp_path / "cache", "FARM_BUILD_DIR": tmp_path / "build",
+               "FARM_WHEELHOUSE": tmp_path / "wh"}
+    env = {**os.environ, "COLUMNS": "300", "PYTHONPATH": str(ROOT), "FARM_DOCKER": str(docker),
+           "FARM_CONTAINER_MEMORY": "lots", **{k: str(v) for k, v in folders.items()}}
+    command = [sys.executable, *(["-m", "ci"] if entry == "python -m ci" else
+                                 ["-c", "from ci import launch; launch.main()"])]
+    result = subprocess.run([*command, "build-cuda", "13.0", "--project", str(CLASSIC)], cwd=tmp_path, env=env,
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    assert result.stdout.splitlines() == ["error: FARM_CONTAINER_MEMORY is not an amount of memory ('lots'): give "
+                                          "docker's form: 6g, 6144m"], result.stdout[-3000:]
+    assert result.returncode == 2
+    assert not log.exists(), log.read_text()
+    assert not any(folder.exists() for folder in folders.values())
+
+
 def _engine_running() -> bool:
     docker = shutil.which("docker")
     return docker is not None and subprocess.run([docker, "info"], capture_output=True).returncode == 0

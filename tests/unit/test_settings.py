@@ -88,3 +88,13 @@ def test_hints_name_the_command_the_way_the_user_ran_the_farm(environ: dict[str,
         assert settings.entry("test") == expected.removesuffix(" --cpu").removesuffix(" --").replace(" build", " test")
     finally:
         settings.install(None)
+
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    ("6g", 6 << 30), ("6G", 6 << 30), ("6144m", 6 << 30), ("1.5g", 3 << 29), ("512mb", 512 << 20), ("4096", 4096),
+    (" 8g ", 8 << 30), ("lots", None), ("6 g", None), ("-1g", None), ("6gg", None), ("", None), ("g", None)])
+def test_an_amount_of_memory_in_dockers_form(given: str, expected: int | None) -> None:
+    """What the entry checks FARM_CONTAINER_MEMORY with (ci/cli.py) and the container route reads its --memory
+    with (ci/linux/container_compiles.py): one rule."""
+    assert settings.memory_amount(given) == expected
