@@ -14,6 +14,7 @@ from rich.table import Table
 from ci import fsutil
 from ci.audit.checks import AuditResult
 from ci.log import log, mask_data
+from ci.nvcc.admission import need
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,7 +127,7 @@ def debug_split_text(split: dict[str, Any]) -> str:
 
 
 #: What report.json keeps of each line of the wrapper's record.
-COMPILE_FIELDS = ("source", "archs", "threads", "seconds", "peak", "compiled")
+COMPILE_FIELDS = ("source", "kind", "archs", "threads", "seconds", "peak", "compiled")
 
 
 def with_compiles(rep: BuildReport, record: Path, folder: Path) -> BuildReport:
@@ -143,7 +144,7 @@ def with_compiles(rep: BuildReport, record: Path, folder: Path) -> BuildReport:
         except ValueError:
             continue  # a line cut by a killed compile
         if isinstance(line, dict) and line.get("rc") == 0 and "source" in line:
-            lines[str(line["source"])] = {k: line.get(k) for k in COMPILE_FIELDS}
+            lines[str(line["source"])] = {k: line.get(k) for k in COMPILE_FIELDS} | {"kind": need.kind_of(line)}
     rep = dataclasses.replace(rep, compiles=tuple(lines[k] for k in sorted(lines)))
     write_report(rep, folder)
     return rep

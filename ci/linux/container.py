@@ -7,13 +7,12 @@
 * cibuildwheel builds the target's wheel (one build identifier), repairs it with
   auditwheel excluding torch's and CUDA's libraries, and runs the project's
   smoke command in a fresh venv that holds only torch and the wheel.
-* The symbol check runs in a throw-away container with the same volume (the
-  loader's view is the image's, with the target's torch); the rest of the audit
-  and the publishing run on the host (``ci/builds/tail.py``).
-* Pip and ccache caches are named volumes; containers carry a label with the
-  job, so an interrupted build removes them.
-* The compilers (``CC``, ``CXX``) are those the image found in its base at build time
-  (``docker/detect-toolchain.sh``): Debian's ``gcc-12`` and manylinux's gcc-toolset live in different places.
+* The symbol check runs in a throw-away container with the same volume (the loader's view is the image's, with
+  the target's torch); the rest of the audit and the publishing run on the host (``ci/builds/tail.py``).
+* Pip and ccache caches are named volumes; containers carry a label with the job, so an interrupted build
+  removes them.
+* The compilers (``CC``, ``CXX``) are those the image found in its base at build time (``docker/detect-toolchain.sh``):
+  Debian's ``gcc-12`` and manylinux's gcc-toolset live in different places.
 * On a Debian base, they compile and link against the host-made Debian bullseye sysroot (``ci/linux/sysroot.py``),
   mounted read-only at ``SYSROOT_MOUNT``: ``CC``/``CXX``/``LDSHARED`` are its wrappers around the image's
   compilers, and the symbol check resolves against its libraries, so the wheel's floor is bullseye's (glibc
@@ -269,9 +268,11 @@ def build_environment(job: ContainerBuild, ca_bundle: Path | None) -> BuildEnvir
     if job.sysroot is not None:
         mounts.append(f"--volume={job.sysroot.root}:{SYSROOT_MOUNT}:ro")
         build_env |= job.sysroot.build_env(build_env["CC"], build_env["CXX"], mount=SYSROOT_MOUNT)
-    # sccache in front of the compilers (FARM_COMPILE_CACHE=sccache); its nvcc front runs behind the nvcc wrapper.
+    # sccache in front of the compilers (FARM_COMPILE_CACHE=sccache); its nvcc front runs behind the nvcc wrapper,
+    # and the host compilers' behind the compile front's (ci/nvcc/host_front.py).
     cache = in_container.route(job.outputs.work_dir(target), build_env)
     build_env, mounts = build_env | cache.env, mounts + cache.create_args
+    build_env |= container_compiles.host_fronts(job, build_env, f"{NVCC_TOOLS_MOUNT}/host_front.py")
     mounts.append(f"--volume={project.FARM_ROOT / 'ci' / 'nvcc'}:{NVCC_TOOLS_MOUNT}:ro")
     next_nvcc = build_env["PYTORCH_NVCC"]
     if not environment.nvcc_has_random_seed(nvcc):
@@ -297,8 +298,7 @@ def cibuildwheel_env(job: ContainerBuild, python: str, volume: str, ca_bundle: P
     excluded = (*matrix.TORCH_LIBRARIES, *matrix.cuda_libraries(target.cell.cuda_major))
     excludes = " ".join(f"--exclude {lib}" for lib in excluded)
     built = build_environment(job, ca_bundle)
-    build_env = built.env
-    _, ca_env = ca_mount(ca_bundle)
+    build_env, (_, ca_env) = built.env, ca_mount(ca_bundle)
     create_args = [f"--label=farm.job={job.job}",
                    f"--volume={PIP_CACHE_VOLUME}:{CONTAINER_HOME}/.cache/pip",
                    f"--volume={volume_name(CCACHE_VOLUME)}:{CONTAINER_HOME}/.cache/ccache",

@@ -21,7 +21,7 @@ from ci.builds.progress import records as compile_records
 from ci.builds.progress import watch as compile_watch
 from ci.errors import FarmError, UsageError
 from ci.log import log
-from ci.nvcc import admission
+from ci.nvcc import admission, host_front
 from ci.nvcc.admission import memory, need
 from ci.universe.targets import Target
 
@@ -39,7 +39,6 @@ class ContainerBuild(Protocol):
 #: Where the build container sees the record folder (read-write), and where cibuildwheel copies the project.
 MOUNT = "/opt/farm-compiles"
 PROJECT = "/project"
-UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
 def folder(job: ContainerBuild) -> Path:
@@ -52,9 +51,9 @@ def memory_limit(create_args: Sequence[str]) -> int | None:
     for i, arg in enumerate(args):
         value = (arg.split("=", 1)[1] if arg.startswith(("--memory=", "-m=")) else
                  args[i + 1] if arg in ("--memory", "-m") and i + 1 < len(args) else None)
-        match = re.fullmatch(r"(\d+(?:\.\d+)?)([bkmgt]?)b?", (value or "").strip().lower())
-        if match:
-            return int(float(match.group(1)) * UNITS[match.group(2)])
+        amount = settings.memory_amount(value) if value is not None else None
+        if amount is not None:
+            return amount
     return None
 
 
@@ -99,6 +98,20 @@ def compile_env(job: ContainerBuild) -> tuple[dict[str, str], list[str]]:
     env = {admission.RECORD: f"{MOUNT}/{compile_records.RECORD}",
            admission.EXPECTED: f"{MOUNT}/{compile_records.EXPECTED}", admission.ROOT: PROJECT}
     return env | deadline_env() | jobs_env(job, limit), [f"--volume={folder(job)}:{MOUNT}", *limit]
+
+
+#: The fronts of the host compilers (ci/nvcc/host_front.py), in the record folder.
+HOST_FRONT = "host-front"
+
+
+def host_fronts(job: ContainerBuild, build_env: Mapping[str, str], script: str) -> dict[str, str]:
+    """``CC`` and ``CXX`` through the compile front (``script``: ci/nvcc/host_front.py as the container sees it),
+    written on the host into the record folder, which the container sees at :data:`MOUNT`; none in a CPU build
+    (no record folder: nothing is admitted)."""
+    if job.target.cpu:
+        return {}
+    return host_front.write_fronts(build_env, folder(job) / HOST_FRONT, ["python", "-I"], script,
+                                   seen_as=f"{MOUNT}/{HOST_FRONT}")
 
 
 def reached(record: Path, known: Mapping[str, Any]) -> compile_deadline.DeadlineReached:

@@ -44,7 +44,7 @@ from ci.builds.progress import watch as compile_watch
 from ci.errors import CommandFailed, FarmError, UsageError
 from ci.linux import cross, qemu, sysroot
 from ci.log import log
-from ci.nvcc import admission
+from ci.nvcc import admission, host_front
 from ci.nvcc import shim as nvcc_shim
 from ci.nvcc.admission import memory
 from ci.toolchain import compiler_cache, envs, toolkit
@@ -142,6 +142,8 @@ def nvcc_wrapper_env(target: Target, tk: toolkit.InstalledToolkit | None, python
 
 #: The toolkit folder in front of the real one, in the work folder (ci/nvcc/shim.py).
 NVCC_SHIM = "nvcc-front"
+#: The fronts of the host compilers, in the work folder (ci/nvcc/host_front.py), and the script they run.
+HOST_FRONT, HOST_FRONT_SCRIPT = "host-front", Path(host_front.__file__)
 
 #: The build's output, kept beside the source copy (read again for the audit: ``tail.publish``).
 BUILD_OUTPUT = "build-output.log"
@@ -332,6 +334,9 @@ def _build(target: Target, outputs: tail.Outputs, started: float, *, max_jobs: i
                                                     (outputs.build_root, outputs.wheelhouse))
                 log.info(f"sources in {source} ({copied} files updated)")
                 compiles = compile_records.prepare(target.project.name, work) | {admission.ROOT: str(source)}
+                # After the key: the fronts run the same compilers with the same arguments (the key holds those)
+                compiles |= host_front.write_fronts(build_env, work / HOST_FRONT, [str(env.python), "-I"],
+                                                    str(HOST_FRONT_SCRIPT))
                 run_measured(cmd, build_env | compiles | deadline_env(), source, target, work)
                 built = tail.one_wheel(stage / "dist", "the wheel build")
             search = symbol_search(target, env, tk, setup, linked)

@@ -123,6 +123,21 @@ def test_template_audit_passed_with_the_limited_api(template: Built) -> None:
     assert "cp39-abi3" in str(checks["wheel-tag"]["detail"])
 
 
+def test_template_host_and_cuda_compiles_were_each_admitted_and_measured(template: Built) -> None:
+    """The C++ source with torch's headers went through the host compilers' front (ci/nvcc/host_front.py) as the
+    .cu through nvcc's: each measured (its compiler ran, a peak of its process tree) and in the report by kind."""
+    rep = report.read_report(template.wheel.parent)
+    assert rep is not None
+    compiles = {c["source"]: c for c in rep["compiles"]}
+    host = compiles["template_abi3/csrc/scaled_add.cpp"]
+    device = compiles["template_abi3/csrc/cuda/scaled_add.cu"]
+    assert host["kind"] == "host" and device["kind"] == "device", compiles
+    assert host["archs"] == 1 and host["threads"] == 1
+    # a compile-cache hit runs no compiler and says nothing of memory: only what ran carries a peak worth checking
+    for line in (host, device):
+        assert not line["compiled"] or line["peak"] > 100 << 20, line  # torch's headers: hundreds of MiB
+
+
 def test_template_ops_run_on_the_cpu_from_the_installed_wheel(template: Built, tmp_path: Path) -> None:
     """The wheel in a clean environment, its own tests run from a folder outside the project: the flat
     layout's source package (no _C library in it) cannot shadow the installed one."""

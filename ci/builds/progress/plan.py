@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 from ci import settings
 from ci.builds.progress import records
 from ci.errors import UsageError
-from ci.nvcc.admission import SWITCH, THREADS
+from ci.nvcc.admission import SWITCH, THREADS, need
 from ci.nvcc.admission.memory import gib
 from ci.nvcc.admission.need import parallel
 
@@ -23,15 +23,17 @@ class Plan(NamedTuple):
     warning: str = ""
 
 
-def choose(cores: int, free: int | None, per_unit: float | None, archs: int, user_jobs: int | None) -> Plan:
+def choose(cores: int, free: int | None, per_unit: float | None, archs: int, user_jobs: int | None,
+           host: float | None = None) -> Plan:
     """The plan for ``cores`` and ``free`` bytes, given the largest recorded peak per parallel architecture
-    (``per_unit``; None: never built) of compiles of ``archs`` architectures; ``user_jobs`` (MAX_JOBS) wins."""
+    (``per_unit``; None: never built) of compiles of ``archs`` architectures and of a host compile (``host``: the
+    C++ sources, which run beside the CUDA ones); ``user_jobs`` (MAX_JOBS) wins."""
     room = gib(free) if free is not None else "memory unknown"
     if per_unit is None or free is None:
         jobs = user_jobs or cores
         return Plan(jobs, None, f"{jobs} jobs x --threads 0: {room} available, nothing recorded yet (the first "
                                 "compile runs alone and is measured; the others are expected from it)")
-    full = per_unit * parallel(archs, 0, cores)
+    full = max(per_unit * parallel(archs, 0, cores), host or 0.0)
     if user_jobs:
         warning = (f"MAX_JOBS={user_jobs} asks for {user_jobs} compiles at once, {gib(full)} each expected "
                    f"(recorded), {room} available: compiles wait for memory (or lower MAX_JOBS)"
@@ -50,9 +52,9 @@ def choose(cores: int, free: int | None, per_unit: float | None, archs: int, use
         return Plan(jobs, None, f"{jobs} jobs x --threads 0: {room} available, {gib(full)} per compile expected "
                                 "(recorded)")
     units = max(1, int(free // per_unit))
-    jobs = max(1, min(cores, units))
+    jobs = max(1, min(cores, units, int(free // host) if host else cores))
     threads = max(1, min(max(archs, 1), units // jobs))
-    each = per_unit * parallel(archs, threads, cores)
+    each = max(per_unit * parallel(archs, threads, cores), host or 0.0)
     return Plan(jobs, threads, f"{jobs} jobs x --threads {threads}: {room} available, {gib(each)} per compile "
                                "expected (recorded)")
 
@@ -78,4 +80,5 @@ def for_project(project: str, archs: int, cores: int, free: int | None, user_job
         return Plan(jobs, None, f"{jobs} jobs x --threads 0: {gib(free) if free is not None else 'memory unknown'} "
                                 f"available, not admitted by memory ({SWITCH}=off)")
     sources: Mapping[str, Any] = records.load(project, cache)
-    return choose(cores, free, records.unit_peak(sources, cores), archs, user_jobs)
+    return choose(cores, free, records.unit_peak(sources, cores), archs, user_jobs,
+                  records.unit_peak(sources, cores, need.HOST))

@@ -16,7 +16,8 @@ compile (the compile cache, nvcc) as its child instead of replacing itself with 
   at the end, which catches a short peak between two polls (``ru_maxrss`` alone is the maximum of single
   processes, never their sum, so it misses parallel threads). The peak is the larger of the two.
 * **records** it: one line per compile in :data:`RECORD` (:func:`record_line`): the source relative to
-  :data:`ROOT`, its architecture count, ``--threads``, the machine's CPU count, seconds, peak bytes, whether the
+  :data:`ROOT`, its kind (``device``: nvcc's; ``host``: the host compiler's, fronted by ci/nvcc/host_front.py),
+  its architecture count, ``--threads``, the machine's CPU count, seconds, peak bytes, whether the
   compiler ran (``cicc``, ``ptxas`` or ``cc1plus`` seen: a compile-cache hit runs none) and the need it was
   admitted with.
 
@@ -48,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from .claims import CLAIMS, Admitted, admit
-from .need import Need, cpus, expected, load_expected, parallel, read_record, threads_of, with_threads
+from .need import DEVICE, Need, cpus, expected, load_expected, parallel, read_record, threads_of, with_threads
 from .processes import measure, measure_plain
 
 RECORD = "FARM_COMPILE_RECORD"
@@ -59,7 +60,8 @@ DEADLINE = "FARM_DEADLINE"
 #: The ``--threads`` the farm chose for this build's compiles (unset: the flags' own).
 THREADS = "FARM_NVCC_THREADS"
 SWITCH = "FARM_COMPILE_ADMISSION"
-AT_DEADLINE = "cuda-ext-farm nvcc: at the deadline: {source} not started ({seconds:.0f} s expected, {left:.0f} s left)"
+AT_DEADLINE = ("cuda-ext-farm {front}: at the deadline: {source} not started ({seconds:.0f} s expected, {left:.0f} s "
+               "left)")
 STOPPED = 4
 
 
@@ -83,7 +85,7 @@ def record_line(path: Path, fields: Mapping[str, Any]) -> None:
         os.close(fd)
 
 
-def past_deadline(env: Mapping[str, str], need: Need, source: str, stop_file: Path) -> str:
+def past_deadline(env: Mapping[str, str], need: Need, source: str, stop_file: Path, front: str = "nvcc") -> str:
     """The line refusing the compile at the deadline, or empty."""
     if not env.get(DEADLINE):
         return ""
@@ -91,22 +93,24 @@ def past_deadline(env: Mapping[str, str], need: Need, source: str, stop_file: Pa
     seconds = need.seconds or 0.0
     if stop_file.exists() or seconds > left:
         stop_file.touch()
-        return AT_DEADLINE.format(source=source, seconds=seconds, left=max(0.0, left))
+        return AT_DEADLINE.format(front=front, source=source, seconds=seconds, left=max(0.0, left))
     return ""
 
 
-def run(command: Sequence[str], env: dict[str, str], source: str, archs: int) -> int:
-    """Admit, run and record one compile (``command``: the next command and nvcc's arguments)."""
+def run(command: Sequence[str], env: dict[str, str], source: str, archs: int, kind: str = DEVICE) -> int:
+    """Admit, run and record one compile (``command``: the next command and its arguments): nvcc's (``kind``
+    :data:`DEVICE`), or the host compiler's (``need.HOST``: one process, no ``--threads`` to set or lower)."""
     record = Path(env[RECORD])
     name = relative(source, env)
-    threads, _ = threads_of(command)
-    if env.get(THREADS, "").isdigit() and int(env[THREADS]) != threads:
+    threads, _ = threads_of(command) if kind == DEVICE else (1, None)
+    if kind == DEVICE and env.get(THREADS, "").isdigit() and int(env[THREADS]) != threads:
         threads, command = int(env[THREADS]), with_threads(command, int(env[THREADS]))
     machine = cpus()
     known = load_expected(env.get(EXPECTED))
-    need = expected(name, archs, threads, known, read_record(record), machine)
+    need = expected(name, archs, threads, known, read_record(record), machine, kind)
     stop = record.with_name(record.name + ".stopped")
-    refusal = past_deadline(env, need, name, stop)
+    front = "nvcc" if kind == DEVICE else "host compiler"
+    refusal = past_deadline(env, need, name, stop, front)
     if refusal:
         print(refusal, file=sys.stderr, flush=True)
         return STOPPED
@@ -118,7 +122,7 @@ def run(command: Sequence[str], env: dict[str, str], source: str, archs: int) ->
         claims = record.with_name(record.name + CLAIMS)
         try:
             admitted = admit(claims, need, parallel(archs, threads, machine), name, os.getpid(),
-                             lambda: expected(name, archs, threads, known, read_record(record), machine))
+                             lambda: expected(name, archs, threads, known, read_record(record), machine, kind))
         except KeyboardInterrupt:  # ninja's Ctrl-C reaches the compiles queued here: no traceback for each
             (claims / str(os.getpid())).unlink(missing_ok=True)
             return 130
@@ -127,7 +131,7 @@ def run(command: Sequence[str], env: dict[str, str], source: str, archs: int) ->
             print(admitted.line, file=sys.stderr, flush=True)
         if admitted.threads is not None:
             threads, command = admitted.threads, with_threads(command, admitted.threads)
-        refusal = past_deadline(env, need, name, stop) if admitted.waited > 1 else ""
+        refusal = past_deadline(env, need, name, stop, front) if admitted.waited > 1 else ""
         if refusal:
             (claims / str(os.getpid())).unlink(missing_ok=True)
             print(refusal, file=sys.stderr, flush=True)
@@ -136,7 +140,7 @@ def run(command: Sequence[str], env: dict[str, str], source: str, archs: int) ->
             done = measure(command, env)
         finally:
             (claims / str(os.getpid())).unlink(missing_ok=True)
-    record_line(record, {"source": name, "archs": archs, "threads": threads, "cpus": machine,
+    record_line(record, {"source": name, "kind": kind, "archs": archs, "threads": threads, "cpus": machine,
                          "seconds": round(done.seconds, 3),
                          "peak": done.peak, "compiled": done.compiled, "rc": done.returncode, "need": need.bytes,
                          "how": need.how, "waited": round(admitted.waited, 3), "end": round(time.time(), 3)})

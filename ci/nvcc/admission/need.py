@@ -10,6 +10,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+#: A compile's kind in the records: nvcc's (the default of records made before host compiles were measured), or the
+#: host compiler's. Each kind is expected from its own records: a host compile's peak is no architecture's.
+DEVICE, HOST = "device", "host"
+
+
+def kind_of(line: Mapping[str, Any]) -> str:
+    return str(line.get("kind") or DEVICE)
+
 
 def threads_of(args: Sequence[str]) -> tuple[int, int | None]:
     """nvcc's ``--threads``/``-t`` value (the last one wins; 1 without one) and the index of its value word."""
@@ -90,20 +98,23 @@ def read_record(path: Path) -> list[dict[str, Any]]:
 
 
 def expected(source: str, archs: int, threads: int, known: Mapping[str, Any], this_build: list[dict[str, Any]],
-             machine: int) -> Need:
+             machine: int, kind: str = DEVICE) -> Need:
     """What a compile of ``source`` is expected to take on a machine of ``machine`` CPUs: its record scaled to the
     architectures ``archs`` x ``threads`` runs at once, else the largest per-architecture peak (and duration) the
-    project recorded, else unknown: the compile then runs alone to be measured, unless a compile of this build has
-    already finished without a measure (a compile-cache hit, or sccache's server compiling outside the wrapper's
-    process tree), where waiting alone would only serialise the build: ``unmeasured``, admitted as it comes."""
+    project recorded for compiles of its ``kind``, else unknown: the compile then runs alone to be measured, unless
+    a compile of its kind in this build has already finished without a measure (a compile-cache hit, or sccache's
+    server compiling outside the wrapper's process tree), where waiting alone would only serialise the build:
+    ``unmeasured``, admitted as it comes."""
     units = parallel(archs, threads, machine)
+    this_build = [line for line in this_build if kind_of(line) == kind]
+    recorded = {k: v for k, v in known.get("sources", {}).items() if kind_of(v) == kind}
     mine = [line for line in this_build if line.get("source") == source and line.get("compiled")]
-    entry = mine[-1] if mine else known.get("sources", {}).get(source)
+    entry = mine[-1] if mine else recorded.get(source)
     if entry and entry.get("peak"):
         seconds = entry.get("seconds", 0.0) * max(archs, 1) / max(entry["archs"], 1)
         return Need(int(per_unit(entry, machine) * units), seconds, "recorded")
     measured = [line for line in this_build if line.get("compiled") and line.get("peak")]
-    measured += [{**v, "compiled": True} for v in known.get("sources", {}).values() if v.get("peak")]
+    measured += [{**v, "compiled": True} for v in recorded.values() if v.get("peak")]
     if measured:
         slowest = max(float(line.get("seconds") or 0.0) / max(int(line.get("archs") or 1), 1) for line in measured)
         return Need(int(max(unit_peaks(measured, machine)) * units), slowest * max(archs, 1), "estimated")

@@ -47,8 +47,10 @@ def test_the_report_holds_every_compile(tmp_path: Path) -> None:
     rep = report.with_compiles(bare_report(), record, tmp_path / "out")
     written = json.loads((tmp_path / "out" / "report.json").read_text())
     assert written["compiles"] == [
-        {"source": "csrc/a.cu", "archs": 2, "threads": 0, "seconds": 4.0, "peak": GIB, "compiled": True},
-        {"source": "csrc/b.cu", "archs": 2, "threads": 0, "seconds": 8.0, "peak": 2 * GIB, "compiled": True}]
+        {"source": "csrc/a.cu", "kind": "device", "archs": 2, "threads": 0, "seconds": 4.0, "peak": GIB,
+         "compiled": True},
+        {"source": "csrc/b.cu", "kind": "device", "archs": 2, "threads": 0, "seconds": 8.0, "peak": 2 * GIB,
+         "compiled": True}]
     assert list(rep.compiles) == written["compiles"]
     # A build with nothing recorded (a CPU build) keeps its report as it is.
     assert report.with_compiles(bare_report(), tmp_path / "none.jsonl", tmp_path / "cpu") == bare_report()

@@ -90,6 +90,27 @@ def test_records_keep_the_last_measured_compile_of_each_source(tmp_path: Path) -
                                                                                                tmp_path / "cache")
 
 
+def test_a_compile_killed_above_its_record_raises_it_and_an_early_failure_does_not(tmp_path: Path) -> None:
+    """The sources grew since the record (1 GiB): the compile was killed holding 5 GiB, which the next build expects
+    (the record's duration kept); a failure at 0.2 GiB changes nothing; a source never recorded is added only when
+    it held more than the heaviest recorded one (else its early failure would stand for its need)."""
+    cache = tmp_path / "cache"
+    first = tmp_path / "first.jsonl"
+    first.write_text("".join(json.dumps({"source": s, "peak": GIB, "seconds": 30.0, "archs": 2, "threads": 0,
+                                         "compiled": True, "rc": 0}) + "\n" for s in ("a.cu", "b.cu")))
+    records.merge("proj", first, cache)
+    second = tmp_path / "second.jsonl"
+    failed = [("a.cu", 5 * GIB, 1), ("b.cu", GIB // 5, 1), ("c.cu", GIB // 2, 2), ("d.cu", 3 * GIB, -9),
+              ("e.cu", 4 * GIB, 1)]
+    second.write_text("".join(json.dumps({"source": s, "peak": p, "seconds": 12.0, "archs": 2, "threads": 0,
+                                          "compiled": s != "e.cu", "rc": rc}) + "\n" for s, p, rc in failed))
+    kept = records.merge("proj", second, cache)
+    assert kept["a.cu"] == {"peak": 5 * GIB, "seconds": 30.0, "archs": 2, "threads": 0}
+    assert kept["b.cu"]["peak"] == GIB and "c.cu" not in kept and "e.cu" not in kept  # e: a cache hit's failure
+    assert kept["d.cu"]["peak"] == 3 * GIB
+    assert records.load("proj", cache) == kept
+
+
 def test_the_eta_counts_the_recorded_durations_of_what_is_left() -> None:
     known = {f"k{i}.cu": {"seconds": 10.0 * (i + 1)} for i in range(4)}
     done = [{"source": "k3.cu", "seconds": 40.0}]
