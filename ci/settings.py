@@ -167,6 +167,8 @@ DECLARED: tuple[Setting, ...] = (
       kind="internal", group="internal"),
     S("FARM_COMPILE_ROOT", "the source copy ci/nvcc/admission/ names sources relative to", kind="internal",
       group="internal"),
+    S("FARM_INSIDE_NVCC", "1 in nvcc's environment: the host compiler's front (ci/nvcc/host_front.py) is the compiler "
+      "itself there (nvcc's compile is admitted and measured as a whole)", kind="internal", group="internal"),
     S("FARM_NVCC_ARCH_LIST", "the architecture list ci/nvcc/wrapper.py holds each compile to", kind="internal",
       group="internal"),
     S("FARM_NVCC_ARCH_MODE", "project-arch-flags as ci/nvcc/wrapper.py applies it (refuse, replace, keep)",

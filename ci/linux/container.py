@@ -113,8 +113,7 @@ class ContainerBuild:
 def uses_sysroot(cell: shapes.Cell) -> bool:
     """Whether a container build of ``cell`` on a Debian base links against the bullseye sysroot: not with Debian's
     own CUDA toolkit (cu124), whose ``/usr/local/cuda/include/math.h`` wrapper includes glibc 2.41's
-    ``bits/mathcalls-macros.h`` (measured: the build fails on it against bullseye's headers), so its wheels keep
-    the base's floor (trixie)."""
+    ``bits/mathcalls-macros.h`` (the build fails on it against bullseye's headers): its floor is the base's."""
     return cell.toolkit.kind != "debian"
 
 
@@ -433,6 +432,7 @@ def _build_in_container(job: ContainerBuild) -> report.BuildReport:
                     raise failure.explain_build(exc, output.read_text(errors="replace"),
                                                 build=f"the container build of {target.id}", source=source,
                                                 paths_from="/project", cpu=target.cpu,
+                                                memory=container_compiles.configured_limit(),
                                                 linkable=sorted(target.cell.toolkit.linkable)) from None
                 except FarmError:
                     remove_containers(job.job)  # stopped by the watcher: cibuildwheel's container is still there

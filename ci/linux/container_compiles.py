@@ -83,6 +83,11 @@ def memory_args() -> list[str]:
     return [f"--memory={given}", f"--memory-swap={given}"] if given else []
 
 
+def configured_limit() -> int | None:
+    """The build container's memory limit in bytes (``FARM_CONTAINER_MEMORY``), None without one."""
+    return memory_limit(memory_args())
+
+
 def deadline_env() -> dict[str, str]:
     """As on the host (``host.deadline_env``, whose module sits above this one's in the imports)."""
     given = settings.current().get("FARM_DEADLINE")

@@ -1,9 +1,9 @@
 """In front of the host compilers (``CC``, ``CXX``) of a wheel build: each C and C++ compile admitted by memory,
 measured and recorded as nvcc's are (ci/nvcc/admission/, kind ``host``).
 
-A C++ source with torch's headers takes about 1 GiB to compile (classic_ext's ``module.cpp``: measured in the
-records), as much as one architecture of a CUDA source; ninja runs them beside the CUDA compiles, so memory
-admitted to nvcc alone could still be taken by them. The farm puts a script named as the compiler it fronts
+A C++ source with torch's headers takes most of a GiB to compile (tests/fixtures/template_abi3's
+``scaled_add.cpp``: 0.66 GiB, measured here), as much as one architecture of many CUDA sources; ninja runs them
+beside the CUDA compiles, so memory admitted to nvcc alone could still be taken by them. The farm puts a script named as the compiler it fronts
 (:func:`write_fronts`; torch accepts a ``CXX`` only when its name or its ``-v`` names a known compiler) in front
 of the build's ``CC`` and ``CXX`` (the sysroot's wrappers, a compile cache's front): it runs
 ``python -I host_front.py <the compiler> <arguments>``. A compile (``-c`` with a C or C++ source, not one of
@@ -13,8 +13,9 @@ measured over its process tree, and leaves a line in the build's record. Everyth
 outputs, so the fronts change no byte (they are not part of the work folder's key: the compilers behind them
 are).
 
-nvcc's own host compiler (``-ccbin``) is not fronted: it runs inside an nvcc compile, admitted and measured with
-it. Standard library only: on the container route the script runs in the build container with its Python.
+nvcc's host compiler is not admitted apart: torch gives nvcc ``-ccbin $CC`` (this front), but inside nvcc
+(:data:`INSIDE_NVCC`) the front is the compiler itself, measured with the nvcc compile it belongs to. Standard
+library only: on the container route the script runs in the build container with its Python.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ from types import ModuleType
 
 #: The compile front's record (``admission.RECORD``): without it nothing is admitted or measured.
 RECORD = "FARM_COMPILE_RECORD"
+#: Set by the nvcc wrapper for nvcc and all it runs: torch gives nvcc ``-ccbin $CC``, so this front is nvcc's host
+#: compiler too, and a host compile inside an admitted nvcc compile must not queue for memory behind it (it would
+#: wait for its own parent) nor be recorded apart (under a temporary file's name): it is the compiler itself.
+INSIDE_NVCC = "FARM_INSIDE_NVCC"
 #: What a C or C++ source is called (gcc's own list, less the preprocessed ``.i``/``.ii``).
 SOURCES = (".c", ".cc", ".cp", ".cxx", ".cpp", ".CPP", ".c++", ".C")
 #: The variables fronted: the C compiler (setuptools' own compiles, C sources) and the C++ one (torch's ninja).
@@ -61,7 +66,7 @@ def main(argv: Sequence[str]) -> int:
     compiler, *args = argv
     env = dict(os.environ)
     source = source_of(args)
-    if env.get(RECORD) and source is not None and os.name != "nt":
+    if env.get(RECORD) and source is not None and not env.get(INSIDE_NVCC) and os.name != "nt":
         wrapper = _wrapper()
         if not wrapper.cmake_probe(args, os.getcwd()):
             return int(wrapper.admission().run([compiler, *args], env, source, 1, "host"))

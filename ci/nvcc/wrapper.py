@@ -314,6 +314,7 @@ def main(argv: Sequence[str]) -> int:
     command = [*next_command(env.get("FARM_NVCC_NEXT", "")), *decision.args]
     for name in FOLDED:  # on the command line now: nvcc must not read them a second time
         env.pop(name, None)
+    env["FARM_INSIDE_NVCC"] = "1"  # its host compiler (-ccbin $CC: ci/nvcc/host_front.py) runs as part of it
     if env.get("FARM_COMPILE_RECORD") and is_compile(decision.args, cwd):  # admitted and measured (the package)
         flags = find_flags(decision.args).flags
         # counted as torch writes them (one output a flag), as the plan counts them: CMake's

@@ -42,7 +42,8 @@ def hidden(line: str) -> bool:
 
 def classify(output: str, *, source: str = "", build_script: str = "", cpu: bool = False,
              linkable: Sequence[str] = (), empty_submodules: Sequence[str] = (),
-             pins: Sequence[tuple[int, str]] = (), host_folder: Path | None = None) -> Cause | None:
+             pins: Sequence[tuple[int, str]] = (), host_folder: Path | None = None,
+             memory: int | None = None) -> Cause | None:
     """The cause class of a failed build, from its ``output`` (``None``: not recognised).
 
     ``source``: the folder the build ran in (paths in the answer are relative to it); ``build_script``: the text of
@@ -51,8 +52,9 @@ def classify(output: str, *, source: str = "", build_script: str = "", cpu: bool
     ``empty_submodules``: ``.gitmodules`` folders that are empty in the build's copy; ``pins``: the C++ standards
     the project's build files name, for the advice of torch's headers compiled as an older one; ``host_folder``:
     the build's folder on this machine (where a full disk is measured; ``source`` is where the build saw it,
-    ``/project`` in a container)."""
-    for resource in (resources.disk(output, source, host_folder), resources.memory(output)):
+    ``/project`` in a container); ``memory``: the build's memory limit (a container's ``--memory``), else the
+    machine's (or its cgroup's) is named."""
+    for resource in (resources.disk(output, source, host_folder), resources.memory(output, total=memory)):
         if resource is not None:
             return resource.cause
     # In the order that wins a tie (the same line read by two classes: a missing header is also a compiler error).
@@ -75,7 +77,8 @@ def classify(output: str, *, source: str = "", build_script: str = "", cpu: bool
 
 def explain(general: CommandFailed, output: str, *, build: str, source: str = "", build_script: str = "",
             cpu: bool = False, linkable: Sequence[str] = (), empty_submodules: Sequence[str] = (),
-            pins: Sequence[tuple[int, str]] = (), host_folder: Path | None = None) -> FarmError:
+            pins: Sequence[tuple[int, str]] = (), host_folder: Path | None = None,
+            memory: int | None = None) -> FarmError:
     """The error a failed build ends with: ``general`` (the farm's own line) with the cause :func:`classify` reads
     from ``output`` in its place when there is one (``ci/nvcc/wrapper.py``'s refusal first); ``build`` names
     the build (``the wheel build of <target>``)."""
@@ -83,7 +86,7 @@ def explain(general: CommandFailed, output: str, *, build: str, source: str = ""
     if refused is not None:
         return refused
     cause = classify(output, source=source, build_script=build_script, cpu=cpu, linkable=linkable,
-                     empty_submodules=empty_submodules, pins=pins, host_folder=host_folder)
+                     empty_submodules=empty_submodules, pins=pins, host_folder=host_folder, memory=memory)
     if cause is None:
         return general
     # A build that compiled nothing did what the project asked: bad input (2), not a failed command.
@@ -92,10 +95,10 @@ def explain(general: CommandFailed, output: str, *, build: str, source: str = ""
 
 
 def explain_build(general: CommandFailed, output: str, *, build: str, source: Path, paths_from: str | None = None,
-                  cpu: bool = False, linkable: Sequence[str] = ()) -> FarmError:
+                  cpu: bool = False, linkable: Sequence[str] = (), memory: int | None = None) -> FarmError:
     """:func:`explain` for a build of the project copy at ``source`` (its setup.py, empty submodule folders and
     pins of an older C++ standard are read from there); ``paths_from``: where the build saw that copy
-    (``/project`` in a container), default ``source``."""
+    (``/project`` in a container), default ``source``; ``memory``: the container's memory limit."""
     try:
         script = (source / "setup.py").read_text(errors="replace")
     except OSError:
@@ -107,4 +110,4 @@ def explain_build(general: CommandFailed, output: str, *, build: str, source: Pa
     except (OSError, ValueError):  # a build file that cannot be read: the advice names the flags in general
         pins = []
     return explain(general, output, build=build, source=paths_from or str(source), build_script=script, cpu=cpu,
-                   linkable=linkable, empty_submodules=empty, pins=pins, host_folder=source)
+                   linkable=linkable, empty_submodules=empty, pins=pins, host_folder=source, memory=memory)

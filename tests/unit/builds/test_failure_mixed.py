@@ -260,6 +260,12 @@ def test_a_compiler_out_of_memory_advises_fewer_jobs_with_the_numbers(output: st
     assert cause.fix.startswith("build with fewer parallel jobs: --max-jobs 4 (MAX_JOBS=4)")
 
 
+def test_a_container_builds_memory_is_its_limit_not_the_machines() -> None:
+    """FARM_CONTAINER_MEMORY=6g: the kill happened at 6 GiB, whatever the machine has."""
+    cause = classify(NVCC13_KILLED + NINJA_TAIL, memory=6 << 30)
+    assert cause is not None and cause.value.endswith("; 2 parallel compile jobs on 6.0 GiB of memory"), cause
+
+
 def test_without_a_job_count_in_the_output_the_farms_default_is_said() -> None:
     found = resources.memory(LD_KILLED)
     assert found is not None and f"; {os.cpu_count()} parallel compile jobs on " in found.cause.value

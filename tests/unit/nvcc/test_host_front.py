@@ -113,6 +113,26 @@ def test_without_a_record_or_in_cmakes_probes_the_compile_is_g_plus_plus_alone(t
 
 
 @needs_gxx
+def test_nvccs_host_compiler_is_the_compiler_itself_inside_an_admitted_nvcc_compile(tmp_path: Path) -> None:
+    """torch gives nvcc ``-ccbin $CC``: the front runs inside nvcc's compile. Admitted there it would queue behind
+    its own parent (never built: it waits for every running compile to end) and be recorded apart under a
+    temporary file's name. Here a stand-in nvcc runs the front as nvcc runs its host compiler."""
+    assert CXX is not None
+    (tmp_path / "a.cudafe1.cpp").write_text(SOURCE)
+    front = fronted(tmp_path, CXX)
+    nvcc = f"sh -c '{front} -c a.cudafe1.cpp -o k.o' sh"
+    env = {"PATH": os.environ["PATH"], admission.RECORD: str(tmp_path / "compiles.jsonl"),
+           admission.ROOT: str(tmp_path), "FARM_NVCC_NEXT": nvcc}
+    wrapper = Path(SCRIPT).with_name("wrapper.py")
+    done = subprocess.run([sys.executable, "-I", str(wrapper), "-c", "k.cu", "-o", "k.o"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    (line,) = lines(tmp_path / "compiles.jsonl")
+    assert line["source"] == "k.cu" and line["kind"] == "device" and line["compiled"]  # cc1plus ran inside it
+    assert (tmp_path / "k.o").is_file()
+
+
+@needs_gxx
 def test_at_the_deadline_a_host_compile_is_not_started(tmp_path: Path) -> None:
     """Its record says 60 s, 5 are left: g++ never runs, the front says so and exits with the deadline's status;
     the stop file tells the farm (and every compile after it) that the build stopped at its deadline."""
