@@ -78,9 +78,7 @@ def bench(config: ProjectConfig, pairs: int, out: Path) -> list[Row]:
     folder = Path(tempfile.mkdtemp(prefix="farm-admission-bench-"))
     rows: list[Row] = []
     try:
-        clone = folder / "clone"
-        proc.run(["git", "clone", "--quiet", "--no-hardlinks", str(top), str(clone)])
-        proc.run(["git", "-C", str(clone), "checkout", "--quiet", commit])
+        clone = reproduce.clone_at(top, commit, folder / "clone")
         for pair in range(1, pairs + 1):
             for mode in (("on", "off") if pair % 2 else ("off", "on")):
                 rows.append(one_build(clone / inside, folder, pair, mode))

@@ -148,9 +148,7 @@ def bench(config: ProjectConfig, limits: Sequence[int], out: Path) -> list[Row]:
     rows: list[Row] = []
     recorded = records.load(config.name)
     try:
-        clone = folder / "clone"
-        proc.run(["git", "clone", "--quiet", "--no-hardlinks", str(top), str(clone)])
-        proc.run(["git", "-C", str(clone), "checkout", "--quiet", commit])
+        clone = reproduce.clone_at(top, commit, folder / "clone")
         for limit in limits:
             for mode in MODES:
                 rows.append(one_build(clone / inside, folder / "build", folder / "wheelhouse", limit, mode,

@@ -57,6 +57,14 @@ def repository_of(project_root: Path) -> tuple[Path, Path, str]:
     return top, project_root.resolve().relative_to(top), commit
 
 
+def clone_at(top: Path, commit: str, dest: Path) -> Path:
+    """A clone of the repository ``top`` at ``commit`` in ``dest`` (no hard links: the checkout is never touched);
+    the builds of reproduce and the benchmarks run in such clones."""
+    proc.run(["git", "clone", "--quiet", "--no-hardlinks", str(top), str(dest)])
+    proc.run(["git", "-C", str(dest), "checkout", "--quiet", commit])
+    return dest
+
+
 def section_digests(path: Path) -> dict[str, str]:
     try:
         with path.open("rb") as fh:
@@ -122,8 +130,7 @@ def reproduce(target: Target, *, container: bool, base_image: str | None, keep: 
         builds: list[Built] = []
         build_dir = folder / "build"
         for label, clone in (("first", folder / "first clone"), ("second", folder / "second clone é ü")):
-            proc.run(["git", "clone", "--quiet", "--no-hardlinks", str(top), str(clone)])
-            proc.run(["git", "-C", str(clone), "checkout", "--quiet", commit])
+            clone_at(top, commit, clone)
             builds.append(build_once(target, clone / inside, label, container=container, build_dir=build_dir,
                                      wheelhouse=folder / f"wheelhouse-{label}", base_image=base_image))
         first, second = builds

@@ -3,9 +3,10 @@ measured and recorded as nvcc's are (ci/nvcc/admission/, kind ``host``).
 
 A C++ source with torch's headers takes most of a GiB to compile (tests/fixtures/template_abi3's
 ``scaled_add.cpp``: 0.66 GiB, measured here), as much as one architecture of many CUDA sources; ninja runs them
-beside the CUDA compiles, so memory admitted to nvcc alone could still be taken by them. The farm puts a script named as the compiler it fronts
-(:func:`write_fronts`; torch accepts a ``CXX`` only when its name or its ``-v`` names a known compiler) in front
-of the build's ``CC`` and ``CXX`` (the sysroot's wrappers, a compile cache's front): it runs
+beside the CUDA compiles, so memory admitted to nvcc alone could still be taken by them. The farm puts a script
+named as the compiler it fronts (:func:`write_fronts`; torch accepts a ``CXX`` only when its name or its ``-v``
+names a known compiler) in front of the build's ``CC`` and ``CXX`` (the sysroot's wrappers, a compile cache's
+front): it runs
 ``python -I host_front.py <the compiler> <arguments>``. A compile (``-c`` with a C or C++ source, not one of
 CMake's probes) goes through ``admission.run``: it starts when its record's peak fits in what is free, is
 measured over its process tree, and leaves a line in the build's record. Everything else (a link, ``-v``,
