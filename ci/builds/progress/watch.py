@@ -18,7 +18,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
 from ci.log import log, on_github
 from ci.nvcc.admission.memory import gib
-from ci.nvcc.admission.need import read_record
+from ci.nvcc.admission.need import HOST, kind_of, read_record
 
 #: A compile edge of torch's ``build.ninja`` (``cuda_compile`` and ``compile``).
 EDGE = re.compile(r"^build \S+\.o: (?:cuda_)?compile ", re.MULTILINE)
@@ -66,14 +66,17 @@ def eta(done: Sequence[Mapping[str, Any]], total: int | None, known: Mapping[str
 def line_for(new: Mapping[str, Any], done: Sequence[Mapping[str, Any]], total: int | None, elapsed: float,
              left: float | None) -> str:
     count = len({str(line["source"]) for line in done})
+    if total is not None and count > total:  # the records' count (no build.ninja to read: a container) fell short
+        total = None
     return (f"compiled {count}/{total or '?'}: {new['source']} {new['seconds']:.1f} s, {gib(new['peak'])} · "
             f"elapsed {clock(elapsed)} · ETA {clock(left) if left is not None else '?'}")
 
 
 def slowest(lines: Sequence[Mapping[str, Any]], n: int = 5) -> list[str]:
     top = sorted(lines, key=lambda line: -float(line["seconds"]))[:n]
-    return [f"{line['source']}: {line['seconds']:.1f} s, peak {gib(line['peak'])} ({line['archs']} architectures, "
-            f"--threads {line['threads']})" for line in top]
+    return [f"{line['source']}: {line['seconds']:.1f} s, peak {gib(line['peak'])} ("
+            + ("a C/C++ compile" if kind_of(line) == HOST else
+               f"{line['archs']} architectures, --threads {line['threads']}") + ")" for line in top]
 
 
 class Lines:

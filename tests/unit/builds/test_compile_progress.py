@@ -93,6 +93,18 @@ def test_in_ci_and_logs_a_line_per_finished_compile_and_the_slowest_five_once(
     assert type(watch.display(Console(file=io.StringIO(), force_terminal=True))) is watch.Lines
 
 
+def test_host_compiles_are_said_as_such_and_a_total_the_build_outgrew_is_unknown() -> None:
+    """In a container the total is the records' count (build.ninja is in the container): a source new since the
+    records makes it short, and 3/2 would be false. A C/C++ compile has no architectures nor --threads."""
+    host = {**line("csrc/module.cpp", 0.2, GIB // 10), "kind": "host", "archs": 1, "threads": 1}
+    done = [line("csrc/h0.cu", 300.0, 3 * GIB), line("csrc/h1.cu", 200.0, 3 * GIB), host]
+    assert watch.line_for(done[1], done[:2], 2, 500.0, 0.0).startswith("compiled 2/2: csrc/h1.cu")
+    assert watch.line_for(host, done, 2, 500.0, 0.0).startswith("compiled 3/?: csrc/module.cpp 0.2 s, 0.1 GiB")
+    assert watch.slowest(done) == ["csrc/h0.cu: 300.0 s, peak 3.0 GiB (2 architectures, --threads 0)",
+                                   "csrc/h1.cu: 200.0 s, peak 3.0 GiB (2 architectures, --threads 0)",
+                                   "csrc/module.cpp: 0.2 s, peak 0.1 GiB (a C/C++ compile)"]
+
+
 def test_on_a_terminal_a_progress_bar_with_done_total_elapsed_and_eta(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
