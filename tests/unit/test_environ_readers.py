@@ -29,6 +29,8 @@ ALLOWED: dict[str, str] = {
     # (the build's own environment is composed from current().environ: ci/builds/environment.py)
     # runs inside the project's build, in front of nvcc: its own environment is all it has
     "ci.nvcc.wrapper": "runs inside the build (in front of nvcc), standard library only: reads its own environment",
+    "ci.nvcc.host_front": "runs inside the build (in front of CC and CXX), standard library only: reads its own "
+                          "environment",
     # Windows: vcvars and the build read the Windows environment (PATH, VS variables) and compose child envs
     "windows.vcvars": "runs vcvarsall.bat from the caller's environment and captures what it changes",
 }
