@@ -22,15 +22,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration import engine
 from tests.integration.test_containers import (  # noqa: F401 - base, image: the fixtures
-    REASON,
     base,
     image,
     run_ci,
 )
 
-pytestmark = [pytest.mark.docker, pytest.mark.extended, pytest.mark.slow,
-              pytest.mark.skipif(REASON is not None, reason=f"no Docker engine: {REASON}")]
+pytestmark = [*engine.marks(base=engine.BOOKWORM), pytest.mark.extended, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT = "6g"
